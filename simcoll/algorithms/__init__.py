@@ -1,0 +1,135 @@
+"""Collective algorithms: functions ``(n_ranks, size_bytes, **params) -> Schedule``.
+
+The registry :data:`ALGORITHMS` maps ``(Collective, name)`` to the function; use
+:func:`build_schedule` to build by name with clear errors, and :func:`algorithm_names`
+to list what a collective supports.
+
+Common parameters (every algorithm takes those that apply):
+
+``n_channels``
+    parallel channels (NCCL rings/trees), each carrying 1/n_channels of every block;
+``n_chunks``
+    pieces each channel's share of a block is cut into, pipelined;
+``max_in_flight``
+    per-connection window of transfers issued but not yet arrived (NCCL's 8 step slots);
+``root``
+    the root rank of broadcast, reduce, gather and scatter.
+
+>>> algorithm_names("allreduce")
+['direct', 'reduce_broadcast', 'ring']
+>>> build_schedule("allreduce", "ring", n_ranks=8, size_bytes=1024).n_transfers
+112
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from simcoll.algorithms.direct import (
+    direct_allgather,
+    direct_allreduce,
+    direct_alltoall,
+    direct_broadcast,
+    direct_gather,
+    direct_reduce,
+    direct_reducescatter,
+    direct_scatter,
+    direct_sendrecv,
+    reduce_broadcast_allreduce,
+)
+from simcoll.algorithms.ring import (
+    ring_allgather,
+    ring_allreduce,
+    ring_broadcast,
+    ring_reduce,
+    ring_reducescatter,
+)
+from simcoll.collectives import Collective
+from simcoll.errors import ConfigError
+from simcoll.schedule import Schedule
+
+__all__ = ["ALGORITHMS", "AlgorithmFn", "algorithm_names", "build_schedule"]
+
+AlgorithmFn = Callable[..., Schedule]
+
+C = Collective
+ALGORITHMS: dict[tuple[Collective, str], AlgorithmFn] = {
+    (C.ALLREDUCE, "ring"): ring_allreduce,
+    (C.ALLREDUCE, "direct"): direct_allreduce,
+    (C.ALLREDUCE, "reduce_broadcast"): reduce_broadcast_allreduce,
+    (C.ALLGATHER, "ring"): ring_allgather,
+    (C.ALLGATHER, "direct"): direct_allgather,
+    (C.REDUCESCATTER, "ring"): ring_reducescatter,
+    (C.REDUCESCATTER, "direct"): direct_reducescatter,
+    (C.ALLTOALL, "direct"): direct_alltoall,
+    (C.BROADCAST, "ring"): ring_broadcast,
+    (C.BROADCAST, "direct"): direct_broadcast,
+    (C.REDUCE, "ring"): ring_reduce,
+    (C.REDUCE, "direct"): direct_reduce,
+    (C.GATHER, "direct"): direct_gather,
+    (C.SCATTER, "direct"): direct_scatter,
+    (C.SENDRECV, "direct"): direct_sendrecv,
+}
+
+#: Parameters every algorithm accepts, with their defaults.
+COMMON_PARAMS = ("n_channels", "n_chunks", "max_in_flight")
+
+
+def _collective(collective: Collective | str) -> Collective:
+    return collective if isinstance(collective, Collective) else Collective.parse(collective)
+
+
+def algorithm_names(collective: Collective | str) -> list[str]:
+    """Names of the algorithms registered for a collective, sorted."""
+    c = _collective(collective)
+    return sorted(name for (coll, name) in ALGORITHMS if coll is c)
+
+
+def build_schedule(
+    collective: Collective | str,
+    algorithm: str,
+    *,
+    n_ranks: int,
+    size_bytes: int,
+    **params: int,
+) -> Schedule:
+    """Build the schedule of one collective call by algorithm name.
+
+    Raises
+    ------
+    ConfigError
+        If the collective or algorithm is unknown (the message lists the valid names), a
+        parameter does not apply, or a parameter value is not a positive integer.
+
+    >>> build_schedule("alltoall", "ring", n_ranks=4, size_bytes=64)
+    Traceback (most recent call last):
+    ...
+    simcoll.errors.ConfigError: alltoall has no algorithm 'ring'; valid: direct
+    """
+    c = _collective(collective)
+    fn = ALGORITHMS.get((c, algorithm))
+    if fn is None:
+        valid = ", ".join(algorithm_names(c))
+        raise ConfigError(f"{c.value} has no algorithm {algorithm!r}; valid: {valid}")
+    accepted = _accepted_params(fn, c)
+    for key, value in params.items():
+        if key not in accepted:
+            raise ConfigError(
+                f"{c.value}/{algorithm} takes no parameter {key!r}; valid: {', '.join(accepted)}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < (key != "root"):
+            low = "a rank" if key == "root" else "a positive integer"
+            raise ConfigError(f"{c.value}/{algorithm}: {key} must be {low}, got {value!r}")
+    if "root" in params and not 0 <= params["root"] < n_ranks:
+        raise ConfigError(f"{c.value}: root {params['root']} is not a rank of {n_ranks}")
+    return fn(n_ranks, size_bytes, **params)
+
+
+def _accepted_params(fn: AlgorithmFn, collective: Collective) -> list[str]:
+    names = [
+        p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY
+    ]
+    if any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
+        names = list(COMMON_PARAMS) + (["root"] if collective.is_rooted else [])
+    return names

@@ -1,0 +1,182 @@
+"""The ``simcoll`` command line: parse, call the library, print. No logic lives here.
+
+Errors simcoll raises on bad input are printed as one line, ``simcoll: error: ...``, and
+the exit status is 2 (bad input) or 1 (a simulation that cannot finish).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from simcoll.algorithms import algorithm_names
+from simcoll.collectives import Collective
+from simcoll.errors import ConfigError, SimcollError, SimulationError
+from simcoll.predict import DEFAULT_ALGORITHM, align_size_bytes, parse_sizes, predict
+from simcoll.results import format_table, to_csv, to_json
+from simcoll.topology import gpu_nodes, load, parse_overrides
+
+__all__ = ["main"]
+
+MODELS_NOW = ("flow", "ideal")
+MODELS_PLANNED = ("analytical", "packet")
+PROTOCOLS_NOW = ("simple", "auto")
+PROTOCOLS_PLANNED = ("LL", "LL128")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line (and name the subcommand)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="simcoll",
+        description="Simulate GPU collective communication (NCCL-style algorithms) on a "
+        "cluster topology, with link-level contention.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    p = sub.add_parser(
+        "predict",
+        help="predict a collective's time and bandwidth over message sizes",
+        description="Simulate one collective over a range of message sizes on a topology "
+        "and print an nccl-tests-style table (time in us, algbw and busbw in GB/s = 1e9 B/s).",
+        epilog="example: simcoll predict topologies/dgx-a100.toml --collective allreduce "
+        "--sizes 8:8G --plot allreduce.png",
+    )
+    p.add_argument("topology", metavar="TOPOLOGY", help="topology TOML file (see topologies/)")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                   help="override a builder parameter of the topology file, e.g. n_gpus=4 or "
+                   "'link_bandwidth=100 GB/s' (repeatable)")  # fmt: skip
+    p.add_argument("--collective", required=True, metavar="NAME",
+                   help="one of: " + ", ".join(c.value for c in Collective))  # fmt: skip
+    p.add_argument("--algorithm", metavar="NAME|auto", default=None,
+                   help=f"algorithm (default: {DEFAULT_ALGORITHM} where the collective has it, "
+                   "else direct); 'auto' simulates every algorithm and keeps the fastest per size")
+    p.add_argument("--protocol", metavar="NAME|auto", default="auto",
+                   help="NCCL protocol; only 'simple' (full-bandwidth transfers) is modelled so "
+                   "far, and 'auto' picks it")  # fmt: skip
+    p.add_argument("--model", default="flow", metavar="NAME",
+                   help="fidelity: 'flow' (default: fluid flows with max-min fair sharing of "
+                   "every link) or 'ideal' (no contention: each flow at its route's bottleneck)")
+    p.add_argument("--sizes", default="8:8G", metavar="MIN:MAX[:F] | A,B,...",
+                   help="message sizes in bytes, nccl-tests convention (default 8:8G: powers "
+                   "of 2 from 8 B to 8 GiB); bare K/M/G are binary, '1 GB' is 10^9")
+    p.add_argument("--ranks", type=_positive_int, metavar="N",
+                   help="number of ranks, on GPUs 0..N-1 (default: every GPU of the topology)")
+    p.add_argument("--channels", type=_positive_int, metavar="N",
+                   help="parallel channels (default 1)")  # fmt: skip
+    p.add_argument("--chunks", type=_positive_int, metavar="N",
+                   help="pipelined chunks per channel and block (default 1)")
+    p.add_argument("--window", type=_positive_int, metavar="N",
+                   help="transfers in flight per connection (default 8, NCCL's step slots)")
+    p.add_argument("--root", type=int, metavar="RANK",
+                   help="root rank of broadcast, reduce, gather, scatter (default 0)")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="output format (default table)")  # fmt: skip
+    p.add_argument("--plot", metavar="PNG", type=Path,
+                   help="also write a plot of bus bandwidth against size to this PNG file")
+    p.set_defaults(run=_predict)
+    return parser
+
+
+def _checked_choices(args: argparse.Namespace) -> tuple[Collective, str]:
+    collective = Collective.parse(args.collective)
+    if args.model in MODELS_PLANNED:
+        raise ConfigError(f"--model {args.model} is planned but not built yet; valid now: "
+                          f"{', '.join(MODELS_NOW)}")  # fmt: skip
+    if args.model not in MODELS_NOW:
+        raise ConfigError(f"unknown --model {args.model!r}; valid: {', '.join(MODELS_NOW)}")
+    if args.protocol in PROTOCOLS_PLANNED:
+        raise ConfigError(f"--protocol {args.protocol} is planned but not modelled yet; "
+                          "valid now: simple, auto")  # fmt: skip
+    if args.protocol not in PROTOCOLS_NOW:
+        raise ConfigError(f"unknown --protocol {args.protocol!r}; valid: simple, auto")
+    names = algorithm_names(collective)
+    algorithm = args.algorithm or (DEFAULT_ALGORITHM if DEFAULT_ALGORITHM in names else "direct")
+    if algorithm != "auto" and algorithm not in names:
+        raise ConfigError(f"{collective.value} has no algorithm {algorithm!r}; valid: "
+                          f"{', '.join(names)}, auto")  # fmt: skip
+    return collective, algorithm
+
+
+def _predict(args: argparse.Namespace) -> int:
+    collective, algorithm = _checked_choices(args)
+    sizes, is_range = parse_sizes(args.sizes)
+    topology = load(args.topology, parse_overrides(args.set))
+    n_ranks = args.ranks or len(gpu_nodes(topology))
+    if is_range:  # round like nccl-tests does; explicit sizes must divide as given
+        sizes = sorted({align_size_bytes(collective, n_ranks, s) for s in sizes})
+    params = {k: v for k, v in (("n_channels", args.channels), ("n_chunks", args.chunks),
+              ("max_in_flight", args.window), ("root", args.root)) if v is not None}  # fmt: skip
+    result = predict(topology, collective, sizes, algorithm=algorithm, model=args.model,
+                     n_ranks=n_ranks, params=params, skip_too_small=is_range)  # fmt: skip
+    title = (
+        f"simcoll predict: {collective.value} on {args.topology}"
+        f" ({topology.graph.get('description', '')})\n"
+        f"{n_ranks} ranks, algorithm {algorithm}, protocol simple, model {args.model}; "
+        "simulated times, bandwidths in GB/s = 1e9 B/s"
+    )
+    if args.format == "csv":
+        sys.stdout.write(to_csv(result.rows))
+    elif args.format == "json":
+        sys.stdout.write(to_json(result.rows))
+    else:
+        print(format_table(result.rows, title=title))
+    if result.skipped:
+        smallest = max(size for size, _ in result.skipped)
+        print(f"simcoll: note: skipped {len(result.skipped)} sizes up to {smallest} B: "
+              f"{result.skipped[-1][1]}", file=sys.stderr)  # fmt: skip
+    if args.plot:
+        _plot(args, result.rows, topology, collective)
+    return 0
+
+
+def _plot(args: argparse.Namespace, rows: list, topology: object, collective: Collective) -> None:  # type: ignore[type-arg]
+    from simcoll.plot import plot_busbw_vs_size  # noqa: PLC0415 - matplotlib only when asked
+
+    out = plot_busbw_vs_size(
+        rows, args.plot, title=f"{collective.value} on {Path(args.topology).name}: "
+        f"{rows[0].n_ranks if rows else 0} ranks, model {args.model}",
+    )
+    print(f"simcoll: wrote {out}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except SimulationError as error:
+        print(f"simcoll: error: {error}", file=sys.stderr)
+        return 1
+    except SimcollError as error:
+        print(f"simcoll: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"simcoll: error: {error.filename or ''}: {error.strerror}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("simcoll: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

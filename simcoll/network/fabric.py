@@ -1,0 +1,293 @@
+"""The fabric: the one SimPy process that owns flows in flight.
+
+A flow is one transfer on its whole route. The engine hands it over with
+:meth:`Fabric.send` and the time it may start moving bytes (its route latency already
+paid: SimGrid's rule, latency before sharing). From then on the fabric
+
+- lets it join the set of flows sharing bandwidth at that time;
+- gives every flow its max-min fair rate (:mod:`simcoll.network.fairshare`), or with
+  ``contention=False`` the bottleneck capacity of its route as if it were alone;
+- sleeps until the next flow finishes or joins, and reports arrivals to the engine
+  through ``on_arrival``, all flows finishing at one instant in one call.
+
+Speed: everything due at one instant is handled before rates are recomputed once; the
+recomputation covers only the connected component (flows linked through shared links) of
+the links whose flow set changed, since max-min rates elsewhere cannot change; rates and
+finish times of other flows are left untouched.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import simpy
+
+from simcoll.network.fairshare import max_min_rates_sparse
+
+__all__ = ["Fabric", "FabricStats"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+# Events closer than this (relative to the clock) happen at the same instant: it absorbs
+# float rounding of finish times, never a physical difference.
+_SAME_INSTANT = 1e-12
+
+
+@dataclass
+class FabricStats:
+    """Work counters, for complexity tests and ``simcoll bench``."""
+
+    instants: int = 0  # distinct simulated times at which something happened
+    reshares: int = 0  # max-min recomputations (one per instant with a change)
+    flow_rate_updates: int = 0  # flows whose rate was recomputed, summed over reshares
+
+
+class Fabric:
+    """Flows in flight on a set of directed links.
+
+    Parameters
+    ----------
+    env
+        The SimPy environment whose clock is simulated seconds.
+    capacity_bytes_per_s
+        Capacity of each link, indexed as the ``links`` arrays given to :meth:`send`.
+    on_arrival
+        Called with the ids of flows that finished, in increasing id order.
+    contention
+        When false, every flow runs at its route's bottleneck capacity regardless of
+        other flows (the ideal network: the closed-form test oracle).
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        capacity_bytes_per_s: FloatArray,
+        on_arrival: Callable[[list[int]], None],
+        *,
+        contention: bool = True,
+    ) -> None:
+        self.env = env
+        self.capacity_bytes_per_s = np.asarray(capacity_bytes_per_s, dtype=np.float64)
+        self.on_arrival = on_arrival
+        self.contention = contention
+        self.stats = FabricStats()
+        n_links = len(self.capacity_bytes_per_s)
+        self.link_busy_s = np.zeros(n_links)
+        self._busy_since = np.full(n_links, math.nan)
+        self._on_link: list[set[int]] = [set() for _ in range(n_links)]
+        self._pending: list[tuple[float, int, int]] = []  # (start_s, flow id, slot)
+        # Flows in flight live in slots; per-slot state is kept in parallel arrays so that
+        # finding the next arrival is one vectorised min.
+        self._finish_s = np.zeros(0)
+        self._remaining = np.zeros(0)
+        self._rate = np.zeros(0)
+        self._updated_s = np.zeros(0)
+        self._cap = np.zeros(0)
+        self._flow_id = np.zeros(0, dtype=np.int64)
+        self._links: list[IntArray] = []
+        self._free: list[int] = []
+        self._grow(64)
+        self._sleeping = False
+        self._wake_pending = False
+        self._wake_at = math.inf
+        self._process = env.process(self._run())
+
+    # -- storage: one slot per flow, arrays indexed by slot -----------------------------
+
+    def _grow(self, size: int) -> None:
+        """Make room for ``size`` slots; new slots are free and idle."""
+        old = len(self._finish_s)
+        extra = size - old
+
+        def padded(array: FloatArray, fill: float) -> FloatArray:
+            return np.concatenate([array, np.full(extra, fill)])
+
+        self._finish_s = padded(self._finish_s, math.inf)
+        self._remaining = padded(self._remaining, 0.0)
+        self._rate = padded(self._rate, 0.0)
+        self._updated_s = padded(self._updated_s, 0.0)
+        self._cap = padded(self._cap, math.inf)
+        self._flow_id = np.concatenate([self._flow_id, np.full(extra, -1, dtype=np.int64)])
+        self._links += [_NO_LINKS] * extra
+        self._free += range(size - 1, old - 1, -1)
+
+    def _slot(self) -> int:
+        if not self._free:
+            self._grow(2 * len(self._finish_s))
+        return self._free.pop()
+
+    # -- the public side ----------------------------------------------------------------
+
+    def send(
+        self,
+        flow_id: int,
+        links: IntArray,
+        size_bytes: float,
+        start_s: float,
+        rate_cap_bytes_per_s: float = math.inf,
+    ) -> None:
+        """Hand over a flow that starts moving ``size_bytes`` over ``links`` at ``start_s``."""
+        slot = self._slot()
+        self._flow_id[slot] = flow_id
+        self._links[slot] = links
+        self._remaining[slot] = float(size_bytes)
+        self._cap[slot] = rate_cap_bytes_per_s
+        start_s = max(start_s, self.env.now)
+        heapq.heappush(self._pending, (start_s, flow_id, slot))
+        if self._sleeping and start_s < self._wake_at and not self._wake_pending:
+            # Called from another process while the fabric sleeps past start_s. Wake it
+            # through a zero-delay timeout rather than at once, so that the sends of other
+            # processes already due at this instant are shared out in the same step.
+            self._wake_pending = True
+            self.env.timeout(0).callbacks.append(self._wake)
+
+    def _wake(self, _event: object) -> None:
+        self._wake_pending = False
+        if self._sleeping:
+            self._sleeping = False
+            self._process.interrupt()
+
+    @property
+    def n_in_flight(self) -> int:
+        """Flows handed over and not yet arrived."""
+        return int(np.count_nonzero(self._flow_id >= 0))
+
+    # -- the process --------------------------------------------------------------------
+
+    def _run(self):  # type: ignore[no-untyped-def]  # a SimPy generator
+        while True:
+            self._step()
+            next_s = self._next_event_s()
+            self._wake_at = next_s
+            self._sleeping = True
+            try:
+                if math.isinf(next_s):
+                    yield self.env.event()  # idle until a send() interrupts
+                else:
+                    yield self.env.timeout(max(0.0, next_s - self.env.now))
+            except simpy.Interrupt:
+                pass
+            self._sleeping = False
+
+    def _next_event_s(self) -> float:
+        finish = float(self._finish_s.min()) if len(self._finish_s) else math.inf
+        start = self._pending[0][0] if self._pending else math.inf
+        return min(finish, start)
+
+    def _step(self) -> None:
+        """Handle everything due now: arrivals (and what they trigger), then joins."""
+        now = self.env.now
+        due_by = now * (1 + _SAME_INSTANT)
+        changed: list[int] = []
+        joined: list[int] = []
+        acted = False
+        while True:
+            done_slots = np.flatnonzero(self._finish_s <= due_by)
+            if len(done_slots):
+                self._retire(done_slots, changed)
+                ids = sorted(int(self._flow_id[s]) for s in done_slots)
+                for s in done_slots:
+                    self._flow_id[s] = -1
+                    self._free.append(int(s))
+                self.on_arrival(ids)
+            new = self._admit(due_by, changed)
+            joined += new
+            if not len(done_slots) and not new:
+                break
+            acted = True
+        if acted:
+            self.stats.instants += 1
+        if changed or joined:
+            self._reshare(changed, joined)
+
+    def _retire(self, slots: IntArray, changed: list[int]) -> None:
+        now = self.env.now
+        for s in slots.tolist():
+            self._finish_s[s] = math.inf
+            self._rate[s] = 0.0
+            for link in self._links[s]:
+                members = self._on_link[link]
+                if s in members:
+                    members.discard(s)
+                    changed.append(int(link))
+                    if not members:
+                        self.link_busy_s[link] += now - self._busy_since[link]
+
+    def _admit(self, due_by: float, changed: list[int]) -> list[int]:
+        now = self.env.now
+        joined = []
+        while self._pending and self._pending[0][0] <= due_by:
+            _, _, slot = heapq.heappop(self._pending)
+            self._updated_s[slot] = now
+            if self._remaining[slot] <= 0.0 or not len(self._links[slot]):
+                # Nothing to move, or no link to move it over: arrives now, shares nothing.
+                self._finish_s[slot] = now
+                continue
+            joined.append(slot)
+            for link in self._links[slot]:
+                members = self._on_link[link]
+                if not members:
+                    self._busy_since[link] = now
+                members.add(slot)
+                changed.append(int(link))
+        return joined
+
+    # -- sharing ------------------------------------------------------------------------
+
+    def _component(self, links: list[int]) -> list[int]:
+        """Slots of all flows connected to ``links`` through shared links."""
+        seen_links = set(links)
+        frontier = list(seen_links)
+        slots: set[int] = set()
+        while frontier:
+            link = frontier.pop()
+            for s in self._on_link[link]:
+                if s not in slots:
+                    slots.add(s)
+                    for other in self._links[s]:
+                        if int(other) not in seen_links:
+                            seen_links.add(int(other))
+                            frontier.append(int(other))
+        return sorted(slots)
+
+    def _reshare(self, changed_links: list[int], joined: list[int]) -> None:
+        slots = self._component(changed_links) if self.contention else sorted(joined)
+        if not slots:
+            return
+        now = self.env.now
+        idx = np.asarray(slots, dtype=np.int64)
+        self._remaining[idx] -= self._rate[idx] * (now - self._updated_s[idx])
+        self._updated_s[idx] = now
+        lengths = [len(self._links[s]) for s in slots]
+        flows = np.repeat(np.arange(len(slots)), lengths)
+        links = np.concatenate([self._links[s] for s in slots])
+        if self.contention:
+            used, local = np.unique(links, return_inverse=True)
+            rate = max_min_rates_sparse(flows, local, self.capacity_bytes_per_s[used],
+                                        n_flows=len(slots), rate_cap_bytes_per_s=self._cap[idx])
+        else:
+            bottleneck = np.minimum.reduceat(self.capacity_bytes_per_s[links],
+                                             np.cumsum([0, *lengths[:-1]]))
+            rate = np.minimum(bottleneck, self._cap[idx])
+        self._rate[idx] = rate
+        remaining = np.maximum(self._remaining[idx], 0.0)
+        self._finish_s[idx] = now + remaining / rate
+        self.stats.reshares += 1
+        self.stats.flow_rate_updates += len(slots)
+
+    def close(self) -> None:
+        """Account link busy time of flows still in flight up to now (end of a run)."""
+        now = self.env.now
+        for link, members in enumerate(self._on_link):
+            if members:
+                self.link_busy_s[link] += now - self._busy_since[link]
+                self._busy_since[link] = now
+
+
+_NO_LINKS: IntArray = np.zeros(0, dtype=np.int64)

@@ -1,0 +1,368 @@
+"""Topology files: TOML that names a builder and its parameters, with units in the values.
+
+A topology file (see ``topologies/README.md``) looks like::
+
+    schema = 1
+    builder = "switch_star"
+    description = "NVIDIA DGX A100: 8 A100 GPUs on NVSwitch"
+    [params]
+    n_gpus = 8
+    link_bandwidth = "300 GB/s"   # per direction
+    link_latency = "0.5 us"
+
+The keys of ``[params]`` are the builder's keyword names without their unit suffix: the
+argument ``link_bandwidth_bytes_per_s`` is written ``link_bandwidth`` and its value is a
+bandwidth string, ``*_s`` arguments take durations and ``*_bytes`` arguments sizes. The
+mapping is read from the builder's signature, so a new builder needs no table here.
+
+Every problem is a :class:`~simcoll.errors.ConfigError` (or, from the builder or the
+schema, a :class:`~simcoll.errors.TopologyError`) that renders as one line naming the
+file and the key, e.g. ``dgx.toml: params.link_bandwidth: ...``.
+
+>>> parse_overrides(["n_gpus=4", "link_bandwidth = 100 GB/s"])
+{'n_gpus': '4', 'link_bandwidth': '100 GB/s'}
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+import networkx as nx
+
+from simcoll.errors import ConfigError, SimcollError
+from simcoll.topology.builders import BUILDERS
+from simcoll.topology.schema import validate
+from simcoll.units import parse_bandwidth_bytes_per_s, parse_size_bytes, parse_time_s
+
+__all__ = ["SCHEMA_VERSION", "load", "parse_overrides"]
+
+SCHEMA_VERSION = 1
+"""The ``schema`` value this version of simcoll reads."""
+
+_TOP_LEVEL_KEYS = ("schema", "builder", "description", "params")
+_ValueKind = Literal["int", "float", "bool", "str", "enum", "bytes", "seconds", "bytes_per_s"]
+# Longest suffix first: "_bytes_per_s" also ends in "_s".
+_UNIT_SUFFIXES: tuple[tuple[str, _ValueKind], ...] = (
+    ("_bytes_per_s", "bytes_per_s"),
+    ("_s", "seconds"),
+    ("_bytes", "bytes"),
+)
+_QUANTITY_PARSERS: dict[_ValueKind, tuple[Callable[[str], float], str]] = {
+    "bytes_per_s": (parse_bandwidth_bytes_per_s, "'300 GB/s'"),
+    "seconds": (parse_time_s, "'0.5 us'"),
+    "bytes": (parse_size_bytes, "'256 MiB'"),
+}
+# tomllib ends its messages with "(at line 3, column 10)" or "(at end of document)".
+_POSITION = re.compile(
+    r"^(?P<message>.*) \(at (?:line (?P<line>\d+), column (?P<column>\d+)|end of document)\)$"
+)
+_SIMPLE_KINDS: dict[type, _ValueKind] = {bool: "bool", int: "int", float: "float", str: "str"}
+_ARTICLE = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
+_INTEGER = re.compile(r"[+-]?\d+")
+_BOOLEANS = {"true": True, "false": False}
+
+
+@dataclass(frozen=True)
+class _Param:
+    """One builder argument as a topology file spells it."""
+
+    name: str  # the builder's keyword, e.g. "link_bandwidth_bytes_per_s"
+    key: str  # the TOML key, e.g. "link_bandwidth"
+    kind: _ValueKind
+    enum: type[Enum] | None
+    required: bool
+
+
+def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiGraph[str]:
+    """Read a topology file, build its graph and validate it.
+
+    Parameters
+    ----------
+    path
+        The TOML file. It is named, as given, in every error.
+    overrides
+        ``[params]`` values from the command line (``--set KEY=VALUE``, see
+        :func:`parse_overrides`), keyed as in the file and given as strings: digits for
+        integers, unit strings for quantities, enum values by name, ``true``/``false``.
+        They replace or add to the file's values.
+
+    Returns
+    -------
+    networkx.DiGraph
+        The builder's graph, validated, with ``graph.graph["source"]`` (the path as a
+        string) and ``graph.graph["description"]`` set.
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing, not UTF-8 or not TOML; has an unknown key, a wrong
+        ``schema`` or an unknown builder; misses a required parameter; has a value of the
+        wrong type or unit; or an override names an unknown key.
+    TopologyError
+        If the builder rejects a value or the graph breaks the schema.
+    """
+    source = str(path)
+    document = _read_toml(Path(path), source)
+    builder_name = _check_header(document, source)
+    builder = BUILDERS[builder_name]
+    table = document.get("params", {})
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"must be a table ([params]), got {_describe(table)}", source=source, field="params"
+        )
+    params = _builder_params(builder)
+    values, fields = _collect(builder_name, params, table, overrides or {}, source)
+    try:
+        graph = builder(**values)
+    except SimcollError as error:
+        raise type(error)(
+            error.message, source=source, field=_file_field(error.field, fields, params)
+        ) from error
+    graph.graph["source"] = source
+    graph.graph["description"] = document.get("description", "")
+    return validate(graph, source=source)
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, str]:
+    """Parse ``--set KEY=VALUE`` items into a mapping for :func:`load`.
+
+    Whitespace around the key and the value is dropped; the value may contain ``=``.
+
+    Raises
+    ------
+    ConfigError
+        If an item has no ``=`` or an empty key, or a key is given twice.
+
+    >>> parse_overrides(["n_gpus"])
+    Traceback (most recent call last):
+    ...
+    simcoll.errors.ConfigError: --set: expected KEY=VALUE (e.g. n_gpus=4), got 'n_gpus'
+    """
+    overrides: dict[str, str] = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise ConfigError(f"expected KEY=VALUE (e.g. n_gpus=4), got {item!r}", field="--set")
+        if key in overrides:
+            raise ConfigError(
+                f"given twice ({overrides[key]!r} and {value.strip()!r}); give it once",
+                field=f"--set {key}",
+            )
+        overrides[key] = value.strip()
+    return overrides
+
+
+def _read_toml(path: Path, source: str) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("no such file", source=source) from None
+    except OSError as error:
+        raise ConfigError(f"cannot read the file: {error.strerror}", source=source) from None
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")  # tolerate a byte-order mark
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise ConfigError(
+            f"not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start}); "
+            "save the file as UTF-8",
+            source=source,
+            field=f"line {line}",
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise _toml_error(error, source) from None
+
+
+def _toml_error(error: tomllib.TOMLDecodeError, source: str) -> ConfigError:
+    """Move tomllib's "(at line 3, column 10)" into the error's field."""
+    match = _POSITION.match(str(error))
+    if match is None:
+        return ConfigError(f"invalid TOML: {error}", source=source)
+    where = f"line {match['line']}, column {match['column']}" if match["line"] else None
+    return ConfigError(
+        f"invalid TOML: {match['message']}", source=source, field=where or "end of document"
+    )
+
+
+def _check_header(document: dict[str, Any], source: str) -> str:
+    """Check the top-level keys and return the builder's name."""
+    for key in document:
+        if key not in _TOP_LEVEL_KEYS:
+            valid = ", ".join(_TOP_LEVEL_KEYS)
+            raise ConfigError(f"unknown key; valid keys: {valid}", source=source, field=key)
+    schema = document.get("schema")
+    if schema is None:
+        message = f"missing; the file must start with schema = {SCHEMA_VERSION}"
+        raise ConfigError(message, source=source, field="schema")
+    if type(schema) is not int or schema != SCHEMA_VERSION:
+        message = f"unsupported version {schema!r}; this simcoll reads schema = {SCHEMA_VERSION}"
+        raise ConfigError(message, source=source, field="schema")
+    name = document.get("builder")
+    valid = ", ".join(sorted(BUILDERS))
+    if not isinstance(name, str) or name not in BUILDERS:
+        got = "missing" if name is None else f"unknown builder {name!r}"
+        raise ConfigError(f"{got}; valid: {valid}", source=source, field="builder")
+    description = document.get("description", "")
+    if not isinstance(description, str):
+        message = f"must be a string, got {_describe(description)}"
+        raise ConfigError(message, source=source, field="description")
+    return name
+
+
+def _builder_params(builder: Callable[..., object]) -> dict[str, _Param]:
+    """The builder's arguments keyed by their TOML key, in signature order."""
+    params: dict[str, _Param] = {}
+    for parameter in inspect.signature(builder).parameters.values():
+        annotation = _resolve(builder, parameter.annotation)
+        param = _param(parameter.name, annotation, parameter.default is inspect.Parameter.empty)
+        if param.key in params:
+            raise TypeError(
+                f"builder arguments {params[param.key].name!r} and {param.name!r} "
+                f"would both be written {param.key!r} in a topology file"
+            )
+        params[param.key] = param
+    return params
+
+
+def _file_field(
+    builder_field: str | None, fields: dict[str, str], params: dict[str, _Param]
+) -> str | None:
+    """Where a builder's complaint about one of its arguments points in the file."""
+    if builder_field in fields:
+        return fields[builder_field]
+    keys = {param.name: param.key for param in params.values()}
+    return f"params.{keys[builder_field]}" if builder_field in keys else builder_field
+
+
+def _resolve(builder: Callable[..., object], annotation: object) -> object:
+    """Turn a postponed annotation (``"int"``, ``"LinkKind"``) into the object it names."""
+    if not isinstance(annotation, str):
+        return annotation
+    namespace = getattr(builder, "__globals__", {})
+    return namespace.get(annotation, getattr(builtins, annotation, annotation))
+
+
+def _param(name: str, annotation: object, required: bool) -> _Param:
+    if annotation in (int, float):
+        for suffix, kind in _UNIT_SUFFIXES:
+            if name.endswith(suffix):
+                return _Param(name, name.removesuffix(suffix), kind, None, required)
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return _Param(name, name, "enum", annotation, required)
+    if isinstance(annotation, type) and annotation in _SIMPLE_KINDS:
+        return _Param(name, name, _SIMPLE_KINDS[annotation], None, required)
+    raise TypeError(
+        f"builder argument {name!r} has a type topology files cannot give: {annotation!r}"
+    )
+
+
+def _collect(
+    builder_name: str,
+    params: dict[str, _Param],
+    table: dict[str, Any],
+    overrides: Mapping[str, str],
+    source: str,
+) -> tuple[dict[str, object], dict[str, str]]:
+    """Convert the file's and the overrides' values into builder keyword arguments.
+
+    Returns the arguments and, for each argument, the field its value came from.
+    """
+    valid = ", ".join(params)
+    values: dict[str, object] = {}
+    fields: dict[str, str] = {}
+    items = [(f"params.{key}", key, value, False) for key, value in table.items()]
+    items += [(f"--set {key}", key, text, True) for key, text in overrides.items()]
+    for field, key, raw, is_text in items:
+        param = params.get(key)
+        if param is None:
+            raise ConfigError(
+                f"unknown parameter of builder {builder_name!r}; valid: {valid}",
+                source=source,
+                field=field,
+            )
+        value = _from_text(param, raw) if is_text else raw
+        values[param.name] = _convert(param, value, source=source, field=field)
+        fields[param.name] = field
+    for param in params.values():
+        if param.required and param.name not in values:
+            raise ConfigError(
+                f"missing; builder {builder_name!r} needs it (required: "
+                f"{', '.join(p.key for p in params.values() if p.required)})",
+                source=source,
+                field=f"params.{param.key}",
+            )
+    return values, fields
+
+
+def _from_text(param: _Param, text: str) -> object:
+    """Read a command-line string as the TOML value it stands for, when it is one."""
+    if param.kind == "int" and _INTEGER.fullmatch(text):
+        return int(text)
+    if param.kind == "float":
+        try:
+            return float(text)
+        except ValueError:
+            return text
+    if param.kind == "bool":
+        return _BOOLEANS.get(text, text)
+    return text
+
+
+def _convert(param: _Param, value: object, *, source: str, field: str) -> object:
+    try:
+        return _convert_value(param, value)
+    except SimcollError as error:
+        raise ConfigError(error.message, source=source, field=field) from error
+
+
+def _convert_value(param: _Param, value: object) -> object:
+    """Check a TOML value's type and convert it; raise ConfigError (no location) if wrong."""
+    if param.kind in _QUANTITY_PARSERS:
+        parse, example = _QUANTITY_PARSERS[param.kind]
+        if not isinstance(value, str) or _is_bare_number(value):
+            raise ConfigError(
+                f"expected a quantity string with its unit, e.g. {example}, got {_describe(value)}"
+            )
+        return parse(value)
+    if param.enum is not None:
+        choices = {member.value: member for member in param.enum}
+        if not isinstance(value, str) or value not in choices:
+            raise ConfigError(f"expected one of {', '.join(choices)}, got {_describe(value)}")
+        return choices[value]
+    if param.kind == "bool" and isinstance(value, bool):
+        return value
+    if param.kind == "str" and isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):  # an int serves int and float
+        if param.kind == "int":
+            return value
+        if param.kind == "float":
+            return float(value)
+    if param.kind == "float" and isinstance(value, float):
+        return value
+    raise ConfigError(f"expected {_ARTICLE[param.kind]}, got {_describe(value)}")
+
+
+def _is_bare_number(text: str) -> bool:
+    """True for ``"0.5"``: a quantity without its unit, which nobody can read safely."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _describe(value: object) -> str:
+    """``"float 8.0"``: the type and value, for an error message."""
+    return f"{type(value).__name__} {value!r}"

@@ -1,0 +1,233 @@
+"""Tests of simcoll.predict: --sizes parsing, nccl-tests alignment, and predict()."""
+
+from __future__ import annotations
+
+import pytest
+
+from simcoll.algorithms import algorithm_names, build_schedule
+from simcoll.collectives import Collective
+from simcoll.engine import simulate
+from simcoll.errors import ConfigError, ScheduleError
+from simcoll.predict import align_size_bytes, parse_sizes, predict
+from simcoll.topology import switch_star
+
+LINK_BANDWIDTH = 100e9  # bytes/s, per direction
+LINK_LATENCY = 1e-6  # s, per link: a GPU-to-GPU route through the switch crosses two
+
+
+@pytest.fixture
+def star4():
+    """4 GPUs on one switch: 100 GB/s and 1 us per link."""
+    return switch_star(4, link_bandwidth_bytes_per_s=LINK_BANDWIDTH, link_latency_s=LINK_LATENCY)
+
+
+# --- parse_sizes --------------------------------------------------------------------------
+
+
+def test_parse_sizes_default_range() -> None:
+    sizes, is_range = parse_sizes("8:8G")
+    assert is_range
+    assert len(sizes) == 31
+    assert sizes == [8 * 2**k for k in range(31)]
+    assert sizes[0] == 8
+    assert sizes[-1] == 8 * 2**30
+
+
+def test_parse_sizes_factor() -> None:
+    sizes, is_range = parse_sizes("1K:1M:4")
+    assert is_range
+    assert sizes == [1024 * 4**k for k in range(6)]
+    assert sizes[-1] == 2**20
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("8:64", [8, 16, 32, 64]),
+        ("8:8", [8]),
+        ("8:100", [8, 16, 32, 64]),  # stops at the last power below MAX
+        ("1K:10K:3", [1024, 3072, 9216]),
+        ("1 KB:4 KB", [1000, 2000, 4000]),
+        (" 1M:4M ", [2**20, 2**21, 2**22]),
+    ],
+)
+def test_parse_sizes_ranges(text: str, expected: list[int]) -> None:
+    assert parse_sizes(text) == (expected, True)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1K,1M,1G", [2**10, 2**20, 2**30]),
+        ("4096", [4096]),
+        ("1 KB, 1 MiB", [1000, 2**20]),
+        ("64,8", [64, 8]),  # a list keeps its order
+    ],
+)
+def test_parse_sizes_lists(text: str, expected: list[int]) -> None:
+    assert parse_sizes(text) == (expected, False)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1M:1K", "--sizes: range '1M:1K' ends below its start"),
+        ("0:8", "--sizes: range '0:8' must start at 1 byte or more"),
+        ("8:64:1", "--sizes: range factor in '8:64:1' must be 2 or more"),
+        ("8:64:0", "--sizes: range factor in '8:64:0' must be 2 or more"),
+        ("abc", "--sizes: cannot read 'abc' as a number with a unit"),
+        ("8:x", "--sizes: cannot read 'x' as a number with a unit"),
+        ("8,,16", "--sizes: cannot read '' as a number with a unit"),
+        ("-8", "--sizes: size '-8' is negative"),
+        ("1.5", "--sizes: size '1.5' is not a whole number of bytes"),
+        (
+            "1 Gbps",
+            "--sizes: unit 'Gbps' is ambiguous (bits or bytes?): write '1 Gbit/s' or '1 GB/s'",
+        ),
+    ],
+)
+def test_parse_sizes_errors(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_sizes(text)
+    assert str(error.value) == message
+
+
+# --- align_size_bytes -----------------------------------------------------------------------
+
+
+def test_align_size_bytes_examples() -> None:
+    assert align_size_bytes(Collective.ALLGATHER, 3, 1000) == 996  # 3 ranks x 4 B -> 12 | 996
+    assert align_size_bytes(Collective.ALLREDUCE, 3, 1001) == 1000
+    assert align_size_bytes(Collective.ALLTOALL, 8, 1000) == 992
+    assert align_size_bytes(Collective.ALLGATHER, 8, 16) == 0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+@pytest.mark.parametrize("collective", list(Collective))
+@pytest.mark.parametrize("size", [0, 7, 8, 1000, 4099, 2**20 + 3])
+def test_align_size_bytes_rounds_down_to_whole_elements(
+    collective: Collective, n: int, size: int
+) -> None:
+    # Whole float elements in every block of the nccl-tests size convention.
+    per_rank = n if collective.n_blocks(n) > 1 and collective is not Collective.SENDRECV else 1
+    unit = 4 * per_rank
+    aligned = align_size_bytes(collective, n, size)
+    assert aligned == size // unit * unit
+    assert 0 <= size - aligned < unit
+    # The aligned size splits into blocks without error.
+    assert collective.block_bytes(aligned, n) * (n if per_rank > 1 else 1) == aligned
+
+
+# --- predict --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [0, 4, 4096, 2**20, 2**24])
+def test_ring_allgather_matches_closed_form(star4, size: int) -> None:
+    # Three ring steps; each crosses GPU->switch->GPU (two links of latency L, paid once per
+    # route) and moves one block of S/4 bytes at B. The four transfers of a step use four
+    # distinct uplinks and downlinks, so nothing is shared.
+    expected = 3 * (2 * LINK_LATENCY + (size / 4) / LINK_BANDWIDTH)
+    (row,) = predict(star4, "allgather", [size]).rows
+    assert row.algorithm == "ring"
+    assert row.n_ranks == 4
+    assert row.size_bytes == size
+    assert row.time_s == pytest.approx(expected, rel=1e-12)
+    assert row.busbw_bytes_per_s == pytest.approx(
+        size / expected * 3 / 4 if size else 0.0, rel=1e-12
+    )
+
+
+def test_predict_rows_follow_the_sizes(star4) -> None:
+    sizes = [2**20, 64, 4096]
+    prediction = predict(star4, Collective.ALLREDUCE, sizes)
+    assert [r.size_bytes for r in prediction.rows] == sizes
+    assert prediction.skipped == []
+    assert all(r.collective == "allreduce" and r.model == "flow" for r in prediction.rows)
+
+
+def test_predict_fewer_ranks_than_gpus(star4) -> None:
+    size = 2**20
+    (row,) = predict(star4, "allgather", [size], n_ranks=2).rows
+    assert row.n_ranks == 2
+    assert row.time_s == pytest.approx(2 * LINK_LATENCY + size / 2 / LINK_BANDWIDTH, rel=1e-12)
+
+
+def test_predict_more_ranks_than_gpus(star4) -> None:
+    with pytest.raises(ConfigError, match="has 4 GPUs, fewer than the 5 ranks"):
+        predict(star4, "allgather", [64], n_ranks=5)
+
+
+@pytest.mark.parametrize("n_ranks", [0, -1])
+def test_predict_rejects_no_ranks(star4, n_ranks: int) -> None:
+    with pytest.raises(ConfigError, match="at least 1"):
+        predict(star4, "allgather", [64], n_ranks=n_ranks)
+
+
+def test_predict_unknown_algorithm(star4) -> None:
+    with pytest.raises(ConfigError) as error:
+        predict(star4, "alltoall", [64], algorithm="ring")
+    assert str(error.value) == "alltoall has no algorithm 'ring'; valid: direct"
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "broadcast"])
+def test_auto_keeps_the_fastest_algorithm(star4, collective: str) -> None:
+    sizes = [64, 4096, 2**20, 2**24]
+    prediction = predict(star4, collective, sizes, algorithm="auto")
+    assert [r.size_bytes for r in prediction.rows] == sizes
+    names = algorithm_names(collective)
+    assert len(names) >= 2
+    for row in prediction.rows:
+        times = {
+            name: simulate(
+                star4, build_schedule(collective, name, n_ranks=4, size_bytes=row.size_bytes)
+            ).time_s
+            for name in names
+        }
+        assert row.time_s == min(times.values())
+        assert row.algorithm in names
+        assert times[row.algorithm] == row.time_s
+
+
+def test_auto_on_a_single_algorithm_collective(star4) -> None:
+    (row,) = predict(star4, "alltoall", [4096], algorithm="auto").rows
+    assert row.algorithm == "direct"
+
+
+def test_too_small_size_raises_by_default(star4) -> None:
+    # All-gather of 8 B over 4 ranks: 2 B per block, cut into 4 chunks.
+    with pytest.raises(ScheduleError) as error:
+        predict(star4, "allgather", [8, 4096], params={"n_chunks": 4})
+    assert str(error.value) == (
+        "allgather of 8 B over 4 ranks has 2 B per block, fewer than the 4 pieces asked "
+        "for; use fewer chunks or channels, or a larger size"
+    )
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "auto"])
+def test_skip_too_small(star4, algorithm: str) -> None:
+    prediction = predict(
+        star4,
+        "allgather",
+        [8, 12, 16, 4096],
+        algorithm=algorithm,
+        params={"n_chunks": 4},
+        skip_too_small=True,
+    )
+    # 16 B is 4 B per block: exactly one byte per chunk, still cuttable.
+    assert [r.size_bytes for r in prediction.rows] == [16, 4096]
+    assert [size for size, _ in prediction.skipped] == [8, 12]
+    for size, message in prediction.skipped:
+        assert f"allgather of {size} B over 4 ranks" in message
+        assert "fewer than the 4 pieces" in message
+        assert "\n" not in message
+
+
+def test_skip_too_small_does_not_hide_other_errors(star4) -> None:
+    with pytest.raises(ConfigError, match="takes no parameter 'root'"):
+        predict(star4, "allgather", [4096], params={"root": 1}, skip_too_small=True)
+
+
+def test_predict_params_reach_the_schedule(star4) -> None:
+    # Broadcast from rank 2: the row reports the root.
+    (row,) = predict(star4, "broadcast", [4096], params={"root": 2}).rows
+    assert row.root == 2

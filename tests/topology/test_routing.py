@@ -1,0 +1,257 @@
+"""Tests of simcoll.topology.routing: path choice, tie-breaks, caching and errors."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import networkx as nx
+import pytest
+
+from simcoll.errors import TopologyError
+from simcoll.topology import routing
+from simcoll.topology.builders import full_mesh, ring, switch_star
+from simcoll.topology.routing import (
+    Router,
+    route,
+    route_bandwidth_bytes_per_s,
+    route_latency_s,
+)
+from simcoll.topology.schema import LinkKind, NodeKind
+
+LATENCY_S = 0.5e-6
+BANDWIDTH_BYTES_PER_S = 3e11
+LINK: dict[str, Any] = {
+    "link_bandwidth_bytes_per_s": BANDWIDTH_BYTES_PER_S,
+    "link_latency_s": LATENCY_S,
+}
+
+
+def _edges(path: list[str]) -> tuple[tuple[str, str], ...]:
+    return tuple(itertools.pairwise(path))
+
+
+def _oracle(graph: nx.DiGraph[str], src: str, dst: str) -> tuple[tuple[str, str], ...]:
+    """The rule stated directly: among all fewest-hop paths, the least latency, then the
+    smallest node sequence. Exponential in general, fine on small graphs."""
+
+    def key(path: list[str]) -> tuple[float, list[str]]:
+        latency_s = 0.0
+        for u, v in _edges(path):
+            latency_s += graph.edges[u, v]["latency_s"]
+        return latency_s, path
+
+    return _edges(min(nx.all_shortest_paths(graph, src, dst), key=key))
+
+
+def _add_link(graph: nx.DiGraph[str], a: str, b: str, latency_s: float) -> None:
+    for u, v in ((a, b), (b, a)):
+        graph.add_edge(u, v, kind=LinkKind.NVLINK, bandwidth_bytes_per_s=1e9, latency_s=latency_s)
+
+
+def test_switch_star_route_crosses_the_switch() -> None:
+    graph = switch_star(4, **LINK)
+    edges = route(graph, "gpu0", "gpu3")
+    assert edges == (("gpu0", "sw"), ("sw", "gpu3"))
+    assert route_latency_s(graph, edges) == pytest.approx(2 * LATENCY_S, rel=1e-12)
+    assert route_bandwidth_bytes_per_s(graph, edges) == BANDWIDTH_BYTES_PER_S
+
+
+def test_full_mesh_route_is_the_direct_link() -> None:
+    graph = full_mesh(5, **LINK)
+    router = Router(graph)
+    for a, b in itertools.permutations(range(5), 2):
+        assert router.route(f"gpu{a}", f"gpu{b}") == ((f"gpu{a}", f"gpu{b}"),)
+
+
+def test_ring_route_goes_the_short_way() -> None:
+    n = 7
+    router = Router(ring(n, **LINK))
+    for a, b in itertools.permutations(range(n), 2):
+        clockwise = (b - a) % n
+        step = 1 if clockwise <= n - clockwise else -1
+        hops = min(clockwise, n - clockwise)
+        nodes = [f"gpu{(a + step * i) % n}" for i in range(hops + 1)]
+        assert router.route(f"gpu{a}", f"gpu{b}") == _edges(nodes)
+
+
+def test_even_ring_opposite_node_breaks_the_tie_by_node_ids() -> None:
+    # gpu0 -> gpu3 on a 6-ring: two 3-hop paths with equal latency, 0-1-2-3 and 0-5-4-3;
+    # ["gpu0", "gpu1", ...] < ["gpu0", "gpu5", ...], so the route goes through gpu1.
+    router = Router(ring(6, **LINK))
+    assert router.route("gpu0", "gpu3") == _edges(["gpu0", "gpu1", "gpu2", "gpu3"])
+    # Back: 3-2-1-0 against 3-4-5-0; "gpu2" < "gpu4".
+    assert router.route("gpu3", "gpu0") == _edges(["gpu3", "gpu2", "gpu1", "gpu0"])
+
+
+def test_node_ids_compare_as_strings() -> None:
+    # On a 12-ring, gpu0 -> gpu6 ties between gpu0-gpu1-... and gpu0-gpu11-...;
+    # as strings "gpu1" < "gpu11", and the route leaves through gpu1.
+    edges = route(ring(12, **LINK), "gpu0", "gpu6")
+    assert edges[0] == ("gpu0", "gpu1")
+
+
+def test_latency_breaks_a_hop_tie_before_node_ids() -> None:
+    graph = ring(6, **LINK)
+    graph.edges["gpu1", "gpu2"]["latency_s"] = 3 * LATENCY_S
+    # 0-1-2-3 now costs 5 latencies against 3 for 0-5-4-3.
+    assert route(graph, "gpu0", "gpu3") == _edges(["gpu0", "gpu5", "gpu4", "gpu3"])
+    # The other direction is untouched (links are directed): still through gpu2.
+    assert route(graph, "gpu3", "gpu0") == _edges(["gpu3", "gpu2", "gpu1", "gpu0"])
+
+
+def test_fewer_hops_beat_lower_latency() -> None:
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    for rank, name in enumerate(["a", "b", "c"]):
+        graph.add_node(name, kind=NodeKind.GPU, rank=rank)
+    _add_link(graph, "a", "c", latency_s=1.0)  # one slow hop
+    _add_link(graph, "a", "b", latency_s=1e-6)  # two fast hops
+    _add_link(graph, "b", "c", latency_s=1e-6)
+    assert route(graph, "a", "c") == (("a", "c"),)
+
+
+def test_best_prefix_is_kept_when_latencies_differ_between_levels() -> None:
+    # Two 3-hop routes s->x->z->t and s->y->z->t share the link z->t. Up to z, via x
+    # costs 1 + 1 = 2 and via y 3 + 0.5 = 3.5, so x wins; at 1.25 + 0.5 = 1.75 y wins,
+    # although "x" < "y": latency decides before node ids.
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    for rank, name in enumerate(["s", "t"]):
+        graph.add_node(name, kind=NodeKind.GPU, rank=rank)
+    for name in ("x", "y", "z"):
+        graph.add_node(name, kind=NodeKind.SWITCH)
+    _add_link(graph, "s", "x", 1.0)
+    _add_link(graph, "x", "z", 1.0)
+    _add_link(graph, "s", "y", 3.0)
+    _add_link(graph, "y", "z", 0.5)
+    _add_link(graph, "z", "t", 1.0)
+    assert route(graph, "s", "t") == _edges(["s", "x", "z", "t"])
+    graph.edges["s", "y"]["latency_s"] = 1.25  # via y: 1.75 < 2.0
+    assert route(graph, "s", "t") == _edges(["s", "y", "z", "t"])
+
+
+def _grid() -> nx.DiGraph[str]:
+    """A 3x4 grid with uneven latencies: many fewest-hop paths per pair, few ties."""
+    grid: nx.DiGraph[str] = nx.DiGraph()
+    for u, v in nx.grid_2d_graph(3, 4).edges:
+        a, b = f"n{u[0]}{u[1]}", f"n{v[0]}{v[1]}"
+        _add_link(grid, a, b, latency_s=float(len(grid.edges) % 3))
+    return grid
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: ring(6, **LINK), id="ring6"),
+        pytest.param(lambda: ring(9, **LINK), id="ring9"),
+        pytest.param(lambda: switch_star(5, **LINK), id="star5"),
+        pytest.param(_grid, id="grid3x4"),
+    ],
+)
+def test_router_agrees_with_the_rule_on_every_pair(make: Callable[[], nx.DiGraph[str]]) -> None:
+    graph = make()
+    pairs = list(itertools.permutations(sorted(graph.nodes), 2))
+    # Near destinations first settles most routes one level beyond the search; far ones
+    # first completes every level before: both must follow the rule.
+    hops = dict(nx.all_pairs_shortest_path_length(graph))
+    far_first = sorted(pairs, key=lambda pair: (-hops[pair[0]][pair[1]], pair))
+    for order in (pairs, far_first):
+        router = Router(graph)
+        for src, dst in order:
+            assert router.route(src, dst) == _oracle(graph, src, dst)
+
+
+def test_routes_do_not_depend_on_insertion_order() -> None:
+    forward: nx.DiGraph[str] = nx.DiGraph()
+    backward: nx.DiGraph[str] = nx.DiGraph()
+    n = 8
+    cables = [(f"gpu{i}", f"gpu{(i + 1) % n}") for i in range(n)]
+    for a, b in cables:
+        _add_link(forward, a, b, 1e-6)
+    for a, b in reversed(cables):
+        _add_link(backward, b, a, 1e-6)
+    assert list(forward.edges) != list(backward.edges)
+    for src, dst in itertools.permutations(sorted(forward.nodes), 2):
+        assert route(forward, src, dst) == route(backward, src, dst)
+
+
+def test_route_to_self_is_empty() -> None:
+    graph = switch_star(2, **LINK)
+    edges = route(graph, "gpu1", "gpu1")
+    assert edges == ()
+    assert route_latency_s(graph, edges) == 0.0
+    assert route_bandwidth_bytes_per_s(graph, edges) == math.inf
+
+
+class _CountingSearch(routing._Search):
+    created: ClassVar[list[str]] = []
+    levels_completed: ClassVar[list[int]] = []
+
+    def __init__(self, graph: nx.DiGraph[str], src_node: str) -> None:
+        super().__init__(graph, src_node)
+        self.created.append(src_node)
+
+    def _complete_next_level(self) -> bool:
+        self.levels_completed.append(1)
+        return super()._complete_next_level()
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> type[_CountingSearch]:
+    monkeypatch.setattr(_CountingSearch, "created", [])
+    monkeypatch.setattr(_CountingSearch, "levels_completed", [])
+    monkeypatch.setattr(routing, "_Search", _CountingSearch)
+    return _CountingSearch
+
+
+def test_routes_are_cached(counting: type[_CountingSearch]) -> None:
+    router = Router(ring(8, **LINK))
+    first = router.route("gpu0", "gpu4")
+    assert router.route("gpu0", "gpu4") is first
+    for dst in range(8):  # one search from gpu0 serves every destination
+        router.route("gpu0", f"gpu{dst}")
+    assert counting.created == ["gpu0"]
+    router.route("gpu3", "gpu0")
+    assert counting.created == ["gpu0", "gpu3"]
+
+
+def test_routes_through_a_big_switch_do_not_search_every_port(
+    counting: type[_CountingSearch],
+) -> None:
+    # From gpu0 the search completes level 1 ({"sw"}) once; every GPU is one level
+    # further and is settled from its single predecessor, so level 2 is never built.
+    n = 512
+    router = Router(switch_star(n, **LINK))
+    for dst in range(1, n):
+        assert router.route("gpu0", f"gpu{dst}") == (("gpu0", "sw"), ("sw", f"gpu{dst}"))
+    assert len(counting.levels_completed) == 1
+
+
+def test_no_path_names_both_nodes() -> None:
+    graph: nx.DiGraph[str] = nx.DiGraph(source="oneway.toml")
+    graph.add_edge("gpu0", "gpu1", kind=LinkKind.PCIE, bandwidth_bytes_per_s=1e9, latency_s=0.0)
+    assert route(graph, "gpu0", "gpu1") == (("gpu0", "gpu1"),)
+    with pytest.raises(TopologyError) as info:
+        route(graph, "gpu1", "gpu0")
+    assert str(info.value) == (
+        "oneway.toml: no route from 'gpu1' to 'gpu0': no directed path joins them"
+    )
+
+
+def test_unknown_node_is_an_error() -> None:
+    router = Router(switch_star(2, **LINK))
+    with pytest.raises(TopologyError) as info:
+        router.route("gpu0", "gpu9")
+    assert str(info.value) == "no node 'gpu9' in the topology"
+
+
+def test_route_helpers_sum_latency_and_take_the_narrowest_link() -> None:
+    graph = ring(4, **LINK)
+    graph.edges["gpu1", "gpu2"]["bandwidth_bytes_per_s"] = BANDWIDTH_BYTES_PER_S / 4
+    graph.edges["gpu1", "gpu2"]["latency_s"] = 3 * LATENCY_S
+    edges = _edges(["gpu0", "gpu1", "gpu2"])
+    assert route_latency_s(graph, edges) == pytest.approx(LATENCY_S + 3 * LATENCY_S, rel=1e-12)
+    assert route_bandwidth_bytes_per_s(graph, edges) == BANDWIDTH_BYTES_PER_S / 4
+    # The router avoids the slow link: 0-3-2 ties 0-1-2 on hops and wins on latency.
+    assert route(graph, "gpu0", "gpu2") == _edges(["gpu0", "gpu3", "gpu2"])
