@@ -66,32 +66,64 @@ def _build_parser() -> argparse.ArgumentParser:
                    "'link_bandwidth=100 GB/s' (repeatable)")  # fmt: skip
     p.add_argument("--collective", required=True, metavar="NAME",
                    help="one of: " + ", ".join(c.value for c in Collective))  # fmt: skip
-    p.add_argument("--algorithm", metavar="NAME|auto", default=None,
-                   help=f"algorithm (default: {DEFAULT_ALGORITHM} where the collective has it, "
-                   "else direct); 'auto' simulates every algorithm and keeps the fastest per size")
+    p.add_argument(
+        "--algorithm",
+        metavar="NAME|auto",
+        default=None,
+        help=f"algorithm (default: {DEFAULT_ALGORITHM} where the collective has it, "
+        "else direct); 'auto' simulates every algorithm and keeps the fastest per size",
+    )
     p.add_argument("--protocol", metavar="NAME|auto", default="auto",
                    help="NCCL protocol; only 'simple' (full-bandwidth transfers) is modelled so "
                    "far, and 'auto' picks it")  # fmt: skip
-    p.add_argument("--model", default="flow", metavar="NAME",
-                   help="fidelity: 'flow' (default: fluid flows with max-min fair sharing of "
-                   "every link) or 'ideal' (no contention: each flow at its route's bottleneck)")
-    p.add_argument("--sizes", default="8:8G", metavar="MIN:MAX[:F] | A,B,...",
-                   help="message sizes in bytes, nccl-tests convention (default 8:8G: powers "
-                   "of 2 from 8 B to 8 GiB); bare K/M/G are binary, '1 GB' is 10^9")
-    p.add_argument("--ranks", type=_positive_int, metavar="N",
-                   help="number of ranks, on GPUs 0..N-1 (default: every GPU of the topology)")
+    p.add_argument(
+        "--model",
+        default="flow",
+        metavar="NAME",
+        help="fidelity: 'flow' (default: fluid flows with max-min fair sharing of "
+        "every link) or 'ideal' (no contention: each flow at its route's bottleneck)",
+    )
+    p.add_argument(
+        "--sizes",
+        default="8:8G",
+        metavar="MIN:MAX[:F] | A,B,...",
+        help="message sizes in bytes, nccl-tests convention (default 8:8G: powers "
+        "of 2 from 8 B to 8 GiB); bare K/M/G are binary, '1 GB' is 10^9",
+    )
+    p.add_argument(
+        "--ranks",
+        type=_positive_int,
+        metavar="N",
+        help="number of ranks, on GPUs 0..N-1 (default: every GPU of the topology)",
+    )
     p.add_argument("--channels", type=_positive_int, metavar="N",
                    help="parallel channels (default 1)")  # fmt: skip
-    p.add_argument("--chunks", type=_positive_int, metavar="N",
-                   help="pipelined chunks per channel and block (default 1)")
-    p.add_argument("--window", type=_positive_int, metavar="N",
-                   help="transfers in flight per connection (default 8, NCCL's step slots)")
-    p.add_argument("--root", type=int, metavar="RANK",
-                   help="root rank of broadcast, reduce, gather, scatter (default 0)")
+    p.add_argument(
+        "--chunks",
+        type=_positive_int,
+        metavar="N",
+        help="pipelined chunks per channel and block (default 1)",
+    )
+    p.add_argument(
+        "--window",
+        type=_positive_int,
+        metavar="N",
+        help="transfers in flight per connection (default 8, NCCL's step slots)",
+    )
+    p.add_argument(
+        "--root",
+        type=int,
+        metavar="RANK",
+        help="root rank of broadcast, reduce, gather, scatter (default 0)",
+    )
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="output format (default table)")  # fmt: skip
-    p.add_argument("--plot", metavar="PNG", type=Path,
-                   help="also write a plot of bus bandwidth against size to this PNG file")
+    p.add_argument(
+        "--plot",
+        metavar="PNG",
+        type=Path,
+        help="also write a plot of bus bandwidth against size to this PNG file",
+    )
     p.set_defaults(run=_predict)
     return parser
 
@@ -152,7 +184,9 @@ def _plot(args: argparse.Namespace, rows: list, topology: object, collective: Co
     from simcoll.plot import plot_busbw_vs_size  # noqa: PLC0415 - matplotlib only when asked
 
     out = plot_busbw_vs_size(
-        rows, args.plot, title=f"{collective.value} on {Path(args.topology).name}: "
+        rows,
+        args.plot,
+        title=f"{collective.value} on {Path(args.topology).name}: "
         f"{rows[0].n_ranks if rows else 0} ranks, model {args.model}",
     )
     print(f"simcoll: wrote {out}", file=sys.stderr)

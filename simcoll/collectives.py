@@ -102,7 +102,9 @@ allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, sendrecv
         >>> Collective.ALLGATHER.block_bytes(1024, 4), Collective.ALLTOALL.block_bytes(1024, 4)
         (256, 256)
         """
-        per = {Collective.SENDRECV: 1, Collective.ALLTOALL: n_ranks}.get(self, self.n_blocks(n_ranks))
+        per = {Collective.SENDRECV: 1, Collective.ALLTOALL: n_ranks}.get(
+            self, self.n_blocks(n_ranks)
+        )
         if size_bytes % per:
             raise ConfigError(
                 f"{self.value} size {size_bytes} B does not divide into {per} equal blocks "
@@ -154,7 +156,9 @@ allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, sendrecv
         return table[self]
 
 
-_ROOTED = frozenset({Collective.BROADCAST, Collective.REDUCE, Collective.GATHER, Collective.SCATTER})
+_ROOTED = frozenset(
+    {Collective.BROADCAST, Collective.REDUCE, Collective.GATHER, Collective.SCATTER}
+)
 _BLOCK_PER_RANK = frozenset(
     {Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.GATHER, Collective.SCATTER,
      Collective.SENDRECV}

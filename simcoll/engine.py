@@ -85,7 +85,7 @@ class SimulationResult:
         return self.schedule.bytes_received_per_rank()
 
 
-def map_ranks(topology: nx.DiGraph, n_ranks: int) -> tuple[str, ...]:
+def map_ranks(topology: nx.DiGraph[str], n_ranks: int) -> tuple[str, ...]:
     """GPU node of each rank: ranks 0..n_ranks-1 go to the GPUs with those ``rank`` ids.
 
     Raises
@@ -101,7 +101,7 @@ def map_ranks(topology: nx.DiGraph, n_ranks: int) -> tuple[str, ...]:
 
 
 def simulate(
-    topology: nx.DiGraph,
+    topology: nx.DiGraph[str],
     schedule: Schedule,
     *,
     model: str = "flow",
@@ -137,7 +137,12 @@ class _Run:
     """The state of one simulation: per-transfer and per-connection bookkeeping."""
 
     def __init__(
-        self, topology: nx.DiGraph, schedule: Schedule, nodes: tuple[str, ...], *, contention: bool
+        self,
+        topology: nx.DiGraph[str],
+        schedule: Schedule,
+        nodes: tuple[str, ...],
+        *,
+        contention: bool,
     ) -> None:
         self.s = schedule
         self.nodes = nodes
@@ -158,7 +163,7 @@ class _Run:
         self.start_s = np.full(n, np.nan)
         self.end_s = np.full(n, np.nan)
 
-    def _route(self, topology: nx.DiGraph, link_index: dict[tuple[str, str], int]) -> None:
+    def _route(self, topology: nx.DiGraph[str], link_index: dict[tuple[str, str], int]) -> None:
         s = self.s
         router = Router(topology)
         pair = s.src * s.n_ranks + s.dst
@@ -197,7 +202,9 @@ class _Run:
 
     def _try_issue(self, c: int) -> None:
         now = self.env.now
-        while self.conn_next[c] < self.conn_end[c] and self.conn_in_flight[c] < self.s.max_in_flight:
+        while (
+            self.conn_next[c] < self.conn_end[c] and self.conn_in_flight[c] < self.s.max_in_flight
+        ):
             t = int(self.conn_order[self.conn_next[c]])
             if self.deps_left[t]:
                 return
@@ -270,7 +277,8 @@ class _Run:
             missing = [int(d) for d in s.deps_of(t) if np.isnan(self.end_s[d])]
             details.append(
                 f"transfer {t} (rank {int(s.src[t])}->{int(s.dst[t])}, channel "
-                f"{int(s.channel[t])}) waits for {missing or 'an earlier transfer of its connection'}"
+                f"{int(s.channel[t])}) waits for "
+                f"{missing or 'an earlier transfer of its connection'}"
             )
         raise SimulationError(
             f"{s.collective.value}/{s.algorithm} cannot finish: {len(stuck)} of {s.n_transfers} "

@@ -72,8 +72,10 @@ def parse_sizes(text: str) -> tuple[list[int], bool]:
 def align_size_bytes(collective: Collective, n_ranks: int, size_bytes: int) -> int:
     """Round a size down the way nccl-tests does: to whole float elements per block.
 
-    >>> align_size_bytes(Collective.ALLGATHER, 3, 1000), align_size_bytes(Collective.ALLREDUCE, 3, 1001)
-    (996, 1000)
+    >>> align_size_bytes(Collective.ALLGATHER, 3, 1000)
+    996
+    >>> align_size_bytes(Collective.ALLREDUCE, 3, 1001)
+    1000
     """
     per = 1 if collective.n_blocks(n_ranks) == 1 or collective is Collective.SENDRECV else n_ranks
     unit = per * TYPE_SIZE_BYTES
@@ -89,7 +91,7 @@ class Prediction:
 
 
 def predict(
-    topology: nx.DiGraph,
+    topology: nx.DiGraph[str],
     collective: Collective | str,
     sizes_bytes: Sequence[int],
     *,

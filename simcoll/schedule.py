@@ -142,9 +142,11 @@ class Schedule:
     @property
     def transfer_bytes(self) -> IntArray:
         """Bytes each transfer moves: the sum of its pieces' sizes."""
-        sums = np.add.reduceat(self.piece_bytes[self.pieces], self.pieces_indptr[:-1]) if len(
-            self.pieces
-        ) else np.zeros(0, dtype=np.int64)
+        sums = (
+            np.add.reduceat(self.piece_bytes[self.pieces], self.pieces_indptr[:-1])
+            if len(self.pieces)
+            else np.zeros(0, dtype=np.int64)
+        )
         return _frozen(sums)
 
     def pieces_of(self, index: int) -> IntArray:
@@ -291,7 +293,7 @@ class ScheduleBuilder:
         return schedule
 
 
-def _check_header(
+def _check_header(  # noqa: PLR0917 - a private check of the builder's own arguments
     collective: Collective,
     n_ranks: int,
     size_bytes: int,
@@ -328,7 +330,9 @@ def _check_transfers(s: Schedule) -> None:
             raise ScheduleError(f"transfer {t}: {name} rank {int(ranks[t])} is out of range")
     selfish = np.flatnonzero(s.src == s.dst)
     if len(selfish):
-        raise ScheduleError(f"transfer {int(selfish[0])}: sends from rank {int(s.src[selfish[0]])} to itself")
+        raise ScheduleError(
+            f"transfer {int(selfish[0])}: sends from rank {int(s.src[selfish[0]])} to itself"
+        )
     if len(s.pieces) and (s.pieces.min() < 0 or s.pieces.max() >= s.n_pieces):
         raise ScheduleError(f"a transfer names a piece outside 0..{s.n_pieces - 1}")
     empty = np.flatnonzero(np.diff(s.pieces_indptr) == 0)

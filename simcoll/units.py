@@ -38,11 +38,11 @@ __all__ = [
     "KB",
     "MB",
     "TB",
+    "Gbit",
     "GiB",
     "KiB",
     "MiB",
     "TiB",
-    "Gbit",
     "bit",
     "format_bandwidth",
     "format_bytes",
@@ -111,7 +111,8 @@ def parse_quantity(text: str | float, *, expect: Dimension) -> float:
     >>> parse_quantity("25 Gbps", expect="bytes_per_s")
     Traceback (most recent call last):
     ...
-    simcoll.errors.UnitError: unit 'Gbps' is ambiguous (bits or bytes?): write '25 Gbit/s' or '25 GB/s'
+    simcoll.errors.UnitError: unit 'Gbps' is ambiguous (bits or bytes?): write '25 Gbit/s' or \
+'25 GB/s'
     """
     if isinstance(text, bool):
         raise UnitError(f"expected a quantity in {expect}, got a boolean")
@@ -147,7 +148,9 @@ def _scale(unit: str, expect: Dimension, text: object) -> float:
             return _BIT_UNITS[per]
     examples = {"bytes": "'256 MiB', '1 GB'", "seconds": "'0.7 us', '2 ms'",
                 "bytes_per_s": "'450 GB/s', '400 Gbit/s'"}  # fmt: skip
-    raise UnitError(f"unknown unit {unit!r} in {text!r}; expected {expect}, e.g. {examples[expect]}")
+    raise UnitError(
+        f"unknown unit {unit!r} in {text!r}; expected {expect}, e.g. {examples[expect]}"
+    )
 
 
 def _fmt_number(value: float) -> str:

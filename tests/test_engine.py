@@ -70,8 +70,10 @@ def test_ring_equals_its_closed_form(
     # All-reduce is 2(n - 1) steps, all-gather and reduce-scatter n - 1.
     topo, alpha = _topology(kind, n)
     size = n * channels * chunks * per_piece_bytes
-    schedule = build_schedule(collective, "ring", n_ranks=n, size_bytes=size,
-                              n_channels=channels, n_chunks=chunks, max_in_flight=window)  # fmt: skip
+    schedule = build_schedule(
+        collective, "ring", n_ranks=n, size_bytes=size,
+        n_channels=channels, n_chunks=chunks, max_in_flight=window,
+    )  # fmt: skip
     m = 2 * (n - 1) if collective == "allreduce" else n - 1
     tau = size / (n * chunks) / B
     result = simulate(topo, schedule)

@@ -79,7 +79,8 @@ def test_a_size_that_does_not_split_into_blocks_is_refused():
         ({"src": 0, "dst": 1, "pieces": []}, "transfer 0 moves no pieces"),
         ({"src": 0, "dst": 1, "pieces": [0], "deps": [3]},
          "a transfer depends on a transfer outside 0..0"),
-        ({"src": 0, "dst": 1, "pieces": [0], "channel": -1}, "channel numbers must not be negative"),
+        ({"src": 0, "dst": 1, "pieces": [0], "channel": -1},
+         "channel numbers must not be negative"),
     ],
 )  # fmt: skip
 def test_builder_refuses_malformed_transfers(transfer, message):

@@ -72,9 +72,6 @@ ALGORITHMS: dict[tuple[Collective, str], AlgorithmFn] = {
     (C.SENDRECV, "direct"): direct_sendrecv,
 }
 
-#: Parameters every algorithm accepts, with their defaults.
-COMMON_PARAMS = ("n_channels", "n_chunks", "max_in_flight")
-
 
 def _collective(collective: Collective | str) -> Collective:
     return collective if isinstance(collective, Collective) else Collective.parse(collective)
@@ -112,7 +109,7 @@ def build_schedule(
     if fn is None:
         valid = ", ".join(algorithm_names(c))
         raise ConfigError(f"{c.value} has no algorithm {algorithm!r}; valid: {valid}")
-    accepted = _accepted_params(fn, c)
+    accepted = _accepted_params(fn)
     for key, value in params.items():
         if key not in accepted:
             raise ConfigError(
@@ -126,10 +123,6 @@ def build_schedule(
     return fn(n_ranks, size_bytes, **params)
 
 
-def _accepted_params(fn: AlgorithmFn, collective: Collective) -> list[str]:
-    names = [
-        p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY
-    ]
-    if any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
-        names = list(COMMON_PARAMS) + (["root"] if collective.is_rooted else [])
-    return names
+def _accepted_params(fn: AlgorithmFn) -> list[str]:
+    """The keyword-only parameters of an algorithm function, in signature order."""
+    return [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]

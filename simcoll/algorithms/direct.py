@@ -12,6 +12,7 @@ between one pair of ranks go one after another (one connection), channels in par
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from simcoll.collectives import Collective
 from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
@@ -82,15 +83,22 @@ class _Direct:
         return [(rank + k) % n for k in range(1, n)]
 
 
+@dataclass(frozen=True)
+class _Cut:
+    """How every block is cut: channels x chunks, and the per-connection window."""
+
+    n_channels: int
+    n_chunks: int
+    max_in_flight: int
+
+
 def _make(
     collective: Collective,
     n_ranks: int,
     size_bytes: int,
     *,
+    cut: _Cut,
     root: int = 0,
-    n_channels: int = 1,
-    n_chunks: int = 1,
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     algorithm: str = "direct",
     sub_blocks: int = 1,
 ) -> _Direct:
@@ -100,105 +108,195 @@ def _make(
         n_ranks,
         size_bytes,
         root=root,
-        n_channels=n_channels,
-        n_chunks=n_chunks,
-        max_in_flight=max_in_flight,
+        n_channels=cut.n_channels,
+        n_chunks=cut.n_chunks,
+        max_in_flight=cut.max_in_flight,
         sub_blocks=sub_blocks,
     )
 
 
-def direct_allgather(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
+def direct_allgather(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
     """Every rank sends its block to every other rank.
 
     >>> direct_allgather(3, 30).bytes_sent_per_rank().tolist()
     [20, 20, 20]
     """
-    d = _make(Collective.ALLGATHER, n_ranks, size_bytes, **params)
+    d = _make(
+        Collective.ALLGATHER, n_ranks, size_bytes, cut=_Cut(n_channels, n_chunks, max_in_flight)
+    )
     for src in range(n_ranks):
         for dst in d.others(src):
             d.send(src, dst, src, Op.COPY)
     return d.b.build()
 
 
-def direct_reducescatter(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
+def direct_reducescatter(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
     """Every rank adds its copy of block b into rank b's, for every b but its own.
 
     >>> direct_reducescatter(3, 30).bytes_received_per_rank().tolist()
     [20, 20, 20]
     """
-    d = _make(Collective.REDUCESCATTER, n_ranks, size_bytes, **params)
+    d = _make(
+        Collective.REDUCESCATTER, n_ranks, size_bytes, cut=_Cut(n_channels, n_chunks, max_in_flight)
+    )
     for src in range(n_ranks):
         for dst in d.others(src):
             d.send(src, dst, dst, Op.REDUCE)
     return d.b.build()
 
 
-def direct_alltoall(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
+def direct_alltoall(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
     """Rank s sends block (s, d) to rank d for every d != s (pairwise exchange).
 
     >>> direct_alltoall(4, 64).bytes_sent_per_rank().tolist()
     [48, 48, 48, 48]
     """
-    d = _make(Collective.ALLTOALL, n_ranks, size_bytes, **params)
+    d = _make(
+        Collective.ALLTOALL, n_ranks, size_bytes, cut=_Cut(n_channels, n_chunks, max_in_flight)
+    )
     for src in range(n_ranks):
         for dst in d.others(src):
             d.send(src, dst, src * n_ranks + dst, Op.COPY)
     return d.b.build()
 
 
-def direct_broadcast(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
+def direct_broadcast(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    root: int = 0,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
     """The root sends the whole buffer to every other rank at once.
 
     >>> direct_broadcast(4, 64, root=1).bytes_sent_per_rank().tolist()
     [0, 192, 0, 0]
     """
-    d = _make(Collective.BROADCAST, n_ranks, size_bytes, **params)
+    d = _make(
+        Collective.BROADCAST,
+        n_ranks,
+        size_bytes,
+        root=root,
+        cut=_Cut(n_channels, n_chunks, max_in_flight),
+    )
     root = d.b.root
     for dst in d.others(root):
         d.send(root, dst, 0, Op.COPY)
     return d.b.build()
 
 
-def direct_reduce(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
+def direct_reduce(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    root: int = 0,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
     """Every other rank adds its buffer into the root's at once.
 
     >>> direct_reduce(4, 64).bytes_received_per_rank().tolist()
     [192, 0, 0, 0]
     """
-    d = _make(Collective.REDUCE, n_ranks, size_bytes, **params)
+    d = _make(
+        Collective.REDUCE,
+        n_ranks,
+        size_bytes,
+        root=root,
+        cut=_Cut(n_channels, n_chunks, max_in_flight),
+    )
     root = d.b.root
     for src in d.others(root):
         d.send(src, root, 0, Op.REDUCE)
     return d.b.build()
 
 
-def direct_gather(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
+def direct_gather(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    root: int = 0,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
     """Every other rank sends its block to the root.
 
     >>> direct_gather(4, 64).bytes_received_per_rank().tolist()
     [48, 0, 0, 0]
     """
-    d = _make(Collective.GATHER, n_ranks, size_bytes, **params)
+    d = _make(
+        Collective.GATHER,
+        n_ranks,
+        size_bytes,
+        root=root,
+        cut=_Cut(n_channels, n_chunks, max_in_flight),
+    )
     root = d.b.root
     for src in d.others(root):
         d.send(src, root, src, Op.COPY)
     return d.b.build()
 
 
-def direct_scatter(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
+def direct_scatter(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    root: int = 0,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
     """The root sends block r to rank r, for every other rank.
 
     >>> direct_scatter(4, 64).bytes_sent_per_rank().tolist()
     [48, 0, 0, 0]
     """
-    d = _make(Collective.SCATTER, n_ranks, size_bytes, **params)
+    d = _make(
+        Collective.SCATTER,
+        n_ranks,
+        size_bytes,
+        root=root,
+        cut=_Cut(n_channels, n_chunks, max_in_flight),
+    )
     root = d.b.root
     for dst in d.others(root):
         d.send(root, dst, dst, Op.COPY)
     return d.b.build()
 
 
-def direct_sendrecv(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
+def direct_sendrecv(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
     """Rank r sends its buffer to rank (r + 1) mod n, as nccl-tests' sendrecv_perf does.
 
     With one rank there is nothing to move.
@@ -206,14 +304,23 @@ def direct_sendrecv(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
     >>> [(t.src, t.dst, t.size_bytes) for t in direct_sendrecv(3, 8).transfers()]
     [(0, 1, 8), (1, 2, 8), (2, 0, 8)]
     """
-    d = _make(Collective.SENDRECV, n_ranks, size_bytes, **params)
+    d = _make(
+        Collective.SENDRECV, n_ranks, size_bytes, cut=_Cut(n_channels, n_chunks, max_in_flight)
+    )
     if n_ranks > 1:
         for src in range(n_ranks):
             d.send(src, (src + 1) % n_ranks, src, Op.COPY)
     return d.b.build()
 
 
-def direct_allreduce(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
+def direct_allreduce(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
     """A direct reduce-scatter, then a direct all-gather of the reduced blocks.
 
     The buffer is cut into n sub-blocks; rank b reduces sub-block b from everyone, then
@@ -222,7 +329,13 @@ def direct_allreduce(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
     >>> direct_allreduce(4, 64).bytes_sent_per_rank().tolist()
     [96, 96, 96, 96]
     """
-    d = _make(Collective.ALLREDUCE, n_ranks, size_bytes, sub_blocks=n_ranks, **params)
+    d = _make(
+        Collective.ALLREDUCE,
+        n_ranks,
+        size_bytes,
+        sub_blocks=n_ranks,
+        cut=_Cut(n_channels, n_chunks, max_in_flight),
+    )
     reduced: dict[int, list[int]] = {}
     for src in range(n_ranks):
         for dst in d.others(src):
@@ -234,7 +347,14 @@ def direct_allreduce(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
     return d.b.build()
 
 
-def reduce_broadcast_allreduce(n_ranks: int, size_bytes: int, **params: int) -> Schedule:
+def reduce_broadcast_allreduce(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
     """All-reduce as a direct reduce to the root, then a direct broadcast from it.
 
     The root receives and then sends (n-1) x S: its link is the bottleneck, which is why
@@ -244,9 +364,8 @@ def reduce_broadcast_allreduce(n_ranks: int, size_bytes: int, **params: int) -> 
     >>> s.bytes_sent_per_rank().tolist(), s.bytes_received_per_rank().tolist()
     ([192, 64, 64, 64], [192, 64, 64, 64])
     """
-    d = _make(
-        Collective.ALLREDUCE, n_ranks, size_bytes, algorithm="reduce_broadcast", **params
-    )
+    d = _make(Collective.ALLREDUCE, n_ranks, size_bytes, algorithm="reduce_broadcast",
+              cut=_Cut(n_channels, n_chunks, max_in_flight))  # fmt: skip
     root = d.b.root
     reduced: dict[int, list[int]] = {}
     for src in d.others(root):

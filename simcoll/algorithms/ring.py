@@ -35,6 +35,7 @@ def _builder(
     collective: Collective,
     n_ranks: int,
     size_bytes: int,
+    *,
     n_channels: int,
     n_chunks: int,
     max_in_flight: int,
@@ -109,7 +110,14 @@ def ring_reducescatter(
     >>> s.n_transfers, s.bytes_sent_per_rank().tolist()
     (12, [48, 48, 48, 48])
     """
-    b = _builder(Collective.REDUCESCATTER, n_ranks, size_bytes, n_channels, n_chunks, max_in_flight)
+    b = _builder(
+        Collective.REDUCESCATTER,
+        n_ranks,
+        size_bytes,
+        n_channels=n_channels,
+        n_chunks=n_chunks,
+        max_in_flight=max_in_flight,
+    )
     _ring_phase(b, op=Op.REDUCE, block_at=-1, n_channels=n_channels, n_chunks=n_chunks, after={})
     return b.build()
 
@@ -128,7 +136,14 @@ def ring_allgather(
     >>> s.n_transfers, s.transfer_bytes.tolist()[:2]
     (24, [8, 8])
     """
-    b = _builder(Collective.ALLGATHER, n_ranks, size_bytes, n_channels, n_chunks, max_in_flight)
+    b = _builder(
+        Collective.ALLGATHER,
+        n_ranks,
+        size_bytes,
+        n_channels=n_channels,
+        n_chunks=n_chunks,
+        max_in_flight=max_in_flight,
+    )
     _ring_phase(b, op=Op.COPY, block_at=0, n_channels=n_channels, n_chunks=n_chunks, after={})
     return b.build()
 
@@ -149,7 +164,14 @@ def ring_allreduce(
     >>> s.n_transfers, s.bytes_sent_per_rank().tolist()
     (24, [96, 96, 96, 96])
     """
-    b = _builder(Collective.ALLREDUCE, n_ranks, size_bytes, n_channels, n_chunks, max_in_flight)
+    b = _builder(
+        Collective.ALLREDUCE,
+        n_ranks,
+        size_bytes,
+        n_channels=n_channels,
+        n_chunks=n_chunks,
+        max_in_flight=max_in_flight,
+    )
     done = _ring_phase(
         b, op=Op.REDUCE, block_at=-1, n_channels=n_channels, n_chunks=n_chunks, after={}
     )
@@ -157,9 +179,7 @@ def ring_allreduce(
     return b.build()
 
 
-def _chain(
-    b: ScheduleBuilder, *, first: int, op: Op, n_channels: int, n_chunks: int
-) -> None:
+def _chain(b: ScheduleBuilder, *, first: int, op: Op, n_channels: int, n_chunks: int) -> None:
     """Pass every piece along first -> first + 1 -> ... (n - 1 hops), pipelined."""
     n = b.n_ranks
     previous: dict[tuple[int, int], int] = {}
@@ -194,7 +214,13 @@ def ring_broadcast(
     [(2, 3), (2, 3), (3, 0)]
     """
     b = _builder(
-        Collective.BROADCAST, n_ranks, size_bytes, n_channels, n_chunks, max_in_flight, root
+        Collective.BROADCAST,
+        n_ranks,
+        size_bytes,
+        n_channels=n_channels,
+        n_chunks=n_chunks,
+        max_in_flight=max_in_flight,
+        root=root,
     )
     _chain(b, first=root, op=Op.COPY, n_channels=n_channels, n_chunks=n_chunks)
     return b.build()
@@ -215,6 +241,14 @@ def ring_reduce(
     >>> [(t.src, t.dst, t.op.value) for t in s.transfers()]
     [(1, 2, 'reduce'), (2, 0, 'reduce')]
     """
-    b = _builder(Collective.REDUCE, n_ranks, size_bytes, n_channels, n_chunks, max_in_flight, root)
+    b = _builder(
+        Collective.REDUCE,
+        n_ranks,
+        size_bytes,
+        n_channels=n_channels,
+        n_chunks=n_chunks,
+        max_in_flight=max_in_flight,
+        root=root,
+    )
     _chain(b, first=root + 1, op=Op.REDUCE, n_channels=n_channels, n_chunks=n_chunks)
     return b.build()

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -160,7 +161,8 @@ class Fabric:
 
     # -- the process --------------------------------------------------------------------
 
-    def _run(self):  # type: ignore[no-untyped-def]  # a SimPy generator
+    def _run(self) -> Generator[Any, Any, None]:
+        """The SimPy process: step, then sleep until the next arrival or join."""
         while True:
             self._step()
             next_s = self._next_event_s()
@@ -269,11 +271,17 @@ class Fabric:
         links = np.concatenate([self._links[s] for s in slots])
         if self.contention:
             used, local = np.unique(links, return_inverse=True)
-            rate = max_min_rates_sparse(flows, local, self.capacity_bytes_per_s[used],
-                                        n_flows=len(slots), rate_cap_bytes_per_s=self._cap[idx])
+            rate = max_min_rates_sparse(
+                flows,
+                local,
+                self.capacity_bytes_per_s[used],
+                n_flows=len(slots),
+                rate_cap_bytes_per_s=self._cap[idx],
+            )
         else:
-            bottleneck = np.minimum.reduceat(self.capacity_bytes_per_s[links],
-                                             np.cumsum([0, *lengths[:-1]]))
+            bottleneck = np.minimum.reduceat(
+                self.capacity_bytes_per_s[links], np.cumsum([0, *lengths[:-1]])
+            )
             rate = np.minimum(bottleneck, self._cap[idx])
         self._rate[idx] = rate
         remaining = np.maximum(self._remaining[idx], 0.0)

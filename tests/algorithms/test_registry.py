@@ -16,7 +16,7 @@ def test_names_per_collective():
 
 
 def test_unknown_algorithm_lists_the_valid_ones():
-    with pytest.raises(ConfigError, match="^gather has no algorithm 'ring'; valid: direct$"):
+    with pytest.raises(ConfigError, match=r"^gather has no algorithm 'ring'; valid: direct$"):
         build_schedule("gather", "ring", n_ranks=4, size_bytes=64)
 
 
@@ -28,7 +28,8 @@ def test_unknown_collective_lists_the_valid_ones():
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"n_chunk": 2}, "allreduce/ring takes no parameter 'n_chunk'; valid: n_channels, n_chunks, max_in_flight"),
+        ({"n_chunk": 2},
+         "allreduce/ring takes no parameter 'n_chunk'; valid: n_channels, n_chunks, max_in_flight"),
         ({"n_chunks": 0}, "allreduce/ring: n_chunks must be a positive integer, got 0"),
         ({"n_channels": 1.5}, "allreduce/ring: n_channels must be a positive integer, got 1.5"),
         ({"root": 1}, "allreduce/ring takes no parameter 'root'"),
