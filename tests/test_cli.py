@@ -8,10 +8,13 @@ import json
 import tomllib
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 from simcoll.cli import main
 from simcoll.collectives import Collective
+from simcoll.topology import load
+from simcoll.topology.nodelink import from_node_link
 from simcoll.units import parse_bandwidth_bytes_per_s, parse_time_s
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,9 +89,9 @@ def test_predict_allreduce_dgx_a100_full_table(capsys: pytest.CaptureFixture[str
 
     params = _params(DGX_A100)
     n = params["n_gpus"]
-    link_gb_s = parse_bandwidth_bytes_per_s(params["link_bandwidth"]) / 1e9  # 12 x 25 GB/s
+    link_gb_s = _gpu_link_bytes_per_s(DGX_A100) / 1e9  # 12 x 25 GB/s
     assert link_gb_s == pytest.approx(300)
-    latency_us = parse_time_s(params["link_latency"]) * 1e6
+    latency_us = parse_time_s(params["nvlink_latency"]) * 1e6
     factor = Collective.ALLREDUCE.busbw_factor(n)
 
     (gib,) = [r for r in rows if int(r[0]) == 1073741824]
@@ -108,6 +111,13 @@ def test_predict_allreduce_dgx_a100_full_table(capsys: pytest.CaptureFixture[str
     assert out.splitlines()[-1].startswith("# Avg bus bandwidth")
 
 
+def _gpu_link_bytes_per_s(path: Path) -> float:
+    """A GPU's NVSwitch link in a DGX file: links per GPU x bandwidth per link."""
+    params = _params(path)
+    per_link = parse_bandwidth_bytes_per_s(str(params["nvlink_bandwidth"]))
+    return int(str(params["nvlinks_per_gpu"])) * per_link
+
+
 def test_predict_h100_beats_a100(capsys: pytest.CaptureFixture[str]) -> None:
     def busbw(path: Path) -> float:
         status, out, _ = run(
@@ -117,10 +127,7 @@ def test_predict_h100_beats_a100(capsys: pytest.CaptureFixture[str]) -> None:
         (row,) = csv.DictReader(io.StringIO(out))
         return float(row["busbw_bytes_per_s"])
 
-    a100, h100 = (
-        parse_bandwidth_bytes_per_s(_params(path)["link_bandwidth"])
-        for path in (DGX_A100, DGX_H100)
-    )
+    a100, h100 = (_gpu_link_bytes_per_s(path) for path in (DGX_A100, DGX_H100))
     assert a100 / 2 < busbw(DGX_A100) < a100
     assert h100 / 2 < busbw(DGX_H100) < h100
     assert busbw(DGX_H100) > busbw(DGX_A100)
@@ -221,7 +228,7 @@ def test_set_link_bandwidth_changes_the_result(capsys: pytest.CaptureFixture[str
         return float(row["time_s"])
 
     # Halving the link bandwidth at a bandwidth-bound size about doubles the time.
-    ratio = time_s("--set", "link_bandwidth=150 GB/s") / time_s()
+    ratio = time_s("--set", "nvlink_bandwidth=12.5 GB/s") / time_s()  # per link, was 25
     assert 1.9 < ratio <= 2.0
 
 
@@ -276,7 +283,7 @@ def test_unknown_key_in_toml(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     line = error_line(capsys, "predict", path, "--collective", "allreduce")
     assert line == (
         f"simcoll: error: {path}: colour: unknown key; valid keys: "
-        "schema, builder, description, params"
+        "schema, builder, description, params, routing"
     )
 
 
@@ -303,18 +310,24 @@ def test_bad_bandwidth_in_file(
 def test_bad_bandwidth_via_set(capsys: pytest.CaptureFixture[str], bandwidth: str) -> None:
     line = error_line(
         capsys, "predict", DGX_A100, "--collective", "allreduce",
-        "--set", f"link_bandwidth={bandwidth}",
+        "--set", f"nvlink_bandwidth={bandwidth}",
     )  # fmt: skip
-    assert line.startswith(f"simcoll: error: {DGX_A100}: --set link_bandwidth: ")
+    assert line.startswith(f"simcoll: error: {DGX_A100}: --set nvlink_bandwidth: ")
     assert "positive" in line
 
 
 def test_ambiguous_bandwidth_via_set(capsys: pytest.CaptureFixture[str]) -> None:
     line = error_line(
-        capsys, "predict", DGX_A100, "--collective", "allreduce", "--set", "link_bandwidth=25 Gbps"
+        capsys,
+        "predict",
+        DGX_A100,
+        "--collective",
+        "allreduce",
+        "--set",
+        "nvlink_bandwidth=25 Gbps",
     )
     assert line == (
-        f"simcoll: error: {DGX_A100}: --set link_bandwidth: unit 'Gbps' is ambiguous "
+        f"simcoll: error: {DGX_A100}: --set nvlink_bandwidth: unit 'Gbps' is ambiguous "
         "(bits or bytes?): write '25 Gbit/s' or '25 GB/s'"
     )
 
@@ -491,3 +504,175 @@ def test_main_help_raises_system_exit_zero() -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["predict", "--help"])
     assert exit_.value.code == 0
+
+
+# --- simcoll topo ---------------------------------------------------------------------------
+
+
+def _matrix_rows(text: str, title: str) -> list[list[str]]:
+    """The cells of the GPU x GPU matrix printed under ``title`` (rank column dropped)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows: list[list[str]] = []
+    for line in lines[start + 2 :]:  # after the title and the column header
+        if not line.strip():
+            break
+        rows.append(line.split()[1:])
+    return rows
+
+
+def test_topo_show_dgx_a100(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "topo", "show", DGX_A100)
+    assert status == 0, err
+    assert err == ""
+    params = _params(DGX_A100)
+    n = params["n_gpus"]
+    assert isinstance(n, int)
+    # Each GPU's NVLinks (12 x 25 GB/s) form its one link to the switch, per direction.
+    per_link = parse_bandwidth_bytes_per_s(str(params["nvlink_bandwidth"]))
+    gpu_gb_s = int(str(params["nvlinks_per_gpu"])) * per_link / 1e9
+    assert gpu_gb_s == pytest.approx(300)
+    assert f"GPUs: {n};" in out
+    assert str(DGX_A100) in out
+    rows = _matrix_rows(out, "bottleneck bandwidth of the routed path (GB/s)")
+    assert len(rows) == n
+    for a, row in enumerate(rows):
+        assert row == ["-" if a == b else f"{gpu_gb_s:.1f}" for b in range(n)]  # "300.0"
+    # GPU -> switch -> GPU: two hops of the file's latency each.
+    latency_us = parse_time_s(str(params["nvlink_latency"])) * 1e6
+    for a, row in enumerate(_matrix_rows(out, "latency of the routed path (us)")):
+        assert row == ["-" if a == b else f"{2 * latency_us:.2f}" for b in range(n)]
+    # Ranks 0-3 send to ranks 4-7 over their own four GPU links: 4 x 300 GB/s.
+    bisection_gb_s = (n // 2) * gpu_gb_s
+    assert bisection_gb_s == pytest.approx(1200)
+    assert f"bisection bandwidth: {bisection_gb_s:g} GB/s (" in out
+
+
+def test_topo_show_with_set(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "topo", "show", DGX_A100, "--set", "n_gpus=4")
+    assert status == 0
+    assert "GPUs: 4;" in out
+    assert len(_matrix_rows(out, "bottleneck bandwidth")) == 4
+
+
+def _assert_same_graph(a: nx.DiGraph[str], b: nx.DiGraph[str]) -> None:
+    assert nx.utils.graphs_equal(a, b)
+    assert list(a.nodes(data=True)) == list(b.nodes(data=True))
+    assert list(a.edges(data=True)) == list(b.edges(data=True))
+    assert a.graph == b.graph
+
+
+def test_topo_dump_reloads_to_the_loaded_graph(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "topo", "dump", DGX_A100)
+    assert status == 0, err
+    assert err == ""
+    _assert_same_graph(from_node_link(json.loads(out)), load(DGX_A100))
+
+
+def test_topo_dump_to_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "dgx.json"
+    status, out, err = run(capsys, "topo", "dump", DGX_A100, "--set", "n_gpus=2", "-o", path)
+    assert status == 0, err
+    assert out == ""
+    assert err == f"simcoll: wrote {path}\n"
+    graph = from_node_link(json.loads(path.read_text()))
+    _assert_same_graph(graph, load(DGX_A100, {"n_gpus": "2"}))
+
+
+def test_topo_draw_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    png = tmp_path / "dgx.png"
+    status, out, err = run(capsys, "topo", "draw", DGX_A100, "-o", png)
+    assert status == 0, err
+    assert out == ""
+    assert err == f"simcoll: wrote {png}\n"
+    assert png.read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.parametrize("action", ["show", "draw", "dump"])
+def test_topo_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path, action: str) -> None:
+    path = tmp_path / "nowhere.toml"
+    extra = ["-o", tmp_path / "x.png"] if action == "draw" else []
+    line = error_line(capsys, "topo", action, path, *extra)
+    assert line == f"simcoll: error: {path}: no such file"
+
+
+def test_topo_malformed_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text('schema = 1\nbuilder = "switch_star"\n[params\n')
+    line = error_line(capsys, "topo", "show", path)
+    assert line.startswith(f"simcoll: error: {path}: line 3")
+
+
+def test_topo_bad_set(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "topo", "dump", DGX_A100, "--set", "n_gpus=0")
+    assert line.startswith(f"simcoll: error: {DGX_A100}: --set n_gpus: ")
+
+
+def test_topo_draw_needs_an_output(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "topo", "draw", DGX_A100)
+    assert line == (
+        "simcoll topo draw: error: the following arguments are required: -o/--output "
+        "(see simcoll topo draw --help)"
+    )
+
+
+def test_topo_needs_an_action(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "topo")
+    assert line == (
+        "simcoll topo: error: the following arguments are required: ACTION "
+        "(see simcoll topo --help)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--help"], ["topo"]),
+        (["topo", "--help"], ["show", "draw", "dump", "GB/s", "example"]),
+        (["topo", "show", "--help"], ["GB/s", "us", "bisection", "--set", "example"]),
+        (["topo", "draw", "--help"], ["-o FILE.png", "example"]),
+        (["topo", "dump", "--help"], ["bytes per second", "seconds", "FILE.json", "example"]),
+    ],
+)
+def test_topo_help(capsys: pytest.CaptureFixture[str], argv: list[str], words: list[str]) -> None:
+    status, out, err = run(capsys, *argv)
+    assert status == 0
+    assert err == ""
+    for word in words:
+        assert word in out
+
+
+def test_topo_show_dgx1_nvlink_pairs_and_the_pcie_detour(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Issue 3: GPU 0 reaches its NV2 neighbour (GPU 3) at twice the bandwidth of an NV1
+    # neighbour (GPU 1), and a GPU with no NVLink to it (GPU 5) only over PCIe and both
+    # CPUs. NVLink2: 25 GB/s per link; PCIe Gen3 x16 written 15.75 GB/s in the file.
+    status, out, _ = run(capsys, "topo", "show", "topologies/dgx1-v100.toml")
+    assert status == 0
+    lines = out.splitlines()
+    matrix_at = next(i for i, line in enumerate(lines) if line.startswith("bottleneck"))
+    row0 = lines[matrix_at + 2].split()
+    assert row0[0] == "0"
+    by_rank = [float("inf") if cell == "-" else float(cell) for cell in row0[1:]]
+    assert by_rank[3] == 2 * by_rank[1] == 2 * 25.0
+    assert by_rank[5] == pytest.approx(15.75, abs=0.06)  # printed to 0.1 GB/s
+    (route5,) = [line.strip() for line in lines if line.strip().startswith("0 -> 5:")]
+    assert route5 == (
+        "0 -> 5: gpu0 -pcie-> pcie0 -pcie-> cpu0 -cpu_link-> cpu1 -pcie-> pcie2 -pcie-> gpu5"
+    )
+    (route3,) = [line.strip() for line in lines if line.strip().startswith("0 -> 3:")]
+    assert route3 == "0 -> 3: gpu0 -nvlink-> gpu3"
+
+
+def test_set_is_refused_on_a_dumped_json(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    dumped = tmp_path / "t.json"
+    status, _out, _ = run(capsys, "topo", "dump", DGX_A100, "-o", dumped)
+    assert status == 0
+    line = error_line(capsys, "topo", "show", dumped, "--set", "n_gpus=4")
+    assert line == (
+        f"simcoll: error: {dumped}: --set n_gpus: --set only changes builder parameters, "
+        "and a node-link JSON file has none"
+    )

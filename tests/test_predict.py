@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from simcoll.algorithms import algorithm_names, build_schedule
@@ -9,7 +11,7 @@ from simcoll.collectives import Collective
 from simcoll.engine import simulate
 from simcoll.errors import ConfigError, ScheduleError
 from simcoll.predict import align_size_bytes, parse_sizes, predict
-from simcoll.topology import switch_star
+from simcoll.topology import gpu_nodes, load, switch_star
 
 LINK_BANDWIDTH = 100e9  # bytes/s, per direction
 LINK_LATENCY = 1e-6  # s, per link: a GPU-to-GPU route through the switch crosses two
@@ -231,3 +233,49 @@ def test_predict_params_reach_the_schedule(star4) -> None:
     # Broadcast from rank 2: the row reports the root.
     (row,) = predict(star4, "broadcast", [4096], params={"root": 2}).rows
     assert row.root == 2
+
+
+# --- the shipped topology files -----------------------------------------------------------
+
+SHIPPED = sorted(path.name for path in (Path(__file__).parent.parent / "topologies").glob("*.toml"))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_predict_works_on_every_shipped_topology(name: str) -> None:
+    # Multi-node designs at 2 nodes (keep CI short); the 128-GPU case is tested below.
+    path = f"topologies/{name}"
+    overrides = {"n_nodes": "2"} if "n_nodes" in Path(path).read_text() else {}
+    topology = load(path, overrides)
+    rows = predict(topology, "allreduce", [2**20, 2**26]).rows
+    assert [row.size_bytes for row in rows] == [2**20, 2**26]
+    widest = max(bw for _, _, bw in topology.edges(data="bandwidth_bytes_per_s"))
+    for row in rows:
+        # A ring all-reduce cannot beat the bandwidth of a rank's own busiest link.
+        assert 0 < row.busbw_bytes_per_s <= widest
+
+
+def _ring_busbw_bytes_per_s(path: str, overrides: dict[str, str], n_gpus: int) -> float:
+    topology = load(path, overrides)
+    assert len(gpu_nodes(topology)) == n_gpus
+    (row,) = predict(topology, "allreduce", [2**30]).rows
+    return row.busbw_bytes_per_s
+
+
+def test_dgx1_rank_order_ring_is_bound_by_pcie() -> None:
+    # Ring 0-1-...-7-0 on the hybrid cube mesh: 0-1, 1-2, 2-3, 4-5, 5-6, 6-7 have NVLinks
+    # (25 or 50 GB/s), but 3-4 and 7-0 do not: they go over PCIe Gen3 x16 (15.75 GB/s)
+    # and the inter-socket link (38.4 GB/s), in opposite directions, so nothing shares.
+    # A ring all-reduce's busbw tends to its slowest edge's bandwidth for large messages
+    # (busbw = 2(n-1)/n * S / T and T -> 2(n-1)/n * S / B).
+    busbw = _ring_busbw_bytes_per_s("topologies/dgx1-v100.toml", {}, 8)
+    assert busbw == pytest.approx(15.75e9, rel=1e-2)
+    assert busbw < 15.75e9
+
+
+def test_h100_fat_tree_with_16_nodes_is_bound_by_the_nics() -> None:
+    # 128 GPUs; ring edges inside a node cross the NVSwitch (450 GB/s), the 16 edges
+    # between nodes go NIC -> leaf (-> spine -> leaf) -> NIC at 400 Gbit/s = 50 GB/s,
+    # one flow per link at 1:1, so busbw tends to 50 GB/s.
+    busbw = _ring_busbw_bytes_per_s("topologies/h100-ib-fat-tree.toml", {"n_nodes": "16"}, 128)
+    assert busbw == pytest.approx(400e9 / 8, rel=1e-2)
+    assert busbw < 400e9 / 8

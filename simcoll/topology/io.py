@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import json
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -38,7 +39,10 @@ from typing import Any, Literal
 import networkx as nx
 
 from simcoll.errors import ConfigError, SimcollError
-from simcoll.topology.builders import BUILDERS
+from simcoll.topology.catalog import BUILDERS, IMPORTERS
+from simcoll.topology.explicit import from_document
+from simcoll.topology.nodelink import from_node_link
+from simcoll.topology.routing import ROUTING_RULES
 from simcoll.topology.schema import validate
 from simcoll.units import parse_bandwidth_bytes_per_s, parse_size_bytes, parse_time_s
 
@@ -47,7 +51,8 @@ __all__ = ["SCHEMA_VERSION", "load", "parse_overrides"]
 SCHEMA_VERSION = 1
 """The ``schema`` value this version of simcoll reads."""
 
-_TOP_LEVEL_KEYS = ("schema", "builder", "description", "params")
+_BUILDER_KEYS = ("schema", "builder", "description", "params", "routing")
+_EXPLICIT_KEYS = ("schema", "description", "p2p", "routing", "nodes", "links")
 _ValueKind = Literal["int", "float", "bool", "str", "enum", "bytes", "seconds", "bytes_per_s"]
 # Longest suffix first: "_bytes_per_s" also ends in "_s".
 _UNIT_SUFFIXES: tuple[tuple[str, _ValueKind], ...] = (
@@ -110,25 +115,56 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
         If the builder rejects a value or the graph breaks the schema.
     """
     source = str(path)
+    if Path(path).suffix.lower() == ".json":
+        _refuse_overrides(overrides, source, "a node-link JSON file")
+        graph = from_node_link(_read_json(Path(path), source), source=source)
+        graph.graph["source"] = source
+        return graph
     document = _read_toml(Path(path), source)
-    builder_name = _check_header(document, source)
-    builder = BUILDERS[builder_name]
+    _check_schema(document, source)
+    if "builder" not in document and ("nodes" in document or "links" in document):
+        _check_keys(document, _EXPLICIT_KEYS, source)
+        _refuse_overrides(overrides, source, "an explicit topology (nodes and links)")
+        graph = from_document(document, source=source)
+    else:
+        _check_keys(document, _BUILDER_KEYS, source)
+        graph = _build(document, overrides or {}, source, Path(path).parent)
+    _apply_routing(graph, document.get("routing", {}), source)
+    graph.graph["source"] = source
+    graph.graph["description"] = _description(document, source)
+    return validate(graph, source=source)
+
+
+def _build(
+    document: dict[str, Any], overrides: Mapping[str, str], source: str, folder: Path
+) -> nx.DiGraph[str]:
+    """Call the builder (or importer) the file names with the file's parameters."""
+    builder_name = _builder_name(document, source)
+    builder = BUILDERS.get(builder_name)
     table = document.get("params", {})
     if not isinstance(table, dict):
         raise ConfigError(
             f"must be a table ([params]), got {_describe(table)}", source=source, field="params"
         )
-    params = _builder_params(builder)
-    values, fields = _collect(builder_name, params, table, overrides or {}, source)
+    if builder is None:  # an importer: its first argument is the text of params.file
+        importer = IMPORTERS[builder_name]
+        params = _builder_params(importer, skip_first=True)
+        params["file"] = _Param("file", "file", "str", None, required=True)
+    else:
+        params = _builder_params(builder)
+    values, fields = _collect(builder_name, params, table, overrides, source)
     try:
-        graph = builder(**values)
+        if builder is None:
+            file_name = str(values.pop("file"))
+            text = _read_text(folder / file_name, f"{source}: {fields['file']}", file_name)
+            return importer(text, **values)
+        return builder(**values)
     except SimcollError as error:
+        if builder is None and error.source is None:
+            raise type(error)(error.message, source=file_name, field=error.field) from error
         raise type(error)(
             error.message, source=source, field=_file_field(error.field, fields, params)
         ) from error
-    graph.graph["source"] = source
-    graph.graph["description"] = document.get("description", "")
-    return validate(graph, source=source)
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, str]:
@@ -195,12 +231,7 @@ def _toml_error(error: tomllib.TOMLDecodeError, source: str) -> ConfigError:
     )
 
 
-def _check_header(document: dict[str, Any], source: str) -> str:
-    """Check the top-level keys and return the builder's name."""
-    for key in document:
-        if key not in _TOP_LEVEL_KEYS:
-            valid = ", ".join(_TOP_LEVEL_KEYS)
-            raise ConfigError(f"unknown key; valid keys: {valid}", source=source, field=key)
+def _check_schema(document: dict[str, Any], source: str) -> None:
     schema = document.get("schema")
     if schema is None:
         message = f"missing; the file must start with schema = {SCHEMA_VERSION}"
@@ -208,22 +239,105 @@ def _check_header(document: dict[str, Any], source: str) -> str:
     if type(schema) is not int or schema != SCHEMA_VERSION:
         message = f"unsupported version {schema!r}; this simcoll reads schema = {SCHEMA_VERSION}"
         raise ConfigError(message, source=source, field="schema")
+
+
+def _check_keys(document: dict[str, Any], valid: tuple[str, ...], source: str) -> None:
+    for key in document:
+        if key not in valid:
+            raise ConfigError(
+                f"unknown key; valid keys: {', '.join(valid)}", source=source, field=key
+            )
+
+
+def _builder_name(document: dict[str, Any], source: str) -> str:
     name = document.get("builder")
-    valid = ", ".join(sorted(BUILDERS))
-    if not isinstance(name, str) or name not in BUILDERS:
+    if not isinstance(name, str) or not (name in BUILDERS or name in IMPORTERS):
         got = "missing" if name is None else f"unknown builder {name!r}"
-        raise ConfigError(f"{got}; valid: {valid}", source=source, field="builder")
+        valid = ", ".join(sorted([*BUILDERS, *IMPORTERS]))
+        hint = " (or list [[nodes]] and [[links]] instead)" if name is None else ""
+        raise ConfigError(f"{got}{hint}; valid: {valid}", source=source, field="builder")
+    return name
+
+
+def _description(document: dict[str, Any], source: str) -> str:
     description = document.get("description", "")
     if not isinstance(description, str):
         message = f"must be a string, got {_describe(description)}"
         raise ConfigError(message, source=source, field="description")
-    return name
+    return description
 
 
-def _builder_params(builder: Callable[..., object]) -> dict[str, _Param]:
-    """The builder's arguments keyed by their TOML key, in signature order."""
+def _apply_routing(graph: nx.DiGraph[str], table: object, source: str) -> None:
+    """Copy the optional ``[routing]`` table onto the graph's attributes."""
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"must be a table ([routing]), got {_describe(table)}", source=source, field="routing"
+        )
+    for key, value in table.items():
+        field = f"routing.{key}"
+        if key == "rule":
+            if value not in ROUTING_RULES:
+                valid = ", ".join(ROUTING_RULES)
+                raise ConfigError(
+                    f"expected one of {valid}, got {_describe(value)}", source=source, field=field
+                )
+            graph.graph["routing"] = value
+        elif key == "ecmp_seed":
+            if type(value) is not int:
+                raise ConfigError(
+                    f"expected an integer, got {_describe(value)}", source=source, field=field
+                )
+            graph.graph["ecmp_seed"] = value
+        else:
+            raise ConfigError(
+                "unknown key; valid keys: rule, ecmp_seed", source=source, field=field
+            )
+
+
+def _refuse_overrides(overrides: Mapping[str, str] | None, source: str, what: str) -> None:
+    if overrides:
+        key = next(iter(overrides))
+        raise ConfigError(
+            f"--set only changes builder parameters, and {what} has none",
+            source=source,
+            field=f"--set {key}",
+        )
+
+
+def _read_text(path: Path, where: str, name: str) -> str:
+    """The UTF-8 text of a file an importer reads; errors name the key that names it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"no such file {name!r} (relative to the topology file)", source=where
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read {name!r}: {error}", source=where) from None
+
+
+def _read_json(path: Path, source: str) -> Any:
+    text = _read_text(path, source, path.name)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"invalid JSON: {error.msg}",
+            source=source,
+            field=f"line {error.lineno}, column {error.colno}",
+        ) from None
+
+
+def _builder_params(
+    builder: Callable[..., object], *, skip_first: bool = False
+) -> dict[str, _Param]:
+    """The builder's arguments keyed by their TOML key, in signature order.
+
+    ``skip_first`` leaves out an importer's first argument, the text it parses.
+    """
     params: dict[str, _Param] = {}
-    for parameter in inspect.signature(builder).parameters.values():
+    arguments = list(inspect.signature(builder).parameters.values())
+    for parameter in arguments[1:] if skip_first else arguments:
         annotation = _resolve(builder, parameter.annotation)
         param = _param(parameter.name, annotation, parameter.default is inspect.Parameter.empty)
         if param.key in params:
@@ -249,6 +363,8 @@ def _resolve(builder: Callable[..., object], annotation: object) -> object:
     """Turn a postponed annotation (``"int"``, ``"LinkKind"``) into the object it names."""
     if not isinstance(annotation, str):
         return annotation
+    # An optional argument ("bool | None", default None) is given in a file as its type.
+    annotation = annotation.removesuffix(" | None")
     namespace = getattr(builder, "__globals__", {})
     return namespace.get(annotation, getattr(builtins, annotation, annotation))
 

@@ -5,12 +5,29 @@ deterministic, so a simulation never depends on set or hash order:
 
 1. fewest hops;
 2. among those, the smallest total ``latency_s`` (summed along the path, in order);
-3. among those, the lexicographically smallest sequence of node ids.
+3. among the paths still tied (equal-cost multipath, ECMP), the graph's ``routing``
+   attribute decides: ``"ecmp"`` (the default) picks one per (source, destination) pair
+   with a seeded hash, as switches spread flows over equal-cost next hops, so collisions
+   on a fat-tree are realistic and reproducible; ``"lowest_ids"`` takes the
+   lexicographically smallest sequence of node ids, so every tie resolves the same way.
+   ``graph.graph["ecmp_seed"]`` (an int, default 0) seeds the hash.
+
+Two rules of the hardware restrict the paths considered:
+
+- a node with ``transit=False`` (a GPU inside a server) may start or end a route but is
+  never crossed: GPUs do not forward traffic for one another, so a DGX-1 pair without an
+  NVLink goes over PCIe and the host rather than through a third GPU's NVLinks, and a
+  direct NVLink, when there is one, is always the fewest-hop path;
+- on a graph with ``p2p=False`` (PCIe peer-to-peer disabled), a copy between two GPUs of
+  the same ``host`` bounces through host memory: it is routed to the CPU nearest the
+  source (fewest hops, then latency, then id) and from there to the destination, so it
+  crosses the root complex twice.
 
 One breadth-first search from a source settles the routes to every destination: nodes
-are taken level by level, and each node keeps the best of its predecessors on the level
-before. That is exact because both tie-breaks are preserved when a path is extended by
-one edge (adding the same latency, appending the same node).
+are taken level by level, and each node keeps all its predecessors on the level before
+that reach it with the least latency; a route is read back from the destination, taking
+one predecessor per node (by the hash, or the one of lowest order). That is exact because
+hop count and latency both add along a path.
 
 A :class:`Router` keeps one such search per source it is asked about, and grows it only
 as far as the destinations asked for need: a destination one level beyond the last
@@ -22,23 +39,42 @@ are cached.
 
 >>> from simcoll.topology.builders import ring
 >>> g = ring(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+>>> Router(g).route("gpu0", "gpu1")
+(('gpu0', 'gpu1'),)
+>>> g.graph["routing"] = "lowest_ids"
 >>> Router(g).route("gpu0", "gpu2")
 (('gpu0', 'gpu1'), ('gpu1', 'gpu2'))
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 
 import networkx as nx
 
 from simcoll.errors import TopologyError
+from simcoll.topology.schema import NodeKind
 
-__all__ = ["Route", "Router", "route", "route_bandwidth_bytes_per_s", "route_latency_s"]
+__all__ = [
+    "ROUTING_RULES",
+    "Route",
+    "Router",
+    "route",
+    "route_bandwidth_bytes_per_s",
+    "route_latency_s",
+]
 
 Route = tuple[tuple[str, str], ...]
 """The directed edges of one path, in order from source to destination."""
+
+ROUTING_RULES = ("ecmp", "lowest_ids")
+"""Values of ``graph.graph["routing"]``: how ties between equal-cost paths are broken."""
+
+# Latency sums of equal-cost paths may differ in the last bits when their links are added
+# in another order; compare them rounded to this many decimals of a second (1 fs).
+_LATENCY_DECIMALS = 15
 
 
 class Router:
@@ -48,13 +84,38 @@ class Router:
     ----------
     graph
         A topology that has passed :func:`simcoll.topology.schema.validate`. It must not
-        change while the router is in use: routes are cached.
+        change while the router is in use: routes are cached. Its ``routing``,
+        ``ecmp_seed`` and ``p2p`` graph attributes, and its nodes' ``transit`` and
+        ``host`` attributes, set the rules (see the module docstring).
+
+    Raises
+    ------
+    TopologyError
+        If ``routing`` or ``ecmp_seed`` has an invalid value.
     """
 
     def __init__(self, graph: nx.DiGraph[str]) -> None:
         self._graph = graph
+        self._rule = graph.graph.get("routing", "ecmp")
+        if self._rule not in ROUTING_RULES:
+            raise TopologyError(
+                f"unknown rule {self._rule!r}; valid: {', '.join(ROUTING_RULES)}",
+                source=self._source,
+                field="routing",
+            )
+        seed = graph.graph.get("ecmp_seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TopologyError(
+                f"must be an integer, got {seed!r}", source=self._source, field="ecmp_seed"
+            )
+        self._seed = seed
+        self._blocked = frozenset(
+            node for node, attrs in graph.nodes.items() if attrs.get("transit") is False
+        )
+        self._bounce = graph.graph.get("p2p", True) is False
         self._searches: dict[str, _Search] = {}
         self._routes: dict[tuple[str, str], Route] = {}
+        self._cpus: dict[object, list[str]] | None = None
 
     @property
     def graph(self) -> nx.DiGraph[str]:
@@ -78,17 +139,58 @@ class Router:
         for node in key:
             if node not in self._graph:
                 raise TopologyError(f"no node {node!r} in the topology", source=self._source)
+        cpu = self._bounce_cpu(src_node, dst_node)
+        if cpu is None:
+            found = self._direct(src_node, dst_node)
+        else:
+            found = self._direct(src_node, cpu) + self._direct(cpu, dst_node)
+        self._routes[key] = found
+        return found
+
+    def _direct(self, src_node: str, dst_node: str) -> Route:
         search = self._searches.get(src_node)
         if search is None:
-            search = self._searches[src_node] = _Search(self._graph, src_node)
-        found = search.route_to(dst_node)
+            search = self._searches[src_node] = _Search(self._graph, src_node, self._blocked)
+        found = search.route_to(dst_node, self._pick(src_node, dst_node))
         if found is None:
             raise TopologyError(
                 f"no route from {src_node!r} to {dst_node!r}: no directed path joins them",
                 source=self._source,
             )
-        self._routes[key] = found
         return found
+
+    def _pick(self, src_node: str, dst_node: str) -> _Pick:
+        if self._rule == "lowest_ids":
+            return None
+        return f"{self._seed}/{src_node}/{dst_node}"
+
+    def _bounce_cpu(self, src_node: str, dst_node: str) -> str | None:
+        """The CPU a P2P-less GPU-to-GPU copy bounces through, or None for a direct route."""
+        if not self._bounce or src_node == dst_node:
+            return None
+        nodes = self._graph.nodes
+        if (
+            nodes[src_node]["kind"] is not NodeKind.GPU
+            or nodes[dst_node]["kind"] is not NodeKind.GPU
+        ):
+            return None
+        host = nodes[src_node].get("host")
+        if host is None or nodes[dst_node].get("host") != host:
+            return None
+        if self._cpus is None:
+            self._cpus = {}
+            for node in sorted(nodes):
+                if nodes[node]["kind"] is NodeKind.CPU:
+                    self._cpus.setdefault(nodes[node].get("host"), []).append(node)
+        best: tuple[int, float, str] | None = None
+        for cpu in self._cpus.get(host, []):
+            try:
+                edges = self._direct(src_node, cpu)
+            except TopologyError:
+                continue
+            key = (len(edges), round(route_latency_s(self._graph, edges), _LATENCY_DECIMALS), cpu)
+            best = key if best is None or key < best else best
+        return None if best is None else best[2]
 
     @property
     def _source(self) -> str | None:
@@ -140,64 +242,102 @@ def route_bandwidth_bytes_per_s(graph: nx.DiGraph[str], edges: Sequence[tuple[st
     )
 
 
+_Pick = str | None
+"""How a route chooses among tied predecessors: a hash key (ECMP), or None (lowest ids)."""
+
+
+def _hash_index(key: str, node: str, n_choices: int) -> int:
+    """A choice in 0..n_choices-1, the same in every process (unlike ``hash``)."""
+    digest = hashlib.blake2b(f"{key}/{node}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % n_choices
+
+
 class _Search:
     """A breadth-first search from one source, completed level by level on demand.
 
-    Each node of a complete level has its best predecessor (``parent``), the latency of
-    its best path, and ``order``: its rank within its level by the node sequence of that
-    path, so that sequences compare as integers.
+    Each settled node has its depth, the (rounded) latency of its best paths, and all
+    predecessors on the level before that give that latency (``preds``, in ``order``).
+    ``order`` is a node's rank within its level by the smallest node sequence of its best
+    paths, so that sequences compare as integers. Nodes in ``blocked`` are settled but
+    never expanded (except the source).
     """
 
-    def __init__(self, graph: nx.DiGraph[str], src_node: str) -> None:
+    def __init__(self, graph: nx.DiGraph[str], src_node: str, blocked: frozenset[str]) -> None:
         self._graph = graph
         self._src = src_node
-        self._parent = {src_node: src_node}
+        self._blocked = blocked
+        self._preds: dict[str, list[str]] = {src_node: []}
         self._latency_s = {src_node: 0.0}
         self._order = {src_node: 0}
         self._depth = {src_node: 0}
         self._level = [src_node]  # the last complete level
         self._level_depth = 0
 
-    def route_to(self, dst_node: str) -> Route | None:
+    def route_to(self, dst_node: str, pick: _Pick) -> Route | None:
         """The route to ``dst_node``, or None when no path reaches it."""
-        while dst_node not in self._parent:
+        while dst_node not in self._depth:
             # dst_node may lie one level further: settle it from its own predecessors,
             # without completing that level (behind a switch it holds every GPU).
             on_level = [
-                u for u in self._graph.pred[dst_node] if self._depth.get(u) == self._level_depth
+                u
+                for u in self._graph.pred[dst_node]
+                if self._depth.get(u) == self._level_depth and self._expands(u)
             ]
             if on_level:
-                _, _, u = min(self._candidate(u, dst_node) for u in on_level)
-                return (*self._walk_back(u), (u, dst_node))
+                self._settle(dst_node, on_level)
+                break
             if not self._complete_next_level():
                 return None
-        return self._walk_back(dst_node)
+        return self._walk_back(dst_node, pick)
 
-    def _candidate(self, u: str, v: str) -> tuple[float, int, str]:
-        """The key of the path to v through u: latency, then node sequence (by u's order)."""
-        return self._latency_s[u] + self._graph.succ[u][v]["latency_s"], self._order[u], u
+    def _expands(self, node: str) -> bool:
+        return node == self._src or node not in self._blocked
+
+    def _latency_via(self, u: str, v: str) -> float:
+        latency_s = self._latency_s[u] + float(self._graph.succ[u][v]["latency_s"])
+        return round(latency_s, _LATENCY_DECIMALS)
+
+    def _settle(self, v: str, candidates: list[str]) -> None:
+        """Settle ``v`` one level beyond the last complete one, from its predecessors there."""
+        best_s = min(self._latency_via(u, v) for u in candidates)
+        preds = sorted(
+            (u for u in candidates if self._latency_via(u, v) == best_s),
+            key=self._order.__getitem__,
+        )
+        self._preds[v] = preds
+        self._latency_s[v] = best_s
+        self._depth[v] = self._level_depth + 1
 
     def _complete_next_level(self) -> bool:
         """Settle every node one hop beyond the last level; False if there is none."""
-        best: dict[str, tuple[float, int, str]] = {}
+        candidates: dict[str, list[str]] = {}
         for u in self._level:
+            if not self._expands(u):
+                continue
             for v in self._graph.succ[u]:
-                if v not in self._parent:
-                    candidate = self._candidate(u, v)
-                    if v not in best or candidate < best[v]:
-                        best[v] = candidate
-        # A path's node sequence is its parent's, then itself: order by both.
-        self._level = sorted(best, key=lambda v: (best[v][1], v))
+                # Nodes settled early (one level ahead, by route_to) are settled again,
+                # to the same result, so that they take their place in the level.
+                if self._depth.get(v, self._level_depth + 1) > self._level_depth:
+                    candidates.setdefault(v, []).append(u)
+        for v, preds in candidates.items():
+            self._settle(v, preds)
+        # A node's smallest sequence is its first predecessor's, then itself.
+        level = sorted(candidates, key=lambda v: (self._order[self._preds[v][0]], v))
+        self._level = level
         self._level_depth += 1
-        for index, v in enumerate(self._level):
-            self._latency_s[v], _, self._parent[v] = best[v]
+        for index, v in enumerate(level):
             self._order[v] = index
-            self._depth[v] = self._level_depth
-        return bool(self._level)
+        return bool(level)
 
-    def _walk_back(self, node: str) -> Route:
+    def _walk_back(self, node: str, pick: _Pick) -> Route:
         edges: list[tuple[str, str]] = []
         while node != self._src:
-            edges.append((self._parent[node], node))
-            node = self._parent[node]
+            preds = self._preds[node]
+            u = (
+                preds[0]
+                if pick is None or len(preds) == 1
+                else preds[_hash_index(pick, node, len(preds))]
+            )
+            edges.append((u, node))
+            node = u
         return tuple(reversed(edges))

@@ -11,6 +11,20 @@ is two edges with their own bandwidth. Every builder returns a graph that passes
 - edge ``bandwidth_bytes_per_s``: per direction, finite and > 0;
 - edge ``latency_s``: finite and >= 0.
 
+Optional attributes, checked when present:
+
+- node ``host`` (str): the server a node belongs to (``"node3"``); set on every node
+  inside a server, absent on fabric switches. Hierarchical algorithms group ranks by it
+  and the P2P-off rule of :mod:`simcoll.topology.routing` applies within one host;
+- node ``transit`` (bool, default True): False for a node that routes may start or end
+  at but never cross (a GPU in a server does not forward traffic for others);
+- node ``reduces`` (bool, default False): the switch can reduce in the network (NVLink
+  SHARP on an NVSwitch, SHARP on an InfiniBand switch);
+- node ``tier`` (int >= 0): the layer of a fabric switch, for drawing (leaf 1, spine or
+  aggregation 2, core 3);
+- graph ``p2p`` (bool, default True): False when GPU peer-to-peer is off, so copies
+  between GPUs of one host bounce through host memory.
+
 Every GPU must be able to reach every other GPU along directed links.
 
 >>> import networkx as nx
@@ -112,6 +126,11 @@ def validate(graph: nx.DiGraph[str], *, source: str | None = None) -> nx.DiGraph
     connected through it. The pair reported is the first unreachable one in (source
     rank, destination rank) order.
     """
+    p2p = graph.graph.get("p2p", True)
+    if not isinstance(p2p, bool):
+        raise TopologyError(
+            f"must be true or false, got {_describe(p2p)}", source=source, field="p2p"
+        )
     by_rank = _ranked_gpus(graph, source)
     for u, v, attrs in graph.edges(data=True):
         _check_link(u, v, attrs, source)
@@ -146,6 +165,7 @@ def _ranked_gpus(graph: nx.DiGraph[str], source: str | None) -> list[str]:
                 f"node id must be a str, got {_describe(node)}", source=source, field=repr(node)
             )
         kind = _enum_attr(attrs, NodeKind, source=source, field=node)
+        _check_optional(attrs, source=source, field=node)
         if kind is not NodeKind.GPU:
             continue
         rank = attrs.get("rank")
@@ -162,6 +182,27 @@ def _ranked_gpus(graph: nx.DiGraph[str], source: str | None) -> list[str]:
     if not holder:
         raise TopologyError("topology has no GPU node", source=source)
     return _ranks_in_order(holder, source)
+
+
+_OPTIONAL_NODE_ATTRS: dict[str, tuple[type, str]] = {
+    "host": (str, "a string"),
+    "transit": (bool, "true or false"),
+    "reduces": (bool, "true or false"),
+    "tier": (int, "an integer >= 0"),
+}
+
+
+def _check_optional(attrs: Mapping[str, Any], *, source: str | None, field: str) -> None:
+    """Check the optional node attributes that are present."""
+    for name, (expected, article) in _OPTIONAL_NODE_ATTRS.items():
+        if name not in attrs:
+            continue
+        value = attrs[name]
+        wrong_bool = isinstance(value, bool) and expected is not bool
+        if wrong_bool or not isinstance(value, expected) or (isinstance(value, int) and value < 0):
+            raise TopologyError(
+                f"{name} must be {article}, got {_describe(value)}", source=source, field=field
+            )
 
 
 def _ranks_in_order(holder: dict[int, str], source: str | None) -> list[str]:

@@ -8,7 +8,7 @@ import networkx as nx
 import pytest
 
 from simcoll.errors import ConfigError, SimcollError, TopologyError
-from simcoll.topology import builders
+from simcoll.topology import catalog
 from simcoll.topology.io import load, parse_overrides
 from simcoll.topology.schema import LinkKind, NodeKind, gpu_nodes
 
@@ -45,8 +45,15 @@ def _link_values(graph: nx.DiGraph[str], key: str) -> set[object]:
 
 
 def test_shipped_topologies_exist() -> None:
-    names = [path.name for path in SHIPPED]
-    assert names == ["dgx-a100.toml", "dgx-h100.toml"]
+    # The designs issue 3 asks for, at least.
+    names = {path.name for path in SHIPPED}
+    assert names >= {
+        f"{name}.toml"
+        for name in [
+            "dgx-a100", "dgx-h100", "dgx-h200", "dgx1-v100", "pcie-8x-rtx4090",
+            "pcie-4x-switch", "h100-ib-fat-tree", "h100-rail-optimized", "a100-roce-2to1",
+        ]
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[path.name for path in SHIPPED])
@@ -65,7 +72,7 @@ def test_dgx_boxes_have_the_datasheet_bandwidth(name: str, n_links: int) -> None
     graph = load(TOPOLOGIES / name)
     assert len(gpu_nodes(graph)) == 8
     assert graph.number_of_edges() == 2 * 8
-    assert graph.nodes["sw"]["kind"] is NodeKind.NVSWITCH
+    assert graph.nodes["nvsw"]["kind"] is NodeKind.NVSWITCH
     assert _link_values(graph, "bandwidth_bytes_per_s") == {n_links * NVLINK_LINK_BYTES_PER_S}
     assert _link_values(graph, "latency_s") == {0.5e-6}
     assert _link_values(graph, "kind") == {LinkKind.NVLINK}
@@ -89,8 +96,9 @@ def test_override_changes_the_gpu_count() -> None:
 
 
 def test_override_changes_a_quantity() -> None:
-    graph = load(TOPOLOGIES / "dgx-h100.toml", parse_overrides(["link_bandwidth=100 GB/s"]))
-    assert _link_values(graph, "bandwidth_bytes_per_s") == {100 * 1e9}
+    overrides = parse_overrides(["nvlink_bandwidth=10 GB/s"])  # per link; 18 links per GPU
+    graph = load(TOPOLOGIES / "dgx-h100.toml", overrides)
+    assert _link_values(graph, "bandwidth_bytes_per_s") == {18 * 10 * 1e9}
     assert _link_values(graph, "latency_s") == {0.5e-6}  # untouched
 
 
@@ -136,7 +144,7 @@ def probe(
 
 @pytest.fixture
 def with_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(builders.BUILDERS, "probe", probe)
+    monkeypatch.setitem(catalog.BUILDERS, "probe", probe)
 
 
 PROBE = """\
@@ -205,7 +213,7 @@ def test_builder_output_is_validated_with_the_source(
         graph.add_node("sw", kind=NodeKind.SWITCH)
         return graph
 
-    monkeypatch.setitem(builders.BUILDERS, "no_gpus", no_gpus)
+    monkeypatch.setitem(catalog.BUILDERS, "no_gpus", no_gpus)
     path = _write(tmp_path, 'schema = 1\nbuilder = "no_gpus"\n[params]\nn_parts = 1\n')
     error = _error(path)
     assert isinstance(error, TopologyError)
@@ -218,7 +226,7 @@ def test_builder_complaint_about_a_default_points_at_its_key(
     def picky(n_gpus: int, *, hop_latency_s: float = -1.0) -> nx.DiGraph[str]:
         raise ConfigError("must be >= 0", field="hop_latency_s")
 
-    monkeypatch.setitem(builders.BUILDERS, "picky", picky)
+    monkeypatch.setitem(catalog.BUILDERS, "picky", picky)
     path = _write(tmp_path, 'schema = 1\nbuilder = "picky"\n[params]\nn_gpus = 1\n')
     assert str(_error(path)) == f"{path}: params.hop_latency: must be >= 0"
 
@@ -238,7 +246,7 @@ def _clash(n_gpus: int, *, latency_s: float, latency: float) -> nx.DiGraph[str]:
 def test_builder_signature_a_file_cannot_express_is_a_programming_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, builder: object, match: str
 ) -> None:
-    monkeypatch.setitem(builders.BUILDERS, "odd", builder)
+    monkeypatch.setitem(catalog.BUILDERS, "odd", builder)
     with pytest.raises(TypeError, match=match):
         load(_write(tmp_path, 'schema = 1\nbuilder = "odd"\n'))
 
@@ -250,16 +258,16 @@ def _bad(case_id: str, old: str, new: str, expected: str) -> object:
 
 
 VALID_KEYS = "n_gpus, link_bandwidth, link_latency, link_kind, switch_kind"
-BUILDER_NAMES = "full_mesh, ring, switch_star"
+BUILDER_NAMES = ", ".join(sorted([*catalog.BUILDERS, *catalog.IMPORTERS]))
 BAD_FILES = [
     _bad("unknown-param", "[params]\n", "[params]\nextra = 1\n",
          f"params.extra: unknown parameter of builder 'switch_star'; valid: {VALID_KEYS}"),
     _bad("unknown-top-level-key", "schema = 1\n", "schema = 1\ncolour = 'red'\n",
-         "colour: unknown key; valid keys: schema, builder, description, params"),
+         "colour: unknown key; valid keys: schema, builder, description, params, routing"),
     _bad("unknown-builder", '"switch_star"', '"star"',
          f"builder: unknown builder 'star'; valid: {BUILDER_NAMES}"),
     _bad("missing-builder", 'builder = "switch_star"\n', "",
-         f"builder: missing; valid: {BUILDER_NAMES}"),
+         f"builder: missing (or list [[nodes]] and [[links]] instead); valid: {BUILDER_NAMES}"),
     _bad("schema-2", "schema = 1", "schema = 2",
          "schema: unsupported version 2; this simcoll reads schema = 1"),
     _bad("schema-float", "schema = 1", "schema = 1.0",
@@ -374,9 +382,9 @@ def test_source_is_the_path_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyP
     ],
 )  # fmt: skip
 def test_bad_override_names_the_file_and_the_override(
-    overrides: dict[str, str], expected: str
+    tmp_path: Path, overrides: dict[str, str], expected: str
 ) -> None:
-    path = TOPOLOGIES / "dgx-a100.toml"
+    path = _write(tmp_path, GOOD)
     assert str(_error(path, overrides)) == f"{path}: {expected}"
 
 

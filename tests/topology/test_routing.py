@@ -46,6 +46,11 @@ def _oracle(graph: nx.DiGraph[str], src: str, dst: str) -> tuple[tuple[str, str]
     return _edges(min(nx.all_shortest_paths(graph, src, dst), key=key))
 
 
+def _lowest_ids(graph: nx.DiGraph[str]) -> nx.DiGraph[str]:
+    graph.graph["routing"] = "lowest_ids"
+    return graph
+
+
 def _add_link(graph: nx.DiGraph[str], a: str, b: str, latency_s: float) -> None:
     for u, v in ((a, b), (b, a)):
         graph.add_edge(u, v, kind=LinkKind.NVLINK, bandwidth_bytes_per_s=1e9, latency_s=latency_s)
@@ -80,7 +85,7 @@ def test_ring_route_goes_the_short_way() -> None:
 def test_even_ring_opposite_node_breaks_the_tie_by_node_ids() -> None:
     # gpu0 -> gpu3 on a 6-ring: two 3-hop paths with equal latency, 0-1-2-3 and 0-5-4-3;
     # ["gpu0", "gpu1", ...] < ["gpu0", "gpu5", ...], so the route goes through gpu1.
-    router = Router(ring(6, **LINK))
+    router = Router(_lowest_ids(ring(6, **LINK)))
     assert router.route("gpu0", "gpu3") == _edges(["gpu0", "gpu1", "gpu2", "gpu3"])
     # Back: 3-2-1-0 against 3-4-5-0; "gpu2" < "gpu4".
     assert router.route("gpu3", "gpu0") == _edges(["gpu3", "gpu2", "gpu1", "gpu0"])
@@ -89,12 +94,12 @@ def test_even_ring_opposite_node_breaks_the_tie_by_node_ids() -> None:
 def test_node_ids_compare_as_strings() -> None:
     # On a 12-ring, gpu0 -> gpu6 ties between gpu0-gpu1-... and gpu0-gpu11-...;
     # as strings "gpu1" < "gpu11", and the route leaves through gpu1.
-    edges = route(ring(12, **LINK), "gpu0", "gpu6")
+    edges = route(_lowest_ids(ring(12, **LINK)), "gpu0", "gpu6")
     assert edges[0] == ("gpu0", "gpu1")
 
 
 def test_latency_breaks_a_hop_tie_before_node_ids() -> None:
-    graph = ring(6, **LINK)
+    graph = _lowest_ids(ring(6, **LINK))
     graph.edges["gpu1", "gpu2"]["latency_s"] = 3 * LATENCY_S
     # 0-1-2-3 now costs 5 latencies against 3 for 0-5-4-3.
     assert route(graph, "gpu0", "gpu3") == _edges(["gpu0", "gpu5", "gpu4", "gpu3"])
@@ -150,7 +155,7 @@ def _grid() -> nx.DiGraph[str]:
     ],
 )
 def test_router_agrees_with_the_rule_on_every_pair(make: Callable[[], nx.DiGraph[str]]) -> None:
-    graph = make()
+    graph = _lowest_ids(make())
     pairs = list(itertools.permutations(sorted(graph.nodes), 2))
     # Near destinations first settles most routes one level beyond the search; far ones
     # first completes every level before: both must follow the rule.
@@ -188,8 +193,8 @@ class _CountingSearch(routing._Search):
     created: ClassVar[list[str]] = []
     levels_completed: ClassVar[list[int]] = []
 
-    def __init__(self, graph: nx.DiGraph[str], src_node: str) -> None:
-        super().__init__(graph, src_node)
+    def __init__(self, graph: nx.DiGraph[str], src_node: str, blocked: frozenset[str]) -> None:
+        super().__init__(graph, src_node, blocked)
         self.created.append(src_node)
 
     def _complete_next_level(self) -> bool:
@@ -255,3 +260,161 @@ def test_route_helpers_sum_latency_and_take_the_narrowest_link() -> None:
     assert route_bandwidth_bytes_per_s(graph, edges) == BANDWIDTH_BYTES_PER_S / 4
     # The router avoids the slow link: 0-3-2 ties 0-1-2 on hops and wins on latency.
     assert route(graph, "gpu0", "gpu2") == _edges(["gpu0", "gpu3", "gpu2"])
+
+
+def _leaf_spine(n_spines: int, gpus_per_leaf: int) -> nx.DiGraph[str]:
+    """Two leaves, each joined to every spine; GPUs 0..g-1 on leaf0, g..2g-1 on leaf1."""
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    for rank in range(2 * gpus_per_leaf):
+        graph.add_node(f"gpu{rank}", kind=NodeKind.GPU, rank=rank)
+        _add_link(graph, f"gpu{rank}", f"leaf{rank // gpus_per_leaf}", 1e-6)
+    for spine in range(n_spines):
+        graph.add_node(f"spine{spine}", kind=NodeKind.SWITCH)
+        for leaf in range(2):
+            graph.add_node(f"leaf{leaf}", kind=NodeKind.SWITCH)
+            _add_link(graph, f"leaf{leaf}", f"spine{spine}", 1e-6)
+    return graph
+
+
+def _cross_leaf_routes(graph: nx.DiGraph[str], gpus_per_leaf: int) -> dict[tuple[int, int], Any]:
+    router = Router(graph)
+    return {
+        (a, b): router.route(f"gpu{a}", f"gpu{b}")
+        for a in range(gpus_per_leaf)
+        for b in range(gpus_per_leaf, 2 * gpus_per_leaf)
+    }
+
+
+def test_ecmp_spreads_flows_over_every_equal_cost_spine() -> None:
+    # 8 x 8 = 64 cross-leaf pairs over 4 spines: each route is gpu-leaf-spine-leaf-gpu,
+    # and a hash spreads them; all four spines end up used (the chance that a fixed
+    # hash leaves one idle is (3/4)^64 ~ 1e-8, and the result is deterministic).
+    routes = _cross_leaf_routes(_leaf_spine(4, 8), 8)
+    spines = set()
+    for (a, b), edges in routes.items():
+        assert len(edges) == 4
+        assert edges[0] == (f"gpu{a}", "leaf0")
+        assert edges[-1] == ("leaf1", f"gpu{b}")
+        spines.add(edges[1][1])
+    assert spines == {f"spine{k}" for k in range(4)}
+
+
+def test_ecmp_is_reproducible_and_the_seed_changes_the_collisions() -> None:
+    first = _cross_leaf_routes(_leaf_spine(4, 8), 8)
+    assert _cross_leaf_routes(_leaf_spine(4, 8), 8) == first
+    seeded = []
+    for seed in range(1, 4):
+        graph = _leaf_spine(4, 8)
+        graph.graph["ecmp_seed"] = seed
+        seeded.append(_cross_leaf_routes(graph, 8))
+    assert any(routes != first for routes in seeded)
+
+
+def test_lowest_ids_rule_puts_every_flow_on_the_first_spine() -> None:
+    routes = _cross_leaf_routes(_lowest_ids(_leaf_spine(4, 8)), 8)
+    assert {edges[1][1] for edges in routes.values()} == {"spine0"}
+
+
+def test_ecmp_only_picks_among_the_least_latency_paths() -> None:
+    graph = _leaf_spine(4, 8)
+    graph.edges["leaf0", "spine2"]["latency_s"] = 2e-6  # spine2 is now a longer way up
+    for edges in _cross_leaf_routes(graph, 8).values():
+        assert edges[1] != ("leaf0", "spine2")
+
+
+@pytest.mark.parametrize(("rule", "value"), [("routing", "random"), ("ecmp_seed", "1")])
+def test_bad_routing_attributes_are_named(rule: str, value: str) -> None:
+    graph = switch_star(2, **LINK)
+    graph.graph[rule] = value
+    graph.graph["source"] = "x.toml"
+    with pytest.raises(TopologyError) as info:
+        Router(graph)
+    expected = {
+        "routing": "x.toml: routing: unknown rule 'random'; valid: ecmp, lowest_ids",
+        "ecmp_seed": "x.toml: ecmp_seed: must be an integer, got '1'",
+    }
+    assert str(info.value) == expected[rule]
+
+
+def _two_gpus_and_a_host(*, transit: bool) -> nx.DiGraph[str]:
+    """gpu0 - gpu1 - gpu2 in a line of NVLinks, and every GPU on one PCIe switch."""
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    for rank in range(3):
+        graph.add_node(f"gpu{rank}", kind=NodeKind.GPU, rank=rank, transit=transit)
+        _add_link(graph, f"gpu{rank}", "pcie", 1e-6)
+    graph.add_node("pcie", kind=NodeKind.PCIE_SWITCH)
+    _add_link(graph, "gpu0", "gpu1", 1e-6)
+    _add_link(graph, "gpu1", "gpu2", 1e-6)
+    return graph
+
+
+def test_gpus_that_do_not_forward_are_never_crossed() -> None:
+    # gpu0 -> gpu2: through gpu1's NVLinks (2 hops, equal to the PCIe switch's 2 hops);
+    # with transit=False on GPUs only the switch is left.
+    forwarding = _two_gpus_and_a_host(transit=True)
+    forwarding.graph["routing"] = "lowest_ids"
+    assert route(forwarding, "gpu0", "gpu2") == _edges(["gpu0", "gpu1", "gpu2"])
+    blocked = _two_gpus_and_a_host(transit=False)
+    blocked.graph["routing"] = "lowest_ids"
+    assert route(blocked, "gpu0", "gpu2") == _edges(["gpu0", "pcie", "gpu2"])
+    # A direct link still wins, and a blocked node may be the source or the target.
+    assert route(blocked, "gpu0", "gpu1") == _edges(["gpu0", "gpu1"])
+
+
+def test_blocked_gpus_make_a_pair_unreachable_rather_than_forward() -> None:
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    for rank in range(3):
+        graph.add_node(f"gpu{rank}", kind=NodeKind.GPU, rank=rank, transit=False)
+    _add_link(graph, "gpu0", "gpu1", 1e-6)
+    _add_link(graph, "gpu1", "gpu2", 1e-6)
+    with pytest.raises(TopologyError, match="no route from 'gpu0' to 'gpu2'"):
+        route(graph, "gpu0", "gpu2")
+
+
+def _pcie_box(*, p2p: bool) -> nx.DiGraph[str]:
+    """Two sockets; on each a PCIe switch with two GPUs. host 'node0' everywhere."""
+    graph: nx.DiGraph[str] = nx.DiGraph(p2p=p2p)
+    for socket in range(2):
+        graph.add_node(f"cpu{socket}", kind=NodeKind.CPU, host="node0")
+        graph.add_node(f"pcie{socket}", kind=NodeKind.PCIE_SWITCH, host="node0")
+        _add_link(graph, f"pcie{socket}", f"cpu{socket}", 1e-6)
+        for local in range(2):
+            rank = 2 * socket + local
+            graph.add_node(f"gpu{rank}", kind=NodeKind.GPU, rank=rank, host="node0", transit=False)
+            _add_link(graph, f"gpu{rank}", f"pcie{socket}", 1e-6)
+    _add_link(graph, "cpu0", "cpu1", 1e-6)
+    return graph
+
+
+def test_p2p_on_turns_at_the_pcie_switch() -> None:
+    assert route(_pcie_box(p2p=True), "gpu0", "gpu1") == _edges(["gpu0", "pcie0", "gpu1"])
+
+
+def test_p2p_off_bounces_through_the_nearest_cpu() -> None:
+    graph = _pcie_box(p2p=False)
+    # Same switch: up to the root complex and back down, crossing it twice.
+    assert route(graph, "gpu0", "gpu1") == _edges(["gpu0", "pcie0", "cpu0", "pcie0", "gpu1"])
+    # Other socket: the source's CPU, then the inter-socket link, as without P2P.
+    assert route(graph, "gpu1", "gpu3") == _edges(
+        ["gpu1", "pcie0", "cpu0", "cpu1", "pcie1", "gpu3"]
+    )
+    assert route(graph, "gpu2", "gpu0") == _edges(
+        ["gpu2", "pcie1", "cpu1", "cpu0", "pcie0", "gpu0"]
+    )
+
+
+def test_p2p_off_does_not_touch_gpus_of_other_hosts_or_other_nodes() -> None:
+    graph = _pcie_box(p2p=False)
+    graph.nodes["gpu3"]["host"] = "node1"  # as if in another server
+    assert route(graph, "gpu0", "gpu3") == _edges(
+        ["gpu0", "pcie0", "cpu0", "cpu1", "pcie1", "gpu3"]
+    )
+    assert route(graph, "gpu0", "cpu1") == _edges(["gpu0", "pcie0", "cpu0", "cpu1"])
+
+
+def test_ecmp_routes_do_not_depend_on_insertion_order() -> None:
+    forward = _leaf_spine(4, 4)
+    backward: nx.DiGraph[str] = nx.DiGraph()
+    backward.add_nodes_from(reversed(list(forward.nodes(data=True))))
+    backward.add_edges_from(reversed(list(forward.edges(data=True))))
+    assert _cross_leaf_routes(backward, 4) == _cross_leaf_routes(forward, 4)

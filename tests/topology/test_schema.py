@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from simcoll.errors import TopologyError
+from simcoll.topology.builders import switch_star
 from simcoll.topology.schema import LinkKind, NodeKind, gpu_nodes, validate
 
 NODE_KINDS = "gpu, nvswitch, pcie_switch, cpu, nic, switch"
@@ -251,3 +252,37 @@ def test_gpu_nodes_rejects_a_broken_node() -> None:
 def test_enum_values_are_the_documented_names() -> None:
     assert [kind.value for kind in NodeKind] == NODE_KINDS.split(", ")
     assert [kind.value for kind in LinkKind] == LINK_KINDS.split(", ")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("host", 3, "host must be a string, got int 3"),
+        ("transit", "no", "transit must be true or false, got str 'no'"),
+        ("reduces", 1, "reduces must be true or false, got int 1"),
+        ("tier", -1, "tier must be an integer >= 0, got int -1"),
+        ("tier", True, "tier must be an integer >= 0, got bool True"),
+    ],
+)
+def test_optional_node_attributes_are_checked(name: str, value: object, expected: str) -> None:
+    graph = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+    graph.nodes["sw"][name] = value
+    with pytest.raises(TopologyError) as info:
+        validate(graph, source="t.toml")
+    assert str(info.value) == f"t.toml: sw: {expected}"
+
+
+def test_optional_attributes_with_good_values_pass() -> None:
+    graph = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+    graph.nodes["sw"].update(host="node0", transit=True, reduces=True, tier=0)
+    graph.nodes["gpu0"].update(host="node0", transit=False)
+    graph.graph["p2p"] = False
+    assert validate(graph) is graph
+
+
+def test_p2p_must_be_a_bool() -> None:
+    graph = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+    graph.graph["p2p"] = "off"
+    with pytest.raises(TopologyError) as info:
+        validate(graph, source="t.toml")
+    assert str(info.value) == "t.toml: p2p: must be true or false, got str 'off'"
