@@ -122,6 +122,10 @@ class _Replay:
                                    f"{reader} may still be reading")  # fmt: skip
         if op == _REDUCE:
             held = self.value.get(key, 0)
+            if held == 0 and rank >= self.s.n_ranks:  # a switch accumulates from zero
+                self.value[key] = mask
+                self.reducers.setdefault(key, []).append(t)
+                return
             if held == 0:
                 raise self.fail(t, f"reduces into piece {piece} that rank {rank} does not hold")
             if held & mask:

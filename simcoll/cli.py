@@ -20,13 +20,13 @@ from simcoll.results import format_table, to_csv, to_json
 from simcoll.topology import gpu_nodes, load, parse_overrides
 from simcoll.topology.inspect import report
 from simcoll.topology.nodelink import dumps
+from simcoll.units import format_bytes
 
 __all__ = ["main"]
 
-MODELS_NOW = ("flow", "ideal")
-MODELS_PLANNED = ("analytical", "packet")
-PROTOCOLS_NOW = ("simple", "auto")
-PROTOCOLS_PLANNED = ("LL", "LL128")
+MODELS_NOW = ("flow", "ideal", "packet")
+MODELS_PLANNED = ("analytical", "nccl")
+PROTOCOLS = ("auto", "simple", "LL", "LL128", "none")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -76,14 +76,17 @@ def _build_parser() -> argparse.ArgumentParser:
         "else direct); 'auto' simulates every algorithm and keeps the fastest per size",
     )
     p.add_argument("--protocol", metavar="NAME|auto", default="auto",
-                   help="NCCL protocol; only 'simple' (full-bandwidth transfers) is modelled so "
-                   "far, and 'auto' picks it")  # fmt: skip
+                   help="NCCL protocol: LL (half the wire is data, lowest per-step latency), "
+                   "LL128 (120 of 128 bytes), simple (full bandwidth, highest per-step "
+                   "latency), 'auto' (default: the fastest per size), or 'none' (the links "
+                   "alone, no protocol cost)")  # fmt: skip
     p.add_argument(
         "--model",
         default="flow",
         metavar="NAME",
         help="fidelity: 'flow' (default: fluid flows with max-min fair sharing of "
-        "every link) or 'ideal' (no contention: each flow at its route's bottleneck)",
+        "every link), 'ideal' (no contention: each flow at its route's bottleneck) or "
+        "'packet' (store-and-forward 4 KiB packets hop by hop; slow, for small checks)",
     )
     p.add_argument(
         "--sizes",
@@ -230,11 +233,8 @@ def _checked_choices(args: argparse.Namespace) -> tuple[Collective, str]:
                           f"{', '.join(MODELS_NOW)}")  # fmt: skip
     if args.model not in MODELS_NOW:
         raise ConfigError(f"unknown --model {args.model!r}; valid: {', '.join(MODELS_NOW)}")
-    if args.protocol in PROTOCOLS_PLANNED:
-        raise ConfigError(f"--protocol {args.protocol} is planned but not modelled yet; "
-                          "valid now: simple, auto")  # fmt: skip
-    if args.protocol not in PROTOCOLS_NOW:
-        raise ConfigError(f"unknown --protocol {args.protocol!r}; valid: simple, auto")
+    if args.protocol not in PROTOCOLS:
+        raise ConfigError(f"unknown --protocol {args.protocol!r}; valid: {', '.join(PROTOCOLS)}")
     names = algorithm_names(collective)
     algorithm = args.algorithm or (DEFAULT_ALGORITHM if DEFAULT_ALGORITHM in names else "direct")
     if algorithm != "auto" and algorithm not in names:
@@ -252,12 +252,14 @@ def _predict(args: argparse.Namespace) -> int:
         sizes = sorted({align_size_bytes(collective, n_ranks, s) for s in sizes})
     params = {k: v for k, v in (("n_channels", args.channels), ("n_chunks", args.chunks),
               ("max_in_flight", args.window), ("root", args.root)) if v is not None}  # fmt: skip
-    result = predict(topology, collective, sizes, algorithm=algorithm, model=args.model,
-                     n_ranks=n_ranks, params=params, skip_too_small=is_range)  # fmt: skip
+    protocol = None if args.protocol == "none" else args.protocol
+    result = predict(topology, collective, sizes, algorithm=algorithm, protocol=protocol,
+                     model=args.model, n_ranks=n_ranks, params=params,
+                     skip_too_small=is_range)  # fmt: skip
     title = (
         f"simcoll predict: {collective.value} on {args.topology}"
         f" ({topology.graph.get('description', '')})\n"
-        f"{n_ranks} ranks, algorithm {algorithm}, protocol simple, model {args.model}; "
+        f"{n_ranks} ranks, algorithm {algorithm}, protocol {args.protocol}, model {args.model}; "
         "simulated times, bandwidths in GB/s = 1e9 B/s"
     )
     if args.format == "csv":
@@ -266,6 +268,8 @@ def _predict(args: argparse.Namespace) -> int:
         sys.stdout.write(to_json(result.rows))
     else:
         print(format_table(result.rows, title=title))
+        if "auto" in (algorithm, args.protocol) and result.rows:
+            print(f"# Picked by simulation: {_picks(result.rows)}")
     if result.skipped:
         smallest = max(size for size, _ in result.skipped)
         print(f"simcoll: note: skipped {len(result.skipped)} sizes up to {smallest} B: "
@@ -273,6 +277,29 @@ def _predict(args: argparse.Namespace) -> int:
     if args.plot:
         _plot(args, result.rows, topology, collective)
     return 0
+
+
+def _picks(rows: list) -> str:  # type: ignore[type-arg]
+    """What auto chose, as size ranges: 'tree/LL for 8 B..64 KiB, ring/simple from 128 KiB'."""
+    runs: list[tuple[str, int, int]] = []
+    for row in rows:
+        choice = f"{row.algorithm}/{row.protocol}"
+        if runs and runs[-1][0] == choice:
+            runs[-1] = (choice, runs[-1][1], row.size_bytes)
+        else:
+            runs.append((choice, row.size_bytes, row.size_bytes))
+    parts = []
+    for i, (choice, low, high) in enumerate(runs):
+        if len(runs) == 1:
+            parts.append(f"{choice} at every size")
+        elif i == len(runs) - 1:
+            parts.append(f"{choice} from {format_bytes(low)}")
+        else:
+            span = (
+                format_bytes(low) if low == high else f"{format_bytes(low)}..{format_bytes(high)}"
+            )
+            parts.append(f"{choice} for {span}")
+    return ", ".join(parts)
 
 
 def _plot(args: argparse.Namespace, rows: list, topology: object, collective: Collective) -> None:  # type: ignore[type-arg]

@@ -31,6 +31,8 @@ import simpy
 
 from simcoll.errors import ConfigError, SimulationError, TopologyError
 from simcoll.network.fabric import Fabric, FabricStats
+from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
+from simcoll.protocols import Protocol
 from simcoll.schedule import Schedule
 from simcoll.topology import Router, gpu_nodes
 
@@ -39,8 +41,8 @@ __all__ = ["Model", "SimulationResult", "simulate"]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-Model = Literal["flow", "ideal"]
-MODELS: tuple[str, ...] = ("flow", "ideal")
+Model = Literal["flow", "ideal", "packet"]
+MODELS: tuple[str, ...] = ("flow", "ideal", "packet")
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -74,14 +76,16 @@ class SimulationResult:
         s = self.schedule
         return self.algbw_bytes_per_s * s.collective.busbw_factor(s.n_ranks)
 
+    protocol: str | None = None
+
     @property
     def bytes_sent_per_rank(self) -> IntArray:
-        """Bytes each rank sent."""
+        """Data bytes each rank sent (then each in-network switch endpoint, if any)."""
         return self.schedule.bytes_sent_per_rank()
 
     @property
     def bytes_received_per_rank(self) -> IntArray:
-        """Bytes each rank received."""
+        """Data bytes each rank received (then each in-network switch endpoint, if any)."""
         return self.schedule.bytes_received_per_rank()
 
 
@@ -100,12 +104,45 @@ def map_ranks(topology: nx.DiGraph[str], n_ranks: int) -> tuple[str, ...]:
     return tuple(nodes[:n_ranks])
 
 
+def switch_endpoints(
+    topology: nx.DiGraph[str], rank_nodes: tuple[str, ...], n_switches: int, algorithm: str
+) -> tuple[str, ...]:
+    """The switches that serve a schedule's in-network endpoints.
+
+    A switch qualifies when its ``reduces`` attribute is true and it has a link to and
+    from every rank's GPU (NVLink SHARP: the NVSwitch every GPU of the node is on).
+
+    Raises
+    ------
+    ConfigError
+        If fewer than ``n_switches`` switches qualify; the message says what is needed.
+    """
+    if n_switches == 0:
+        return ()
+    candidates = [
+        node
+        for node in sorted(topology.nodes)
+        if topology.nodes[node].get("reduces") is True
+        and all(topology.has_edge(gpu, node) and topology.has_edge(node, gpu) for gpu in rank_nodes)
+    ]
+    if len(candidates) < n_switches:
+        name = topology.graph.get("source") or topology.graph.get("name", "topology")
+        raise ConfigError(
+            f"{algorithm} needs a switch that reduces in the network (reduces = true, e.g. "
+            f"an NVSwitch with NVLink SHARP such as dgx-h100's) linked to all "
+            f"{len(rank_nodes)} GPUs; {name} has none"
+        )
+    return tuple(candidates[:n_switches])
+
+
 def simulate(
     topology: nx.DiGraph[str],
     schedule: Schedule,
     *,
     model: str = "flow",
     rank_nodes: tuple[str, ...] | None = None,
+    protocol: Protocol | None = None,
+    packet_bytes: int = DEFAULT_PACKET_BYTES,
 ) -> SimulationResult:
     """Simulate one collective call.
 
@@ -117,9 +154,18 @@ def simulate(
         The transfers to run.
     model
         ``"flow"``: flows share links max-min fairly (contention); ``"ideal"``: every
-        flow runs at its route's bottleneck bandwidth as if alone (no contention).
+        flow runs at its route's bottleneck bandwidth as if alone (no contention);
+        ``"packet"``: store-and-forward packets of ``packet_bytes``, hop by hop, links
+        first come first served (:mod:`simcoll.network.packet`; for small checks).
     rank_nodes
         GPU node of each rank; by default rank r runs on the GPU whose ``rank`` is r.
+        In-network switch endpoints of the schedule go to :func:`switch_endpoints`.
+    protocol
+        An NCCL protocol cost (:mod:`simcoll.protocols`): each transfer puts its bytes
+        divided by the protocol's efficiency on the wire and pays its step latency on top
+        of its route's. ``None`` (the default) models the links alone.
+    packet_bytes
+        Packet size of the packet model.
 
     Raises
     ------
@@ -130,7 +176,9 @@ def simulate(
     if model not in MODELS:
         raise ConfigError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
     nodes = rank_nodes if rank_nodes is not None else map_ranks(topology, schedule.n_ranks)
-    return _Run(topology, schedule, nodes, contention=model == "flow").run(model)
+    nodes += switch_endpoints(topology, nodes, schedule.n_switches, schedule.algorithm)
+    run = _Run(topology, schedule, nodes, model=model, protocol=protocol, packet_bytes=packet_bytes)
+    return run.run(model)
 
 
 class _Run:
@@ -142,9 +190,12 @@ class _Run:
         schedule: Schedule,
         nodes: tuple[str, ...],
         *,
-        contention: bool,
+        model: str,
+        protocol: Protocol | None,
+        packet_bytes: int,
     ) -> None:
         self.s = schedule
+        self.protocol = protocol
         self.nodes = nodes
         self.links = tuple(topology.edges)
         link_index = {edge: i for i, edge in enumerate(self.links)}
@@ -152,9 +203,17 @@ class _Run:
             [topology.edges[e]["bandwidth_bytes_per_s"] for e in self.links], dtype=np.float64
         )
         self.env = simpy.Environment()
-        self.fabric = Fabric(self.env, capacity, self._on_arrival, contention=contention)
+        self.fabric: Fabric | PacketFabric
+        if model == "packet":
+            self.fabric = PacketFabric(
+                self.env, capacity, self._on_arrival, packet_bytes=packet_bytes
+            )
+        else:
+            self.fabric = Fabric(self.env, capacity, self._on_arrival, contention=model == "flow")
         n = schedule.n_transfers
         self.bytes = schedule.transfer_bytes
+        efficiency = protocol.efficiency if protocol else 1.0
+        self.wire_bytes = self.bytes / efficiency
         self._route(topology, link_index)
         self._connections()
         self.deps_left = np.diff(schedule.deps_indptr).astype(np.int64)
@@ -166,12 +225,12 @@ class _Run:
     def _route(self, topology: nx.DiGraph[str], link_index: dict[tuple[str, str], int]) -> None:
         s = self.s
         router = Router(topology)
-        pair = s.src * s.n_ranks + s.dst
+        pair = s.src * s.n_endpoints + s.dst
         pairs, self.pair_of = np.unique(pair, return_inverse=True)
         self.pair_links: list[IntArray] = []
         latency = []
         for p in pairs.tolist():
-            src, dst = divmod(p, s.n_ranks)
+            src, dst = divmod(p, s.n_endpoints)
             try:
                 edges = router.route(self.nodes[src], self.nodes[dst])
             except TopologyError as error:
@@ -181,12 +240,15 @@ class _Run:
                 ) from None
             self.pair_links.append(np.array([link_index[e] for e in edges], dtype=np.int64))
             latency.append(sum(topology.edges[e]["latency_s"] for e in edges))
+            if self.protocol is not None:
+                kinds = [topology.edges[e]["kind"].value for e in edges]
+                latency[-1] += self.protocol.latency_s(kinds)
         self.latency_s = np.asarray(latency, dtype=np.float64)[self.pair_of]
 
     def _connections(self) -> None:
         """Group transfers into connections (src, dst, channel), each in schedule order."""
         s = self.s
-        key = (s.src * s.n_ranks + s.dst) * (s.n_channels or 1) + s.channel
+        key = (s.src * s.n_endpoints + s.dst) * (s.n_channels or 1) + s.channel
         _, self.conn_of = np.unique(key, return_inverse=True)
         self.conn_order = np.argsort(self.conn_of, kind="stable")
         counts = np.bincount(self.conn_of, minlength=int(self.conn_of.max(initial=-1)) + 1)
@@ -198,7 +260,7 @@ class _Run:
 
     def _send(self, t: int, start_s: float) -> None:
         self.start_s[t] = start_s
-        self.fabric.send(t, self.pair_links[self.pair_of[t]], float(self.bytes[t]), start_s)
+        self.fabric.send(t, self.pair_links[self.pair_of[t]], float(self.wire_bytes[t]), start_s)
 
     def _try_issue(self, c: int) -> None:
         now = self.env.now
@@ -257,10 +319,13 @@ class _Run:
             link_bytes=self._link_bytes(),
             link_busy_s=self.fabric.link_busy_s,
             stats=self.fabric.stats,
+            protocol=self.protocol.name if self.protocol else None,
         )
 
     def _link_bytes(self) -> FloatArray:
-        per_pair = np.bincount(self.pair_of, weights=self.bytes, minlength=len(self.pair_links))
+        per_pair = np.bincount(
+            self.pair_of, weights=self.wire_bytes, minlength=len(self.pair_links)
+        )
         total = np.zeros(len(self.links))
         for links, moved in zip(self.pair_links, per_pair.tolist(), strict=True):
             total[links] += moved

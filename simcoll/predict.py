@@ -9,21 +9,25 @@
 
 from __future__ import annotations
 
+import inspect
+import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from simcoll.algorithms import algorithm_names, build_schedule
+from simcoll.algorithms import ALGORITHMS, algorithm_names, build_schedule
 from simcoll.collectives import Collective
 from simcoll.engine import map_ranks, simulate
-from simcoll.errors import ConfigError, ScheduleError, UnitError
+from simcoll.errors import ConfigError, ScheduleError, SimcollError, UnitError
+from simcoll.protocols import PROTOCOLS, Protocol, parse_protocol
 from simcoll.results import Row
+from simcoll.schedule import Schedule
 from simcoll.topology import gpu_nodes
 from simcoll.units import parse_size_bytes
 
-__all__ = ["Prediction", "align_size_bytes", "parse_sizes", "predict"]
+__all__ = ["Prediction", "align_size_bytes", "gpus_per_host", "parse_sizes", "predict"]
 
 #: Element size nccl-tests uses for float, the type it prints by default.
 TYPE_SIZE_BYTES = 4
@@ -96,17 +100,33 @@ def predict(
     sizes_bytes: Sequence[int],
     *,
     algorithm: str = DEFAULT_ALGORITHM,
+    protocol: str | None = None,
     model: str = "flow",
     n_ranks: int | None = None,
     params: Mapping[str, int] | None = None,
     skip_too_small: bool = False,
 ) -> Prediction:
-    """Simulate one collective at each size; ``algorithm="auto"`` keeps the fastest.
+    """Simulate one collective at each size; ``"auto"`` keeps the fastest choice per size.
+
+    Parameters
+    ----------
+    algorithm
+        An algorithm name, or ``"auto"``: every algorithm of the collective that the
+        topology supports is simulated and the fastest is kept, per size.
+    protocol
+        ``"LL"``, ``"LL128"``, ``"simple"`` (:mod:`simcoll.protocols`), ``"auto"`` (the
+        fastest per size), or ``None`` to model the links alone.
+    params
+        Algorithm parameters (``n_channels``...). ``gpus_per_node``, for hierarchical
+        algorithms, defaults to the GPUs per ``host`` of the topology; ``n_chunks``
+        defaults to what cuts the largest transfer into pieces of about
+        :data:`CHUNK_TARGET_BYTES` (at most :data:`MAX_DEFAULT_CHUNKS`).
 
     Raises
     ------
     ConfigError, ScheduleError
-        On an unknown collective or algorithm, a bad parameter, or a size that does not
+        On an unknown collective, algorithm or protocol, a bad parameter, an algorithm
+        the topology cannot run (NVLS without a reducing switch), or a size that does not
         split (unless ``skip_too_small``, which skips sizes too small to cut instead).
     """
     c = collective if isinstance(collective, Collective) else Collective.parse(collective)
@@ -115,26 +135,131 @@ def predict(
         raise ConfigError(f"--ranks must be at least 1, got {n}")
     nodes = map_ranks(topology, n)
     names = algorithm_names(c) if algorithm == "auto" else [algorithm]
+    if algorithm != "auto":
+        build_schedule(c, algorithm, n_ranks=1, size_bytes=0)  # unknown names fail early
+    protocols = _protocols(protocol)
     rows: list[Row] = []
     skipped: list[tuple[int, str]] = []
     for size in sizes_bytes:
         best: Row | None = None
-        refusal: ScheduleError | None = None
+        refusal: SimcollError | None = None
         for name in names:
             try:
-                schedule = build_schedule(c, name, n_ranks=n, size_bytes=size, **dict(params or {}))
-            except ScheduleError as error:
+                schedule = _schedule(c, name, n, size, _params(name, c, params, topology, n))
+                for proto in protocols:
+                    if proto is not None and proto.name not in _PROTOCOLS_OF.get(name, ALL):
+                        continue
+                    row = _simulate(topology, schedule, nodes, model=model, protocol=proto)
+                    if best is None or row.time_s < best.time_s:
+                        best = row
+            except (ScheduleError, ConfigError) as error:
+                if algorithm != "auto" and isinstance(error, ConfigError):
+                    raise
                 refusal = error
-                continue
-            result = simulate(topology, schedule, model=model, rank_nodes=nodes)
-            row = Row.from_time(c, name, n_ranks=n, size_bytes=size, time_s=result.time_s,
-                                model=model, root=schedule.root)  # fmt: skip
-            if best is None or row.time_s < best.time_s:
-                best = row
         if best is not None:
             rows.append(best)
         elif refusal is not None:
-            if not skip_too_small:
+            if not skip_too_small or not isinstance(refusal, ScheduleError):
                 raise refusal
             skipped.append((size, refusal.message))
     return Prediction(rows, skipped)
+
+
+#: NCCL's Simple protocol moves a channel's data in steps of 512 KiB (a 4 MiB buffer in
+#: NCCL_STEPS = 8 slots, src/include/device.h); simcoll cuts transfers to about that size
+#: when the caller does not choose ``n_chunks``, so pipelining is NCCL-like by default.
+CHUNK_TARGET_BYTES = 512 * 2**10
+MAX_DEFAULT_CHUNKS = 64
+
+
+def _schedule(
+    collective: Collective, name: str, n_ranks: int, size_bytes: int, params: dict[str, int]
+) -> Schedule:
+    """Build a schedule; without ``n_chunks`` given, pick one for ~512 KiB transfers."""
+    schedule = build_schedule(collective, name, n_ranks=n_ranks, size_bytes=size_bytes, **params)
+    fn = ALGORITHMS[collective, name]
+    if "n_chunks" in params or "n_chunks" not in inspect.signature(fn).parameters:
+        return schedule
+    largest = int(schedule.transfer_bytes.max(initial=0))
+    n_chunks = min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES))
+    if n_chunks <= 1:
+        return schedule
+    try:
+        return build_schedule(
+            collective, name, n_ranks=n_ranks, size_bytes=size_bytes, n_chunks=n_chunks, **params
+        )
+    except ScheduleError:  # too few bytes per block for that many pieces: stay unchunked
+        return schedule
+
+
+ALL = ("LL", "LL128", "simple")
+# NCCL runs NVLS with the Simple protocol only (state-of-the-art notes, section 3.2).
+_PROTOCOLS_OF: dict[str, tuple[str, ...]] = {"nvls": ("simple",)}
+
+
+def _protocols(protocol: str | None) -> list[Protocol | None]:
+    if protocol is None:
+        return [None]
+    if protocol == "auto":
+        return list(PROTOCOLS.values())
+    return [parse_protocol(protocol)]
+
+
+def _params(
+    name: str,
+    collective: Collective,
+    params: Mapping[str, int] | None,
+    topology: nx.DiGraph[str],
+    n_ranks: int,
+) -> dict[str, int]:
+    """The user's parameters, plus ``gpus_per_node`` from the topology where it applies."""
+    chosen = dict(params or {})
+    fn = ALGORITHMS.get((collective, name))
+    if fn is not None and "gpus_per_node" in inspect.signature(fn).parameters:
+        chosen.setdefault("gpus_per_node", gpus_per_host(topology, n_ranks))
+    return chosen
+
+
+def gpus_per_host(topology: nx.DiGraph[str], n_ranks: int) -> int:
+    """GPUs per server among the first ``n_ranks`` GPUs, from their ``host`` attribute.
+
+    Ranks without a host count as one server; unequal servers give the largest count
+    that divides them all (so hierarchical groups never straddle two servers).
+
+    >>> from simcoll.topology import switch_star
+    >>> gpus_per_host(switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0), 4)
+    4
+    """
+    hosts: dict[object, int] = {}
+    for node in gpu_nodes(topology)[:n_ranks]:
+        host = topology.nodes[node].get("host")
+        hosts[host] = hosts.get(host, 0) + 1
+    return math.gcd(*hosts.values())
+
+
+def _simulate(
+    topology: nx.DiGraph[str],
+    schedule: Schedule,
+    nodes: tuple[str, ...],
+    *,
+    model: str,
+    protocol: Protocol | None,
+) -> Row:
+    result = simulate(topology, schedule, model=model, rank_nodes=nodes, protocol=protocol)
+    row = Row.from_time(
+        schedule.collective,
+        schedule.algorithm,
+        n_ranks=schedule.n_ranks,
+        size_bytes=schedule.size_bytes,
+        time_s=result.time_s,
+        protocol=protocol.name if protocol else "none",
+        model=model,
+        root=schedule.root,
+    )
+    n = schedule.n_ranks
+    return replace(
+        row,
+        max_rank_sent_bytes=int(result.bytes_sent_per_rank[:n].max(initial=0)),
+        max_rank_received_bytes=int(result.bytes_received_per_rank[:n].max(initial=0)),
+        max_link_bytes=float(result.link_bytes.max(initial=0.0)),
+    )

@@ -65,6 +65,12 @@ class Row:
     type: str = "float"
     redop: str = "sum"
     root: int = -1
+    # Accounting of the simulated run (0 when unknown, e.g. a measured row): the most
+    # data bytes any rank sent and received, and the most bytes (data / protocol
+    # efficiency) any directed link carried.
+    max_rank_sent_bytes: int = 0
+    max_rank_received_bytes: int = 0
+    max_link_bytes: float = 0.0
 
     @classmethod
     def from_time(
@@ -123,15 +129,16 @@ def format_table(rows: Sequence[Row], *, title: str = "") -> str:
 
     >>> print(format_table([Row.from_time("allreduce", "ring", n_ranks=8, size_bytes=1024,
     ...                                   time_s=2e-5)]))  # doctest: +NORMALIZE_WHITESPACE
-    #       size         count      type   redop    root     time   algbw   busbw  algorithm
+    #       size         count      type   redop    root     time   algbw   busbw  algorithm \
+    protocol
     #        (B)    (elements)                               (us)  (GB/s)  (GB/s)
-            1024           256     float     sum      -1    20.00    0.05    0.09  ring
+            1024           256     float     sum      -1    20.00    0.05    0.09  ring  simple
     # Avg bus bandwidth    : 0.0896 GB/s
     """
     lines = [f"# {line}" for line in title.splitlines()]
     lines.append(
         f"#{'size':>11} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} "
-        f"{'time':>8} {'algbw':>7} {'busbw':>7}  algorithm"
+        f"{'time':>8} {'algbw':>7} {'busbw':>7}  algorithm  protocol"
     )
     lines.append(
         f"#{'(B)':>11} {'(elements)':>13} {'':>9} {'':>7} {'':>7} "
@@ -141,7 +148,7 @@ def format_table(rows: Sequence[Row], *, title: str = "") -> str:
         lines.append(
             f"{r.size_bytes:>12} {r.count:>13} {r.type:>9} {r.redop:>7} {r.root:>7} "
             f"{_time_us(r.time_s):>8} {r.algbw_bytes_per_s / 1e9:>7.2f} "
-            f"{r.busbw_bytes_per_s / 1e9:>7.2f}  {r.algorithm}"
+            f"{r.busbw_bytes_per_s / 1e9:>7.2f}  {r.algorithm:<9}  {r.protocol}"
         )
     if rows:
         mean = sum(r.busbw_bytes_per_s for r in rows) / len(rows) / 1e9

@@ -19,6 +19,14 @@ Logical buffer
     the same number of pieces. ``piece_bytes[p]`` is the size of piece ``p``; piece ``p``
     belongs to block ``p // pieces_per_block``.
 
+In-network reduction
+    A schedule may also name ``n_switches`` switch *endpoints*, numbered after the ranks
+    (``n_ranks`` .. ``n_ranks + n_switches - 1``): switches that reduce in the network
+    (NVLink SHARP on an NVSwitch, SHARP on an InfiniBand switch). They start with no data,
+    owe none at the end, and a reduction into what a switch does not hold yet stores it
+    (the switch accumulates from zero). The engine maps them to switch nodes whose
+    ``reduces`` attribute is true.
+
 Schedules are built by algorithm functions with :class:`ScheduleBuilder`, and are plain
 data: they can be checked (:mod:`simcoll.checks`), costed and simulated on any topology.
 
@@ -123,6 +131,12 @@ class Schedule:
     deps: IntArray
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     params: dict[str, Any] = field(default_factory=dict)
+    n_switches: int = 0
+
+    @property
+    def n_endpoints(self) -> int:
+        """Ranks plus in-network switch endpoints: the range of ``src`` and ``dst``."""
+        return self.n_ranks + self.n_switches
 
     @property
     def n_transfers(self) -> int:
@@ -180,12 +194,14 @@ class Schedule:
         return piece // self.pieces_per_block
 
     def bytes_sent_per_rank(self) -> IntArray:
-        """Bytes each rank sends over the whole schedule."""
-        return _frozen(np.bincount(self.src, weights=self.transfer_bytes, minlength=self.n_ranks))
+        """Bytes each endpoint (ranks, then switches) sends over the whole schedule."""
+        sent = np.bincount(self.src, weights=self.transfer_bytes, minlength=self.n_endpoints)
+        return _frozen(sent.astype(np.int64))
 
     def bytes_received_per_rank(self) -> IntArray:
-        """Bytes each rank receives over the whole schedule."""
-        return _frozen(np.bincount(self.dst, weights=self.transfer_bytes, minlength=self.n_ranks))
+        """Bytes each endpoint (ranks, then switches) receives over the whole schedule."""
+        received = np.bincount(self.dst, weights=self.transfer_bytes, minlength=self.n_endpoints)
+        return _frozen(received.astype(np.int64))
 
 
 class ScheduleBuilder:
@@ -215,7 +231,11 @@ class ScheduleBuilder:
         root: int = 0,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         params: dict[str, Any] | None = None,
+        n_switches: int = 0,
     ) -> None:
+        if n_switches < 0:
+            raise ScheduleError(f"n_switches must not be negative, got {n_switches}")
+        self.n_switches = n_switches
         _check_header(collective, n_ranks, size_bytes, pieces_per_block, root, max_in_flight)
         block_bytes = collective.block_bytes(size_bytes, n_ranks)
         n_blocks = collective.n_blocks(n_ranks)
@@ -288,6 +308,7 @@ class ScheduleBuilder:
             deps=_frozen(self._deps),
             max_in_flight=self.max_in_flight,
             params=self.params,
+            n_switches=self.n_switches,
         )
         _check_transfers(schedule)
         return schedule
@@ -321,10 +342,10 @@ def _check_header(  # noqa: PLR0917 - a private check of the builder's own argum
 
 
 def _check_transfers(s: Schedule) -> None:
-    """Structural checks: ranks in range, no self-transfers, pieces and deps in range."""
+    """Structural checks: endpoints in range, no self-transfers, pieces and deps in range."""
     n = s.n_transfers
     for name, ranks in (("src", s.src), ("dst", s.dst)):
-        bad = np.flatnonzero((ranks < 0) | (ranks >= s.n_ranks))
+        bad = np.flatnonzero((ranks < 0) | (ranks >= s.n_endpoints))
         if len(bad):
             t = int(bad[0])
             raise ScheduleError(f"transfer {t}: {name} rank {int(ranks[t])} is out of range")

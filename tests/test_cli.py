@@ -108,7 +108,12 @@ def test_predict_allreduce_dgx_a100_full_table(capsys: pytest.CaptureFixture[str
         assert float(r[7]) <= link_gb_s
         assert float(r[6]) == pytest.approx(size / time_us / 1e3, abs=0.006, rel=1e-3)
         assert float(r[7]) == pytest.approx(size / time_us / 1e3 * factor, abs=0.006, rel=1e-3)
-    assert out.splitlines()[-1].startswith("# Avg bus bandwidth")
+    *_, average, picked = out.splitlines()
+    assert average.startswith("# Avg bus bandwidth")
+    # --protocol auto (the default) says what it picked: LL small, simple large.
+    assert picked.startswith("# Picked by simulation: ring/LL for 8 B..")
+    assert ", ring/simple from " in picked
+    assert picked.endswith(" MiB")
 
 
 def _gpu_link_bytes_per_s(path: Path) -> float:
@@ -157,7 +162,7 @@ def test_predict_csv(capsys: pytest.CaptureFixture[str]) -> None:
     for r in rows:
         assert r["collective"] == "allgather"
         assert r["algorithm"] == "ring"
-        assert r["protocol"] == "simple"
+        assert r["protocol"] in ("LL", "LL128", "simple")  # --protocol auto by default
         assert int(r["n_ranks"]) == 8
         size, time_s = int(r["size_bytes"]), float(r["time_s"])
         assert float(r["algbw_bytes_per_s"]) == pytest.approx(size / time_s, rel=1e-12)
@@ -399,45 +404,26 @@ def test_unknown_set_key(capsys: pytest.CaptureFixture[str]) -> None:
     assert "n_gpus" in line
 
 
+VALID_MODELS = "flow, ideal, packet"
+
+
 @pytest.mark.parametrize(
     ("option", "value", "expected"),
     [
-        (
-            "--model",
-            "packet",
-            "simcoll: error: --model packet is planned but not built yet; valid now: flow, ideal",
-        ),
-        (
-            "--model",
-            "analytical",
-            "simcoll: error: --model analytical is planned but not built yet; "
-            "valid now: flow, ideal",
-        ),
-        (
-            "--protocol",
-            "LL",
-            "simcoll: error: --protocol LL is planned but not modelled yet; "
-            "valid now: simple, auto",
-        ),
-        (
-            "--protocol",
-            "LL128",
-            "simcoll: error: --protocol LL128 is planned but not modelled yet; "
-            "valid now: simple, auto",
-        ),
-        ("--model", "fluid", "simcoll: error: unknown --model 'fluid'; valid: flow, ideal"),
+        ("--model", "fluid", f"simcoll: error: unknown --model 'fluid'; valid: {VALID_MODELS}"),
         (
             "--protocol",
             "ll",
-            "simcoll: error: unknown --protocol 'll'; valid: simple, auto",
+            "simcoll: error: unknown --protocol 'll'; valid: auto, simple, LL, LL128, none",
         ),
     ],
 )
-def test_planned_and_unknown_models_and_protocols(
+def test_unknown_models_and_protocols(
     capsys: pytest.CaptureFixture[str], option: str, value: str, expected: str
 ) -> None:
     line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", option, value)
     assert line == expected
+
 
 
 def test_more_ranks_than_gpus(capsys: pytest.CaptureFixture[str]) -> None:

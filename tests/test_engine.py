@@ -257,7 +257,7 @@ def test_a_pair_with_no_route_is_an_error_naming_both_ranks():
 def test_more_ranks_than_gpus_and_unknown_models_are_refused(star8):
     with pytest.raises(ConfigError, match="has 8 GPUs, fewer than the 9 ranks asked for"):
         simulate(star8, build_schedule("allreduce", "ring", n_ranks=9, size_bytes=72))
-    with pytest.raises(ConfigError, match="unknown model 'packet'; valid: flow, ideal"):
+    with pytest.raises(ConfigError, match="unknown model 'fluid'; valid: flow, ideal, packet"):
         simulate(
-            star8, build_schedule("allreduce", "ring", n_ranks=8, size_bytes=64), model="packet"
+            star8, build_schedule("allreduce", "ring", n_ranks=8, size_bytes=64), model="fluid"
         )

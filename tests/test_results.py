@@ -173,6 +173,7 @@ def test_format_table_header_lines() -> None:
         "algbw",
         "busbw",
         "algorithm",
+        "protocol",
     ]
     assert units.split()[1:] == ["(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)"]
 

@@ -16,7 +16,7 @@ Common parameters (every algorithm takes those that apply):
     the root rank of broadcast, reduce, gather and scatter.
 
 >>> algorithm_names("allreduce")
-['direct', 'reduce_broadcast', 'ring']
+['direct', 'nvls', 'reduce_broadcast', 'ring']
 >>> build_schedule("allreduce", "ring", n_ranks=8, size_bytes=1024).n_transfers
 112
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
+from simcoll.algorithms import nvls
 from simcoll.algorithms.direct import (
     direct_allgather,
     direct_allreduce,
@@ -70,6 +71,7 @@ ALGORITHMS: dict[tuple[Collective, str], AlgorithmFn] = {
     (C.GATHER, "direct"): direct_gather,
     (C.SCATTER, "direct"): direct_scatter,
     (C.SENDRECV, "direct"): direct_sendrecv,
+    **nvls.ALGORITHMS,
 }
 
 
