@@ -34,7 +34,7 @@ from simcoll.network.fabric import Fabric, FabricStats
 from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
 from simcoll.protocols import Protocol
 from simcoll.schedule import Schedule
-from simcoll.topology import Router, gpu_nodes
+from simcoll.topology import NodeKind, Router, gpu_nodes
 
 __all__ = ["Model", "SimulationResult", "simulate"]
 
@@ -105,34 +105,72 @@ def map_ranks(topology: nx.DiGraph[str], n_ranks: int) -> tuple[str, ...]:
 
 
 def switch_endpoints(
-    topology: nx.DiGraph[str], rank_nodes: tuple[str, ...], n_switches: int, algorithm: str
+    topology: nx.DiGraph[str], rank_nodes: tuple[str, ...], schedule: Schedule
 ) -> tuple[str, ...]:
     """The switches that serve a schedule's in-network endpoints.
 
-    A switch qualifies when its ``reduces`` attribute is true and it has a link to and
-    from every rank's GPU (NVLink SHARP: the NVSwitch every GPU of the node is on).
+    Only switches whose ``reduces`` attribute is true qualify. Without
+    ``schedule.params["switch_groups"]`` (NVLS) an endpoint needs a switch with a link to
+    and from every rank's GPU (the NVSwitch of the node). With it (SHARP), endpoint j goes
+    to the qualifying fabric switch (kind ``switch``) nearest to the GPUs of group j: the
+    fewest hops to the farthest of them, then to all of them, then the smallest id; each
+    switch serves one endpoint.
 
     Raises
     ------
     ConfigError
-        If fewer than ``n_switches`` switches qualify; the message says what is needed.
+        If an endpoint finds no qualifying switch; the message says what is needed.
     """
-    if n_switches == 0:
+    if schedule.n_switches == 0:
         return ()
-    candidates = [
-        node
-        for node in sorted(topology.nodes)
-        if topology.nodes[node].get("reduces") is True
-        and all(topology.has_edge(gpu, node) and topology.has_edge(node, gpu) for gpu in rank_nodes)
-    ]
-    if len(candidates) < n_switches:
+    groups = schedule.params.get("switch_groups")
+    reducing = sorted(
+        node for node in topology.nodes if topology.nodes[node].get("reduces") is True
+    )
+    if groups is None:
+        chosen = [
+            node
+            for node in reducing
+            if all(topology.has_edge(g, node) and topology.has_edge(node, g) for g in rank_nodes)
+        ][: schedule.n_switches]
+        what = "an NVSwitch with NVLink SHARP such as dgx-h100's) linked to all"
+    else:
+        fabric = [n for n in reducing if topology.nodes[n]["kind"] is NodeKind.SWITCH]
+        chosen = _nearest_switches(topology, rank_nodes, groups, fabric)
+        what = "sharp = true in a fat-tree file) reachable from all"
+    if len(chosen) < schedule.n_switches:
         name = topology.graph.get("source") or topology.graph.get("name", "topology")
         raise ConfigError(
-            f"{algorithm} needs a switch that reduces in the network (reduces = true, e.g. "
-            f"an NVSwitch with NVLink SHARP such as dgx-h100's) linked to all "
-            f"{len(rank_nodes)} GPUs; {name} has none"
+            f"{schedule.algorithm} needs a switch that reduces in the network (reduces = "
+            f"true, e.g. {what} {len(rank_nodes)} GPUs; {name} has none"
         )
-    return tuple(candidates[:n_switches])
+    return tuple(chosen)
+
+
+def _nearest_switches(
+    topology: nx.DiGraph[str],
+    rank_nodes: tuple[str, ...],
+    groups: tuple[tuple[int, ...], ...],
+    candidates: list[str],
+) -> list[str]:
+    router = Router(topology)
+    chosen: list[str] = []
+    for group in groups:
+        best: tuple[int, int, str] | None = None
+        for switch in candidates:
+            if switch in chosen:
+                continue
+            try:
+                hops = [len(router.route(rank_nodes[r], switch)) for r in group]
+                hops += [len(router.route(switch, rank_nodes[r])) for r in group]
+            except TopologyError:
+                continue
+            key = (max(hops), sum(hops), switch)
+            best = key if best is None or key < best else best
+        if best is None:
+            break
+        chosen.append(best[2])
+    return chosen
 
 
 def simulate(
@@ -176,7 +214,7 @@ def simulate(
     if model not in MODELS:
         raise ConfigError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
     nodes = rank_nodes if rank_nodes is not None else map_ranks(topology, schedule.n_ranks)
-    nodes += switch_endpoints(topology, nodes, schedule.n_switches, schedule.algorithm)
+    nodes += switch_endpoints(topology, nodes, schedule)
     run = _Run(topology, schedule, nodes, model=model, protocol=protocol, packet_bytes=packet_bytes)
     return run.run(model)
 

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -20,14 +21,21 @@ import networkx as nx
 from simcoll.algorithms import ALGORITHMS, algorithm_names, build_schedule
 from simcoll.collectives import Collective
 from simcoll.engine import map_ranks, simulate
-from simcoll.errors import ConfigError, ScheduleError, SimcollError, UnitError
+from simcoll.errors import ConfigError, ScheduleError, SimcollError, TopologyError, UnitError
 from simcoll.protocols import PROTOCOLS, Protocol, parse_protocol
 from simcoll.results import Row
 from simcoll.schedule import Schedule
-from simcoll.topology import gpu_nodes
+from simcoll.topology import NodeKind, Router, gpu_nodes
 from simcoll.units import parse_size_bytes
 
-__all__ = ["Prediction", "align_size_bytes", "gpus_per_host", "parse_sizes", "predict"]
+__all__ = [
+    "Prediction",
+    "align_size_bytes",
+    "gpus_per_host",
+    "parse_sizes",
+    "predict",
+    "ranks_per_reducing_switch",
+]
 
 #: Element size nccl-tests uses for float, the type it prints by default.
 TYPE_SIZE_BYTES = 4
@@ -215,9 +223,47 @@ def _params(
     """The user's parameters, plus ``gpus_per_node`` from the topology where it applies."""
     chosen = dict(params or {})
     fn = ALGORITHMS.get((collective, name))
-    if fn is not None and "gpus_per_node" in inspect.signature(fn).parameters:
+    accepted = inspect.signature(fn).parameters if fn is not None else {}
+    if "gpus_per_node" in accepted:
         chosen.setdefault("gpus_per_node", gpus_per_host(topology, n_ranks))
+    if "ranks_per_switch" in accepted and "ranks_per_switch" not in chosen:
+        per_switch = ranks_per_reducing_switch(topology, n_ranks)
+        if per_switch:
+            chosen["ranks_per_switch"] = per_switch
     return chosen
+
+
+def ranks_per_reducing_switch(topology: nx.DiGraph[str], n_ranks: int) -> int:
+    """Ranks per nearest in-network-reducing fabric switch, when they group evenly.
+
+    Each rank's GPU has a nearest fabric switch (kind ``switch``) with ``reduces`` true
+    (fewest hops, then smallest id); when those switches split the ranks into equal runs
+    of consecutive ranks, that run length is returned (the first level of a SHARP tree),
+    else 0.
+    """
+    switches = sorted(
+        node
+        for node, attrs in topology.nodes.items()
+        if attrs["kind"] is NodeKind.SWITCH and attrs.get("reduces") is True
+    )
+    if not switches:
+        return 0
+    router = Router(topology)
+    nearest = []
+    for gpu in gpu_nodes(topology)[:n_ranks]:
+        hops = []
+        for switch in switches:
+            try:
+                hops.append((len(router.route(gpu, switch)), switch))
+            except TopologyError:
+                continue
+        if not hops:
+            return 0
+        nearest.append(min(hops)[1])
+    runs = [len(list(run)) for _, run in itertools.groupby(nearest)]
+    if len(runs) != len(set(nearest)) or len(set(runs)) != 1:
+        return 0
+    return runs[0]
 
 
 def gpus_per_host(topology: nx.DiGraph[str], n_ranks: int) -> int:

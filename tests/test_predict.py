@@ -167,8 +167,8 @@ def test_predict_rejects_no_ranks(star4, n_ranks: int) -> None:
 
 def test_predict_unknown_algorithm(star4) -> None:
     with pytest.raises(ConfigError) as error:
-        predict(star4, "alltoall", [64], algorithm="ring")
-    assert str(error.value) == "alltoall has no algorithm 'ring'; valid: direct"
+        predict(star4, "sendrecv", [64], algorithm="ring")
+    assert str(error.value) == "sendrecv has no algorithm 'ring'; valid: direct"
 
 
 @pytest.mark.parametrize("collective", ["allreduce", "allgather", "broadcast"])
@@ -176,8 +176,8 @@ def test_auto_keeps_the_fastest_algorithm(star4, collective: str) -> None:
     sizes = [64, 4096, 2**20, 2**24]
     prediction = predict(star4, collective, sizes, algorithm="auto", params={"n_chunks": 1})
     assert [r.size_bytes for r in prediction.rows] == sizes
-    # NVLS needs a switch that reduces; this star's cannot, so auto leaves it out.
-    names = [name for name in algorithm_names(collective) if name != "nvls"]
+    # NVLS and SHARP need a switch that reduces; this star's cannot, so auto leaves them out.
+    names = [name for name in algorithm_names(collective) if name not in ("nvls", "sharp")]
     assert len(names) >= 2
     for row in prediction.rows:
         times = {

@@ -15,8 +15,8 @@ Common parameters (every algorithm takes those that apply):
 ``root``
     the root rank of broadcast, reduce, gather and scatter.
 
->>> algorithm_names("allreduce")
-['direct', 'nvls', 'reduce_broadcast', 'ring']
+>>> algorithm_names("sendrecv")
+['direct']
 >>> build_schedule("allreduce", "ring", n_ranks=8, size_bytes=1024).n_transfers
 112
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from simcoll.algorithms import nvls
+from simcoll.algorithms import bruck, doubling, nvls, sharp
 from simcoll.algorithms.direct import (
     direct_allgather,
     direct_allreduce,
@@ -71,7 +71,10 @@ ALGORITHMS: dict[tuple[Collective, str], AlgorithmFn] = {
     (C.GATHER, "direct"): direct_gather,
     (C.SCATTER, "direct"): direct_scatter,
     (C.SENDRECV, "direct"): direct_sendrecv,
+    **doubling.ALGORITHMS,
+    **bruck.ALGORITHMS,
     **nvls.ALGORITHMS,
+    **sharp.ALGORITHMS,
 }
 
 
@@ -101,10 +104,10 @@ def build_schedule(
         If the collective or algorithm is unknown (the message lists the valid names), a
         parameter does not apply, or a parameter value is not a positive integer.
 
-    >>> build_schedule("alltoall", "ring", n_ranks=4, size_bytes=64)
+    >>> build_schedule("sendrecv", "ring", n_ranks=4, size_bytes=64)
     Traceback (most recent call last):
     ...
-    simcoll.errors.ConfigError: alltoall has no algorithm 'ring'; valid: direct
+    simcoll.errors.ConfigError: sendrecv has no algorithm 'ring'; valid: direct
     """
     c = _collective(collective)
     fn = ALGORITHMS.get((c, algorithm))

@@ -17,8 +17,8 @@ def test_names_per_collective():
 
 
 def test_unknown_algorithm_lists_the_valid_ones():
-    with pytest.raises(ConfigError, match=r"^gather has no algorithm 'ring'; valid: direct$"):
-        build_schedule("gather", "ring", n_ranks=4, size_bytes=64)
+    with pytest.raises(ConfigError, match=r"^sendrecv has no algorithm 'ring'; valid: direct$"):
+        build_schedule("sendrecv", "ring", n_ranks=4, size_bytes=64)
 
 
 def test_unknown_collective_lists_the_valid_ones():
