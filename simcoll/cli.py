@@ -24,8 +24,7 @@ from simcoll.units import format_bytes
 
 __all__ = ["main"]
 
-MODELS_NOW = ("flow", "ideal", "packet")
-MODELS_PLANNED = ("analytical", "nccl")
+MODELS = ("flow", "ideal", "packet", "analytical", "nccl")
 PROTOCOLS = ("auto", "simple", "LL", "LL128", "none")
 
 
@@ -73,7 +72,8 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="NAME|auto",
         default=None,
         help=f"algorithm (default: {DEFAULT_ALGORITHM} where the collective has it, "
-        "else direct); 'auto' simulates every algorithm and keeps the fastest per size",
+        "else direct); 'auto' simulates NCCL's algorithms (ring, tree, nvls, sharp) where "
+        "the topology can run them and keeps the fastest per size; 'all' tries every one",
     )
     p.add_argument("--protocol", metavar="NAME|auto", default="auto",
                    help="NCCL protocol: LL (half the wire is data, lowest per-step latency), "
@@ -85,8 +85,10 @@ def _build_parser() -> argparse.ArgumentParser:
         default="flow",
         metavar="NAME",
         help="fidelity: 'flow' (default: fluid flows with max-min fair sharing of "
-        "every link), 'ideal' (no contention: each flow at its route's bottleneck) or "
-        "'packet' (store-and-forward 4 KiB packets hop by hop; slow, for small checks)",
+        "every link), 'ideal' (no contention: each flow at its route's bottleneck), "
+        "'packet' (store-and-forward 4 KiB packets hop by hop; slow, for small checks), "
+        "'analytical' (alpha-beta closed form per algorithm, instant) or 'nccl' (NCCL's "
+        "own tuning model, a baseline; ring, tree and nvls)",
     )
     p.add_argument(
         "--sizes",
@@ -228,18 +230,15 @@ def _topo_dump(args: argparse.Namespace) -> int:
 
 def _checked_choices(args: argparse.Namespace) -> tuple[Collective, str]:
     collective = Collective.parse(args.collective)
-    if args.model in MODELS_PLANNED:
-        raise ConfigError(f"--model {args.model} is planned but not built yet; valid now: "
-                          f"{', '.join(MODELS_NOW)}")  # fmt: skip
-    if args.model not in MODELS_NOW:
-        raise ConfigError(f"unknown --model {args.model!r}; valid: {', '.join(MODELS_NOW)}")
+    if args.model not in MODELS:
+        raise ConfigError(f"unknown --model {args.model!r}; valid: {', '.join(MODELS)}")
     if args.protocol not in PROTOCOLS:
         raise ConfigError(f"unknown --protocol {args.protocol!r}; valid: {', '.join(PROTOCOLS)}")
     names = algorithm_names(collective)
     algorithm = args.algorithm or (DEFAULT_ALGORITHM if DEFAULT_ALGORITHM in names else "direct")
-    if algorithm != "auto" and algorithm not in names:
+    if algorithm not in ("auto", "all") and algorithm not in names:
         raise ConfigError(f"{collective.value} has no algorithm {algorithm!r}; valid: "
-                          f"{', '.join(names)}, auto")  # fmt: skip
+                          f"{', '.join(names)}, auto, all")  # fmt: skip
     return collective, algorithm
 
 
@@ -268,8 +267,11 @@ def _predict(args: argparse.Namespace) -> int:
         sys.stdout.write(to_json(result.rows))
     else:
         print(format_table(result.rows, title=title))
-        if "auto" in (algorithm, args.protocol) and result.rows:
-            print(f"# Picked by simulation: {_picks(result.rows)}")
+        if {"auto", "all"} & {algorithm, args.protocol} and result.rows:
+            how = (
+                "simulation" if args.model in ("flow", "ideal", "packet") else f"{args.model} model"
+            )
+            print(f"# Picked by {how}: {_picks(result.rows)}")
     if result.skipped:
         smallest = max(size for size, _ in result.skipped)
         print(f"simcoll: note: skipped {len(result.skipped)} sizes up to {smallest} B: "

@@ -280,8 +280,24 @@ class _Run:
             latency.append(sum(topology.edges[e]["latency_s"] for e in edges))
             if self.protocol is not None:
                 kinds = [topology.edges[e]["kind"].value for e in edges]
-                latency[-1] += self.protocol.latency_s(kinds)
+                latency[-1] += self._protocol_latency_s(topology, kinds, src, dst)
         self.latency_s = np.asarray(latency, dtype=np.float64)[self.pair_of]
+
+    def _protocol_latency_s(
+        self, topology: nx.DiGraph[str], kinds: list[str], src: int, dst: int
+    ) -> float:
+        """The protocol's latency for one pair; in-network endpoints pay NVLS or CollNet's."""
+        assert self.protocol is not None
+        switch = max(src, dst)
+        if switch < self.s.n_ranks:
+            return self.protocol.latency_s(kinds)
+        kind = topology.nodes[self.nodes[switch]]["kind"]
+        endpoint = "nvls" if kind is NodeKind.NVSWITCH else "collnet"
+        if endpoint not in self.protocol.step_latency_s:
+            raise ConfigError(
+                f"{self.s.algorithm} runs with the simple protocol only, not {self.protocol.name}"
+            )
+        return self.protocol.latency_s(kinds, endpoint)
 
     def _connections(self) -> None:
         """Group transfers into connections (src, dst, channel), each in schedule order."""

@@ -19,18 +19,21 @@ from dataclasses import dataclass, field, replace
 import networkx as nx
 
 from simcoll.algorithms import ALGORITHMS, algorithm_names, build_schedule
+from simcoll.analytical import alphabeta_time_s, nccl_time_s
 from simcoll.collectives import Collective
 from simcoll.engine import map_ranks, simulate
 from simcoll.errors import ConfigError, ScheduleError, SimcollError, TopologyError, UnitError
 from simcoll.protocols import PROTOCOLS, Protocol, parse_protocol
 from simcoll.results import Row
-from simcoll.schedule import Schedule
+from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Schedule
 from simcoll.topology import NodeKind, Router, gpu_nodes
 from simcoll.units import parse_size_bytes
 
 __all__ = [
+    "AUTO_FAMILY",
     "Prediction",
     "align_size_bytes",
+    "candidates",
     "gpus_per_host",
     "parse_sizes",
     "predict",
@@ -119,8 +122,10 @@ def predict(
     Parameters
     ----------
     algorithm
-        An algorithm name, or ``"auto"``: every algorithm of the collective that the
-        topology supports is simulated and the fastest is kept, per size.
+        An algorithm name; ``"auto"``: the algorithms NCCL chooses among
+        (:data:`AUTO_FAMILY`, or every one for collectives that have none of them) are
+        simulated where the topology supports them and the fastest is kept, per size;
+        ``"all"``: the same over every algorithm of the collective.
     protocol
         ``"LL"``, ``"LL128"``, ``"simple"`` (:mod:`simcoll.protocols`), ``"auto"`` (the
         fastest per size), or ``None`` to model the links alone.
@@ -142,28 +147,16 @@ def predict(
     if n < 1:
         raise ConfigError(f"--ranks must be at least 1, got {n}")
     nodes = map_ranks(topology, n)
-    names = algorithm_names(c) if algorithm == "auto" else [algorithm]
-    if algorithm != "auto":
+    names = candidates(c, algorithm)
+    if algorithm not in ("auto", "all"):
         build_schedule(c, algorithm, n_ranks=1, size_bytes=0)  # unknown names fail early
     protocols = _protocols(protocol)
+    if model in CLOSED_FORM_MODELS:
+        return _closed_form(topology, c, sizes_bytes, names, protocols, model, n, params)
     rows: list[Row] = []
     skipped: list[tuple[int, str]] = []
     for size in sizes_bytes:
-        best: Row | None = None
-        refusal: SimcollError | None = None
-        for name in names:
-            try:
-                schedule = _schedule(c, name, n, size, _params(name, c, params, topology, n))
-                for proto in protocols:
-                    if proto is not None and proto.name not in _PROTOCOLS_OF.get(name, ALL):
-                        continue
-                    row = _simulate(topology, schedule, nodes, model=model, protocol=proto)
-                    if best is None or row.time_s < best.time_s:
-                        best = row
-            except (ScheduleError, ConfigError) as error:
-                if algorithm != "auto" and isinstance(error, ConfigError):
-                    raise
-                refusal = error
+        best, refusal = _best_row(topology, c, size, names, protocols, model, nodes, params)
         if best is not None:
             rows.append(best)
         elif refusal is not None:
@@ -171,6 +164,27 @@ def predict(
                 raise refusal
             skipped.append((size, refusal.message))
     return Prediction(rows, skipped)
+
+
+#: What ``algorithm="auto"`` picks from: NCCL's own algorithms (ring, trees, NVLS, and
+#: SHARP as NCCL's CollNet reaches it). The others (direct, halving-doubling, ...) are
+#: simulated on request or with ``"all"``: on hundreds of ranks, all-pairs algorithms put
+#: tens of thousands of flows in flight at once and cost minutes to simulate.
+AUTO_FAMILY = ("ring", "tree", "nvls", "sharp")
+
+
+def candidates(collective: Collective, algorithm: str) -> list[str]:
+    """The algorithms ``predict`` simulates for ``algorithm`` (a name, auto or all).
+
+    >>> candidates(Collective.ALLTOALL, "auto")
+    ['direct', 'pairwise']
+    """
+    names = algorithm_names(collective)
+    if algorithm == "all":
+        return names
+    if algorithm == "auto":
+        return [name for name in names if name in AUTO_FAMILY] or names
+    return [algorithm]
 
 
 #: NCCL's Simple protocol moves a channel's data in steps of 512 KiB (a 4 MiB buffer in
@@ -200,9 +214,130 @@ def _schedule(
         return schedule
 
 
+#: Models that cost a call by formula (:mod:`simcoll.analytical`) instead of simulating it.
+CLOSED_FORM_MODELS = ("analytical", "nccl")
+#: NCCL picks its channel count per machine; 16 is what it uses for large messages on
+#: an 8-GPU NVSwitch node (the ``nccl`` model needs one: per-channel caps apply).
+NCCL_DEFAULT_CHANNELS = 16
+
+
+def _closed_form(  # noqa: PLR0917 - predict's own arguments, passed on
+    topology: nx.DiGraph[str],
+    collective: Collective,
+    sizes_bytes: Sequence[int],
+    names: list[str],
+    protocols: list[Protocol | None],
+    model: str,
+    n_ranks: int,
+    params: Mapping[str, int] | None,
+) -> Prediction:
+    """Rows from the alpha-beta formulas or NCCL's tuning model, fastest choice per size."""
+    router = Router(topology)
+    nodes = map_ranks(topology, n_ranks)
+    rows: list[Row] = []
+    for size in sizes_bytes:
+        best: Row | None = None
+        refusal: ConfigError | None = None
+        for name in names:
+            chosen = _params(name, collective, params, topology, n_ranks)
+            chosen.setdefault("n_chunks", _closed_form_chunks(collective, name, n_ranks, size))
+            for proto in protocols:
+                if proto is not None and proto.name not in _PROTOCOLS_OF.get(name, ALL):
+                    continue
+                try:
+                    time_s = _formula(topology, collective, name, proto, model, n_ranks, size,
+                                      chosen, nodes, router)  # fmt: skip
+                except ConfigError as error:
+                    refusal = error
+                    continue
+                row = Row.from_time(collective, name, n_ranks=n_ranks, size_bytes=size,
+                                    time_s=time_s, protocol=proto.name if proto else "none",
+                                    model=model, root=chosen.get("root", 0))  # fmt: skip
+                if best is None or row.time_s < best.time_s:
+                    best = row
+        if best is None:
+            raise refusal or ConfigError(f"no algorithm to cost for {collective.value}")
+        rows.append(best)
+    return Prediction(rows)
+
+
+def _closed_form_chunks(collective: Collective, name: str, n_ranks: int, size_bytes: int) -> int:
+    """The simulator's default chunk count (:func:`_schedule`) without building a schedule.
+
+    The largest transfer of an unchunked schedule is the whole buffer for algorithms that
+    move it whole (chains, trees, in-network), else about one rank's share.
+    """
+    whole = name in ("nvls", "sharp", "tree", "reduce_broadcast") or collective in (
+        Collective.BROADCAST,
+        Collective.REDUCE,
+    )
+    largest = size_bytes if whole else size_bytes // max(1, n_ranks)
+    return max(1, min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES)))
+
+
+def _formula(  # noqa: PLR0917 - one call of either model
+    topology: nx.DiGraph[str],
+    collective: Collective,
+    name: str,
+    protocol: Protocol | None,
+    model: str,
+    n_ranks: int,
+    size_bytes: int,
+    params: dict[str, int],
+    nodes: tuple[str, ...],
+    router: Router,
+) -> float:
+    if model == "nccl":
+        return nccl_time_s(
+            topology, collective, name, protocol.name if protocol else "simple", n_ranks,
+            size_bytes, n_channels=params.get("n_channels", NCCL_DEFAULT_CHANNELS),
+            rank_nodes=nodes, router=router,
+        )  # fmt: skip
+    if name not in ("ring", "nvls", "sharp", "hierarchical", "reducescatter_allgather"):
+        params = {k: v for k, v in params.items() if k != "n_chunks"}  # textbook: unchunked
+    return alphabeta_time_s(
+        topology, collective, name, n_ranks, size_bytes, protocol=protocol, rank_nodes=nodes,
+        router=router, n_channels=params.get("n_channels", 1),
+        n_chunks=params.get("n_chunks", 1),
+        max_in_flight=params.get("max_in_flight", DEFAULT_MAX_IN_FLIGHT),
+        root=params.get("root", 0), ranks_per_switch=params.get("ranks_per_switch", 0),
+    )  # fmt: skip
+
+
+def _best_row(  # noqa: PLR0917 - predict's own arguments, passed on
+    topology: nx.DiGraph[str],
+    collective: Collective,
+    size_bytes: int,
+    names: list[str],
+    protocols: list[Protocol | None],
+    model: str,
+    nodes: tuple[str, ...],
+    params: Mapping[str, int] | None,
+) -> tuple[Row | None, SimcollError | None]:
+    """The fastest simulated (algorithm, protocol) at one size, or why none could run."""
+    n = len(nodes)
+    best: Row | None = None
+    refusal: SimcollError | None = None
+    for name in names:
+        try:
+            chosen = _params(name, collective, params, topology, n)
+            schedule = _schedule(collective, name, n, size_bytes, chosen)
+            for proto in protocols:
+                if proto is not None and proto.name not in _PROTOCOLS_OF.get(name, ALL):
+                    continue
+                row = _simulate(topology, schedule, nodes, model=model, protocol=proto)
+                if best is None or row.time_s < best.time_s:
+                    best = row
+        except (ScheduleError, ConfigError) as error:
+            if len(names) == 1 and isinstance(error, ConfigError):
+                raise
+            refusal = error
+    return best, refusal
+
+
 ALL = ("LL", "LL128", "simple")
 # NCCL runs NVLS with the Simple protocol only (state-of-the-art notes, section 3.2).
-_PROTOCOLS_OF: dict[str, tuple[str, ...]] = {"nvls": ("simple",)}
+_PROTOCOLS_OF: dict[str, tuple[str, ...]] = {"nvls": ("simple",), "sharp": ("simple",)}
 
 
 def _protocols(protocol: str | None) -> list[Protocol | None]:

@@ -16,7 +16,10 @@ wire that carries data (``efficiency``: a transfer of S bytes puts S / efficienc
 its links) and a latency added to every transfer (``step_latency_s``), by the class of
 the slowest link kind on the transfer's route. The latencies are NCCL's per-hop ring
 latencies ``hwLat`` (microseconds: NVLink LL 0.6, LL128 1.9, Simple 3.4; PCIe 1.0, 2.5,
-5.7; network 2.7, 4.0, 14.0).
+5.7; network 2.7, 4.0, 14.0). Transfers to or from an in-network switch endpoint pay
+NCCL's latency of the algorithm instead, split over its two legs (up and down): NVLS
+25 us (class ``"nvls"``), CollNet/SHARP 31 us (class ``"collnet"``); NCCL runs both with
+Simple only.
 
 >>> PROTOCOLS["LL"].efficiency, PROTOCOLS["LL128"].efficiency
 (0.5, 0.9375)
@@ -65,15 +68,29 @@ class Protocol:
     efficiency: float
     step_latency_s: dict[str, float] = field(default_factory=dict)
 
-    def latency_s(self, kinds: Iterable[str]) -> float:
-        """Latency a transfer over links of these kinds pays on top of the links' own."""
-        return self.step_latency_s[link_class(kinds)]
+    def latency_s(self, kinds: Iterable[str], endpoint: str | None = None) -> float:
+        """Latency a transfer over links of these kinds pays on top of the links' own.
+
+        ``endpoint`` is ``"nvls"`` or ``"collnet"`` for a transfer to or from an
+        in-network switch; protocols that cannot serve it have no such class.
+        """
+        return self.step_latency_s[endpoint or link_class(kinds)]
 
 
 PROTOCOLS: dict[str, Protocol] = {
     "LL": Protocol("LL", 0.5, {"nvlink": 0.6 * us, "pcie": 1.0 * us, "net": 2.7 * us}),
     "LL128": Protocol("LL128", 120 / 128, {"nvlink": 1.9 * us, "pcie": 2.5 * us, "net": 4.0 * us}),
-    "simple": Protocol("simple", 1.0, {"nvlink": 3.4 * us, "pcie": 5.7 * us, "net": 14.0 * us}),
+    "simple": Protocol(
+        "simple",
+        1.0,
+        {
+            "nvlink": 3.4 * us,
+            "pcie": 5.7 * us,
+            "net": 14.0 * us,
+            "nvls": 25.0 / 2 * us,
+            "collnet": 31.0 / 2 * us,
+        },
+    ),
 }
 """The three NCCL protocols with NCCL's default costs (see the module docstring)."""
 

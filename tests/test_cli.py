@@ -264,7 +264,9 @@ def test_unknown_algorithm_lists_valid_ones(capsys: pytest.CaptureFixture[str]) 
     line = error_line(
         capsys, "predict", DGX_A100, "--collective", "alltoall", "--algorithm", "ring"
     )
-    assert line == "simcoll: error: alltoall has no algorithm 'ring'; valid: direct, auto"
+    assert line == (
+        "simcoll: error: alltoall has no algorithm 'ring'; valid: direct, pairwise, auto, all"
+    )
 
 
 def test_unknown_algorithm_allreduce(capsys: pytest.CaptureFixture[str]) -> None:
@@ -404,7 +406,7 @@ def test_unknown_set_key(capsys: pytest.CaptureFixture[str]) -> None:
     assert "n_gpus" in line
 
 
-VALID_MODELS = "flow, ideal, packet"
+VALID_MODELS = "flow, ideal, packet, analytical, nccl"
 
 
 @pytest.mark.parametrize(
@@ -423,7 +425,6 @@ def test_unknown_models_and_protocols(
 ) -> None:
     line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", option, value)
     assert line == expected
-
 
 
 def test_more_ranks_than_gpus(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "simcoll"
-PURE = ["topology", "algorithms", "schedule.py", "checks.py", "units.py", "collectives.py",
-        "errors.py", "results.py", "network/fairshare.py"]  # fmt: skip
+PURE = ["topology", "algorithms", "analytical", "schedule.py", "checks.py", "units.py",
+        "collectives.py", "errors.py", "results.py", "protocols.py",
+        "network/fairshare.py"]  # fmt: skip
 ENGINE_ONLY = ("simpy",)
 FORBIDDEN_IN_PURE = ("simpy", "matplotlib", "simcoll.engine", "simcoll.network.fabric",
-                     "simcoll.plot", "simcoll.cli", "torch", "validation")  # fmt: skip
+                     "simcoll.network.packet", "simcoll.plot", "simcoll.cli", "torch",
+                     "validation")  # fmt: skip
 
 
 def imports_of(path: Path) -> set[str]:

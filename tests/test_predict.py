@@ -174,9 +174,9 @@ def test_predict_unknown_algorithm(star4) -> None:
 @pytest.mark.parametrize("collective", ["allreduce", "allgather", "broadcast"])
 def test_auto_keeps_the_fastest_algorithm(star4, collective: str) -> None:
     sizes = [64, 4096, 2**20, 2**24]
-    prediction = predict(star4, collective, sizes, algorithm="auto", params={"n_chunks": 1})
+    prediction = predict(star4, collective, sizes, algorithm="all", params={"n_chunks": 1})
     assert [r.size_bytes for r in prediction.rows] == sizes
-    # NVLS and SHARP need a switch that reduces; this star's cannot, so auto leaves them out.
+    # NVLS and SHARP need a switch that reduces; this star's cannot, so "all" leaves them out.
     names = [name for name in algorithm_names(collective) if name not in ("nvls", "sharp")]
     assert len(names) >= 2
     for row in prediction.rows:
@@ -191,9 +191,15 @@ def test_auto_keeps_the_fastest_algorithm(star4, collective: str) -> None:
         assert times[row.algorithm] == row.time_s
 
 
-def test_auto_on_a_single_algorithm_collective(star4) -> None:
-    (row,) = predict(star4, "alltoall", [4096], algorithm="auto").rows
+def test_auto_on_a_collective_outside_nccls_family(star4) -> None:
+    # Send/recv has none of NCCL's ring/tree/NVLS/SHARP: auto tries what it has.
+    (row,) = predict(star4, "sendrecv", [4096], algorithm="auto").rows
     assert row.algorithm == "direct"
+
+
+def test_auto_chooses_among_nccls_algorithms_only(star4) -> None:
+    (row,) = predict(star4, "allreduce", [2**20], algorithm="auto").rows
+    assert row.algorithm == "ring"  # direct and the others are not in NCCL's family
 
 
 def test_too_small_size_raises_by_default(star4) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from simcoll.algorithms import bruck, doubling, nvls, sharp
+from simcoll.algorithms import bruck, doubling, hierarchical, nvls, sharp
 from simcoll.algorithms.direct import (
     direct_allgather,
     direct_allreduce,
@@ -73,6 +73,7 @@ ALGORITHMS: dict[tuple[Collective, str], AlgorithmFn] = {
     (C.SENDRECV, "direct"): direct_sendrecv,
     **doubling.ALGORITHMS,
     **bruck.ALGORITHMS,
+    **hierarchical.ALGORITHMS,
     **nvls.ALGORITHMS,
     **sharp.ALGORITHMS,
 }
