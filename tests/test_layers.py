@@ -9,7 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "simcoll"
 PURE = ["topology", "algorithms", "analytical", "schedule.py", "checks.py", "units.py",
-        "collectives.py", "errors.py", "results.py", "protocols.py",
+        "collectives.py", "errors.py", "results.py", "protocols.py", "numeric.py",
         "network/fairshare.py"]  # fmt: skip
 ENGINE_ONLY = ("simpy",)
 FORBIDDEN_IN_PURE = ("simpy", "matplotlib", "simcoll.engine", "simcoll.network.fabric",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from simcoll.algorithms import bruck, doubling, hierarchical, nvls, sharp
+from simcoll.algorithms import bruck, doubling, hierarchical, nvls, sharp, tree
 from simcoll.algorithms.direct import (
     direct_allgather,
     direct_allreduce,
@@ -75,6 +75,7 @@ ALGORITHMS: dict[tuple[Collective, str], AlgorithmFn] = {
     **bruck.ALGORITHMS,
     **hierarchical.ALGORITHMS,
     **nvls.ALGORITHMS,
+    **tree.ALGORITHMS,
     **sharp.ALGORITHMS,
 }
 

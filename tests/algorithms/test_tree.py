@@ -1,0 +1,372 @@
+"""Binomial and double binary trees: shapes, the checker, volumes and closed forms.
+
+Notation: n ranks, S the nccl-tests size, B the link bandwidth per direction, a the
+latency of one link. On ``full_mesh`` every ordered pair of GPUs has its own link (one
+hop, latency a); a rank's sends to different children and a parent's receives from
+different children are on different links, so they run at once at B each. Flows share a
+link only when they are channels of one connection pair; with the ``ideal`` model nothing
+is shared at all.
+
+Binomial tree, relative ranks v = (r - root) mod n: the parent of v is v minus its lowest
+one bit, so v is as deep as it has one bits; the deepest rank below n has floor(log2 n)
+of them (n - 1 itself if n is a power of two, else 2^floor(log2 n) - 1):
+D_binomial = floor(log2 n). (Thakur et al.'s ceil(log2 n) rounds count the root's
+ceil(log2 n) sends as sequential; here they overlap, so a non-power of two saves a round.)
+
+NCCL's tree 0: lowest one bits strictly decrease from a parent to its children, and the
+down0 child ``r - 2^(h-1)`` always exists, so a rank with lowest bit 2^h is the top of a
+subtree of height h. The root's only child is the largest power of two below n,
+2^(ceil(log2 n) - 1): D_btree = ceil(log2 n) for n >= 2. Tree 1 relabels tree 0: the
+same depth.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from simcoll.algorithms.tree import (
+    ALGORITHMS,
+    binomial_tree,
+    double_binary_tree,
+    tree_allreduce,
+    tree_broadcast,
+    tree_gather,
+    tree_reduce,
+    tree_scatter,
+)
+from simcoll.checks import check_schedule
+from simcoll.collectives import Collective
+from simcoll.engine import simulate
+from simcoll.schedule import Op
+from simcoll.topology import full_mesh
+
+B = 100e9  # bytes/s per direction
+A = 2e-6  # latency of one link
+REL = 1e-9
+WIDE = 10**6  # an in-flight window that never binds
+
+ROOTED = {
+    "broadcast": tree_broadcast,
+    "reduce": tree_reduce,
+    "gather": tree_gather,
+    "scatter": tree_scatter,
+}
+
+
+def _mesh(n: int):
+    return full_mesh(n, link_bandwidth_bytes_per_s=B, link_latency_s=A)
+
+
+def test_registered_names_and_integer_parameters():
+    assert set(ALGORITHMS) == {
+        (Collective.BROADCAST, "tree"),
+        (Collective.REDUCE, "tree"),
+        (Collective.GATHER, "tree"),
+        (Collective.SCATTER, "tree"),
+        (Collective.ALLREDUCE, "tree"),
+    }
+    s = tree_allreduce(8, 8 * 12, n_channels=2, n_chunks=3, max_in_flight=4)
+    assert (s.algorithm, s.params, s.max_in_flight) == (
+        "tree", {"n_channels": 2, "n_chunks": 3, "max_in_flight": 4}, 4
+    )  # fmt: skip
+    assert tree_gather(4, 40, root=3).root == 3
+
+
+# NCCL's own pictures in src/graph/trees.cc, child -> parent. Tree 0 for n = 14:
+#   0 -> 8;  8 -> 4, 12;  4 -> 2, 6;  12 -> 10, 13;  2 -> 1, 3;  6 -> 5, 7;  10 -> 9, 11
+BTREE_14 = {8: 0, 4: 8, 12: 8, 2: 4, 6: 4, 10: 12, 13: 12, 1: 2, 3: 2, 5: 6, 7: 6, 9: 10, 11: 10}
+# Double tree, n = 12 (tree 1 is the mirror, root 11):
+#   11 -> 3;  3 -> 1, 7;  1 -> 0, 2;  7 -> 5, 9;  5 -> 4, 6;  9 -> 8, 10
+DTREE1_12 = {3: 11, 1: 3, 7: 3, 0: 1, 2: 1, 5: 7, 9: 7, 4: 5, 6: 5, 8: 9, 10: 9}
+# n = 13 (tree 1 is tree 0 shifted by one rank, root 1):
+#   1 -> 9;  9 -> 5, 0;  5 -> 3, 7;  0 -> 11;  3 -> 2, 4;  7 -> 6, 8;  11 -> 10, 12
+DTREE1_13 = {9: 1, 5: 9, 0: 9, 3: 5, 7: 5, 11: 0, 2: 3, 4: 3, 6: 7, 8: 7, 10: 11, 12: 11}
+
+
+def _parents(table: dict[int, int], n: int) -> tuple[int, ...]:
+    return tuple(table.get(r, -1) for r in range(n))
+
+
+def test_trees_match_the_pictures_in_nccl():
+    assert double_binary_tree(14)[0].parent == _parents(BTREE_14, 14)
+    assert double_binary_tree(14)[0].children[12] == (10, 13)
+    assert double_binary_tree(12)[1].parent == _parents(DTREE1_12, 12)
+    assert double_binary_tree(13)[1].parent == _parents(DTREE1_13, 13)
+    # Tree 0 of n = 13 is n = 14's without rank 13.
+    assert double_binary_tree(13)[0].parent == _parents(BTREE_14, 13)
+
+
+@pytest.mark.parametrize("n", range(1, 40))
+def test_tree_shapes(n):
+    t0, t1 = double_binary_tree(n)
+    binomial = binomial_tree(n, root=n // 2)
+    for tree in (t0, t1, binomial):
+        assert sorted(tree.top_down()) == list(range(n))  # spans every rank once
+        for rank in range(n):
+            for child in tree.children[rank]:
+                assert tree.parent[child] == rank
+    # ncclGetDtreeRoots: tree 1 is rooted at 1 for odd n > 1, else at n - 1.
+    assert (t0.root, t1.root, binomial.root) == (0, 1 if n % 2 and n > 1 else n - 1, n // 2)
+    assert max(len(c) for tree in (t0, t1) for c in tree.children) <= 2
+    # Depths derived in the module docstring.
+    assert binomial.depth() == n.bit_length() - 1
+    assert t0.depth() == t1.depth() == (math.ceil(math.log2(n)) if n > 1 else 0)
+    assert len(binomial.children[binomial.root]) == math.ceil(math.log2(n))
+    # Complementary: tree 0's inner nodes are the even ranks (an even rank has its down0
+    # child), tree 1's the odd ones (mirror of the even ranks for even n; even ranks
+    # plus one for odd n, which makes rank 0 = (n - 1) + 1 inner in both).
+    if n > 1:
+        inner0 = {r for r in range(n) if t0.children[r]}
+        inner1 = {r for r in range(n) if t1.children[r]}
+        assert inner0 == set(range(0, n, 2))
+        assert inner1 == set(range(1, n, 2)) | ({0} if n % 2 else set())
+
+
+# (channels, chunks, bytes per block); 7 bytes into 6 pieces and 0 bytes are uneven cases.
+CUTS = [(1, 1, 12), (2, 3, 7), (1, 4, 0)]
+
+
+@pytest.mark.parametrize(("channels", "chunks", "per_block"), CUTS)
+@pytest.mark.parametrize("n", range(1, 17))
+@pytest.mark.parametrize("collective", [*ROOTED, "allreduce"])
+def test_computes_its_collective(collective, n, channels, chunks, per_block):
+    if collective == "allreduce":
+        # One block cut into 2 x channels x chunks pieces; + 1 makes them uneven.
+        size = 2 * per_block + (1 if per_block else 0)
+        check_schedule(tree_allreduce(n, size, n_channels=channels, n_chunks=chunks))
+        return
+    size = per_block * (n if collective in {"gather", "scatter"} else 1)
+    for root in sorted({0, n // 2, n - 1}):
+        fn = ROOTED[collective]
+        check_schedule(fn(n, size, root=root, n_channels=channels, n_chunks=chunks))
+
+
+def test_one_rank_moves_nothing():
+    for fn in [*ROOTED.values(), tree_allreduce]:
+        s = fn(1, 64)
+        assert s.n_transfers == 0
+        assert simulate(_mesh(1), s).time_s == 0.0
+
+
+def test_double_tree_channels_alternate_trees():
+    # Channel c runs tree c mod 2: every transfer of channel c is an edge of that tree.
+    n = 7
+    trees = double_binary_tree(n)
+    s = tree_allreduce(n, 4 * 10, n_channels=2)
+    assert s.n_channels == 4
+    for t in s.transfers():
+        tree = trees[t.channel % 2]
+        assert tree.parent[t.src] == t.dst or tree.parent[t.dst] == t.src
+        assert (t.op is Op.REDUCE) == (tree.parent[t.src] == t.dst)  # reduce up, copy down
+
+
+# ---- volumes ----------------------------------------------------------------------
+
+
+def _subtree_size(v: int, n: int) -> int:
+    # The subtree of relative rank v > 0 is v + x for x < lowbit(v) (the ranks that share
+    # v's higher bits), cut off at n; the root's is everyone.
+    return min(v & -v, n - v) if v else n
+
+
+def test_broadcast_and_reduce_volumes_by_hand():
+    # n = 6, root 2, relative v = r - 2 mod 6: v0 -> v4, v2, v1; v4 -> v5; v2 -> v3, that
+    # is 2 -> 0, 4, 3;  0 -> 1;  4 -> 5. Broadcast: each edge carries S down.
+    size = 60
+    s = tree_broadcast(6, size, root=2, n_chunks=2, n_channels=3)
+    assert s.bytes_sent_per_rank().tolist() == [size, 0, 3 * size, 0, size, 0]
+    assert s.bytes_received_per_rank().tolist() == [size, size, 0, size, size, size]
+    r = tree_reduce(6, size, root=2)
+    assert r.bytes_received_per_rank().tolist() == [size, 0, 3 * size, 0, size, 0]
+    assert r.bytes_sent_per_rank().tolist() == [size, size, 0, size, size, size]
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 13, 16])
+@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
+def test_broadcast_and_reduce_volumes(collective, n):
+    # Every rank but the root receives S once (n - 1 edges of S); the root's children are
+    # v = 2^i < n: it sends ceil(log2 n) S. For n = 2^L the children of v are v + 2^i for
+    # 2^i < lowbit(v), all < n: v sends log2(lowbit(v)) S. Reduce: the same, reversed.
+    size = 4 * 6 * 10
+    root = n // 3
+    s = ROOTED[collective](n, size, root=root, n_channels=4, n_chunks=6)
+    sent, received = s.bytes_sent_per_rank().tolist(), s.bytes_received_per_rank().tolist()
+    if collective == "reduce":
+        sent, received = received, sent
+    assert received == [0 if r == root else size for r in range(n)]
+    assert sum(sent) == (n - 1) * size
+    assert sent[root] == math.ceil(math.log2(n)) * size
+    if n & (n - 1) == 0:
+        lowbit = [(v & -v).bit_length() - 1 for v in range(n)]
+        assert sent == [lowbit[(r - root) % n] * size if r != root else sent[root]
+                        for r in range(n)]  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [2, 3, 6, 7, 8, 11, 16])
+@pytest.mark.parametrize("collective", ["gather", "scatter"])
+def test_gather_and_scatter_volumes(collective, n):
+    # The edge above v carries its subtree's blocks, b bytes each: v sends
+    # size(v) b up (gather) and receives (size(v) - 1) b from its children; the root
+    # receives the other n - 1 blocks. Scatter: the same, reversed.
+    b = 2 * 3 * 5
+    root = n - 1
+    s = ROOTED[collective](n, n * b, root=root, n_channels=2, n_chunks=3)
+    up = [_subtree_size((r - root) % n, n) for r in range(n)]
+    sent = [0 if r == root else up[r] * b for r in range(n)]
+    received = [(up[r] - 1) * b for r in range(n)]
+    if collective == "scatter":
+        sent, received = received, sent
+    assert s.bytes_sent_per_rank().tolist() == sent
+    assert s.bytes_received_per_rank().tolist() == received
+
+
+def test_double_tree_volumes_for_eight_ranks_by_hand():
+    # Tree 0: 0 -> 4 -> {2, 6}, 2 -> {1, 3}, 6 -> {5, 7}; tree 1 its mirror (7 -> 3 ...).
+    # Each tree edge carries S/2 up and S/2 down. Ranks 1..6 are inner in one tree (parent
+    # and two children: 3 edges) and leaves in the other (1 edge): 4 S/2 = 2S each way.
+    # Ranks 0 and 7 are the root with one child in one tree and a leaf in the other: S.
+    size = 8 * 2 * 3
+    s = tree_allreduce(8, size, n_chunks=3)
+    want = [size] + [2 * size] * 6 + [size]
+    assert s.bytes_sent_per_rank().tolist() == want
+    assert s.bytes_received_per_rank().tolist() == want
+
+
+@pytest.mark.parametrize("n", range(2, 17))
+def test_double_tree_volumes_follow_the_degrees(n):
+    # In a tree, a rank with k children and a parent receives k S/2 (up) + S/2 (down) and
+    # sends S/2 (up) + k S/2 (down): S/2 per edge it touches, both ways, summed over trees.
+    channels, chunks = 2, 3
+    size = 2 * channels * chunks * 10
+    s = tree_allreduce(n, size, n_channels=channels, n_chunks=chunks)
+    degree = [0] * n
+    for tree in double_binary_tree(n):
+        for r in range(n):
+            degree[r] += len(tree.children[r]) + (tree.parent[r] != -1)
+    want = [d * size // 2 for d in degree]
+    assert s.bytes_sent_per_rank().tolist() == want
+    assert s.bytes_received_per_rank().tolist() == want
+    # An inner node with two children plus a leaf: 3 + 1 edges, 2S. No rank does more
+    # than inner-with-two-children twice (rank 0 for odd n): 3 S.
+    assert max(want) <= 3 * size
+
+
+# ---- closed forms on full_mesh ----------------------------------------------------
+
+
+def chain_time_s(hops: int, chunks: int, alpha: float, tau: float, window: int) -> float:
+    """Time of k pieces pipelined over a chain of ``hops`` connections (tests/test_engine).
+
+    Piece j on hop h is issued when it arrived from hop h - 1 and pays alpha, then moves
+    after piece j - 1 of the same connection: the longest path through the (hop, piece)
+    grid has hops - 1 hop changes (alpha + tau) and k - 1 piece changes (tau with an
+    unbounded window; alpha + tau with a window of 1, as each piece then waits for the
+    previous one to arrive).
+    """
+    if window == 1:
+        return (hops + chunks - 1) * (alpha + tau)
+    return hops * (alpha + tau) + (chunks - 1) * tau
+
+
+# A tree with every edge its own connection and link pipelines like a chain as deep as
+# the tree: a rank's sends to its children all depend on the same arrival, so chunk j
+# reaches a rank at a time that depends only on its depth (broadcast) or on the height of
+# its subtree (reduce: a parent waits for its tallest child, the time being monotone in
+# height). Hence T = chain_time_s(D, k, a, tau, window) with D the tree's depth.
+# Binomial: D = floor(log2 n), for k = 1: T = floor(log2 n) (a + S/B).
+# tau: a piece is S / (c k); with "ideal" each channel runs at B: tau = S / (c k B);
+# with "flow" the c channels of an edge share its link in lockstep: tau = S / (k B).
+@pytest.mark.parametrize(("model", "channels"), [("ideal", 1), ("ideal", 3), ("flow", 1),
+                                                 ("flow", 2)])  # fmt: skip
+@pytest.mark.parametrize(("chunks", "window"), [(1, WIDE), (4, WIDE), (4, 1)])
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 13])
+@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
+def test_binomial_broadcast_and_reduce_closed_form(collective, n, chunks, window, model,
+                                                    channels):  # fmt: skip
+    size = channels * chunks * 2**14
+    root = n - 2
+    s = ROOTED[collective](n, size, root=root, n_channels=channels, n_chunks=chunks,
+                           max_in_flight=window)  # fmt: skip
+    depth = math.floor(math.log2(n))
+    tau = size / (chunks * B) / (channels if model == "ideal" else 1)
+    expected = chain_time_s(depth, chunks, A, tau, window)
+    if chunks == 1:
+        assert expected == pytest.approx(depth * (A + size / (channels * B)) if model == "ideal"
+                                         else depth * (A + size / B), rel=1e-12)  # fmt: skip
+    assert simulate(_mesh(n), s, model=model).time_s == pytest.approx(expected, rel=REL)
+
+
+@pytest.mark.parametrize("model", ["ideal", "flow"])
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+@pytest.mark.parametrize("collective", ["gather", "scatter"])
+def test_binomial_gather_and_scatter_power_of_two(collective, n, model):
+    # n = 2^L, block b = S / n, t = b / B. Gather: rank v with lowbit 2^h sends its 2^h
+    # blocks once its children (subtrees of 2^0 .. 2^(h-1) blocks) have: its transfer
+    # arrives at G(h) = G(h - 1) + a + 2^h t, G(-1) = 0, so G(h) = (h + 1) a +
+    # (2^(h+1) - 1) t, and the root's last child (h = L - 1) arrives at
+    #   T = L a + (n - 1) t = L a + (n - 1)/n S/B.
+    # Scatter: the root sends each child its subtree at once; a path root -> ... -> v
+    # carries 2^(L-1), 2^(L-2), ... blocks at most, each hop a + 2^h t: T the same.
+    size = n * 2**14
+    levels = int(math.log2(n))  # L
+    expected = levels * A + (n - 1) / n * size / B
+    s = ROOTED[collective](n, size, root=n // 2)
+    assert simulate(_mesh(n), s, model=model).time_s == pytest.approx(expected, rel=REL)
+
+
+@pytest.mark.parametrize("model", ["ideal", "flow"])
+@pytest.mark.parametrize("collective", ["gather", "scatter"])
+def test_binomial_gather_and_scatter_six_ranks_by_hand(collective, model):
+    # n = 6, root 0: 0 -> 4, 2, 1;  4 -> 5;  2 -> 3. Block b, t = b / B.
+    # Gather:  5->4, 3->2, 1->0 (b each)                  start 0       end a + t
+    #          4->0, 2->0 (blocks 4,5 / 2,3; after them)  start a + t   end 2a + 3t
+    # Scatter: 0->4, 0->2 (2b), 0->1 (b)                  start 0       end a + 2t / a + t
+    #          4->5, 2->3 (b; after 0->4 / 0->2)          start a + 2t  end 2a + 3t
+    # T = 2a + 3t = 2a + S/(2B) either way.
+    b = 2**16
+    s = ROOTED[collective](6, 6 * b, root=0)
+    assert simulate(_mesh(6), s, model=model).time_s == pytest.approx(2 * A + 3 * b / B, rel=REL)
+
+
+# Double binary tree, each tree on its own channels, each channel on its own connections;
+# with the "ideal" model nothing is shared (a parent takes its two children's pieces on
+# two links at once), so T is one tree's. In a tree, a chunk goes up from the deepest
+# leaf to the root (D hops, the parent forwarding once all its children's copies arrived:
+# the tallest child's, as for reduce) and then down to the deepest leaf (D hops): a
+# chain of 2D connections, T = chain_time_s(2D, k, a, tau, window), D = ceil(log2 n), a
+# piece being S / (2 c k): tau = S / (2 c k B). For k = 1, c = 1:
+#   T = 2 ceil(log2 n) (a + S / (2B)).
+# (With "flow", both trees may load one link at once where an edge of tree 0 is also one
+# of tree 1; so only "ideal" here, and "flow" for n = 2 with an unbounded window: link
+# 0 -> 1 carries tree 1's pieces up during [a, a + k tau] and tree 0's down from
+# 2a + tau on, 1 -> 0 the mirror image; no overlap as a >= (k - 1) tau.)
+@pytest.mark.parametrize(("chunks", "window"), [(1, WIDE), (3, WIDE), (3, 1)])
+@pytest.mark.parametrize("channels", [1, 2])
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 12, 13, 16])
+def test_double_tree_allreduce_closed_form(n, channels, chunks, window):
+    size = 2 * channels * chunks * 2**14
+    s = tree_allreduce(n, size, n_channels=channels, n_chunks=chunks, max_in_flight=window)
+    depth = math.ceil(math.log2(n))
+    tau = size / (2 * channels * chunks * B)
+    expected = chain_time_s(2 * depth, chunks, A, tau, window)
+    if (chunks, channels) == (1, 1):
+        assert expected == pytest.approx(2 * depth * (A + size / (2 * B)), rel=1e-12)
+    assert simulate(_mesh(n), s, model="ideal").time_s == pytest.approx(expected, rel=REL)
+    if n == 2 and channels == 1 and window == WIDE:
+        assert (chunks - 1) * tau <= A
+        assert simulate(_mesh(n), s, model="flow").time_s == pytest.approx(expected, rel=REL)
+
+
+def test_double_tree_beats_one_binomial_reduce_and_broadcast():
+    # Sanity of scale: the tree all-reduce moves S/2 per tree per edge, so for large S it
+    # is about twice as fast as a binomial reduce then broadcast of the whole S over a
+    # tree of similar depth: 2 ceil(log2 n) (a + S/(2B)) vs 2 floor(log2 n) (a + S/B).
+    n, size = 8, 2 * 2**24
+    tree = simulate(_mesh(n), tree_allreduce(n, size), model="ideal").time_s
+    both = sum(simulate(_mesh(n), fn(n, size), model="ideal").time_s
+               for fn in (tree_reduce, tree_broadcast))  # fmt: skip
+    assert tree == pytest.approx(6 * (A + size / (2 * B)), rel=REL)
+    assert both == pytest.approx(6 * (A + size / B), rel=REL)
+    assert 1.95 < both / tree < 2
