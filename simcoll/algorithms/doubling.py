@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from simcoll.algorithms._dataflow import Dataflow
 from simcoll.collectives import Collective
 from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 
@@ -107,9 +108,7 @@ class _Plan:
             max_in_flight=max_in_flight,
             params={"n_channels": n_channels, "n_chunks": n_chunks, "max_in_flight": max_in_flight},
         )
-        self.copier: dict[tuple[int, int], int] = {}
-        self.reducers: dict[tuple[int, int], list[int]] = {}
-        self.readers: dict[tuple[int, int], list[int]] = {}
+        self.flow = Dataflow(self.b)
 
     def send(self, src: int, dst: int, slots: Iterable[int], op: Op) -> None:
         """Move ``slots`` from src to dst: one transfer per chunk and channel."""
@@ -117,31 +116,8 @@ class _Plan:
         for chunk in range(self.n_chunks):
             for channel in range(self.n_channels):
                 offset = channel * self.n_chunks + chunk
-                self._add(src, dst, [s * self.per_slot + offset for s in slots], op, channel)
-
-    def _add(self, src: int, dst: int, pieces: list[int], op: Op, channel: int) -> None:
-        deps: set[int] = set()
-        for p in pieces:
-            deps.update(self._writes(src, p))  # read after write
-            deps.update(self.readers.get((dst, p), ()))  # write after read
-            if op is Op.COPY:
-                deps.update(self._writes(dst, p))  # write after write
-            elif (dst, p) in self.copier:
-                deps.add(self.copier[dst, p])  # reductions follow the last copy
-        t = self.b.add(src=src, dst=dst, pieces=pieces, op=op, channel=channel, deps=sorted(deps))
-        for p in pieces:
-            self.readers.setdefault((src, p), []).append(t)
-            if op is Op.COPY:
-                self.copier[dst, p] = t
-                self.reducers[dst, p] = []
-                self.readers[dst, p] = []
-            else:
-                self.reducers.setdefault((dst, p), []).append(t)
-
-    def _writes(self, rank: int, piece: int) -> list[int]:
-        key = (rank, piece)
-        first = [self.copier[key]] if key in self.copier else []
-        return first + self.reducers.get(key, [])
+                pieces = [s * self.per_slot + offset for s in slots]
+                self.flow.add(src, dst, pieces, op, channel)
 
 
 def _halving(plan: _Plan, ranks: list[int], slots_of: list[list[int]]) -> None:

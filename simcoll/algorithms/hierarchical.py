@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from simcoll.algorithms._dataflow import Dataflow
 from simcoll.algorithms.ring import _ring_phase
 from simcoll.collectives import Collective
 from simcoll.errors import ScheduleError
@@ -56,43 +57,8 @@ PiecesOf = Callable[[int, int, int], list[int]]
 """``(ring block, channel, chunk) -> pieces``: what one transfer of a ring step moves."""
 
 
-class _Plan:
-    """A ScheduleBuilder that derives every transfer's dependencies from the buffers.
-
-    For every (rank, piece) it keeps the last copy into it, the reductions since and the
-    reads since; a new transfer depends on the writes of what it reads and on the reads
-    and writes of what it overwrites (reductions into one piece may run concurrently).
-    """
-
-    def __init__(self, b: ScheduleBuilder) -> None:
-        self.b = b
-        self.copier: dict[tuple[int, int], int] = {}
-        self.reducers: dict[tuple[int, int], list[int]] = {}
-        self.readers: dict[tuple[int, int], list[int]] = {}
-
-    def add(self, src: int, dst: int, pieces: list[int], op: Op, channel: int) -> None:
-        deps: set[int] = set()
-        for p in pieces:
-            deps.update(self._writes(src, p))  # read after write
-            deps.update(self.readers.get((dst, p), ()))  # write after read
-            if op is Op.COPY:
-                deps.update(self._writes(dst, p))  # write after write
-            elif (dst, p) in self.copier:
-                deps.add(self.copier[dst, p])  # reductions follow the last copy
-        t = self.b.add(src=src, dst=dst, pieces=pieces, op=op, channel=channel, deps=sorted(deps))
-        for p in pieces:
-            self.readers.setdefault((src, p), []).append(t)
-            if op is Op.COPY:
-                self.copier[dst, p] = t
-                self.reducers[dst, p] = []
-                self.readers[dst, p] = []
-            else:
-                self.reducers.setdefault((dst, p), []).append(t)
-
-    def _writes(self, rank: int, piece: int) -> list[int]:
-        key = (rank, piece)
-        first = [self.copier[key]] if key in self.copier else []
-        return first + self.reducers.get(key, [])
+class _Plan(Dataflow):
+    """A :class:`Dataflow` builder (dependencies from the buffers) with ring phases."""
 
     def ring(
         self,
