@@ -33,7 +33,15 @@ from simcoll.collectives import Collective
 from simcoll.engine import simulate
 from simcoll.errors import ConfigError
 from simcoll.protocols import PROTOCOLS
-from simcoll.topology import Router, fat_tree, nvswitch_node, pcie_tree, ring, switch_star
+from simcoll.topology import (
+    Router,
+    fat_tree,
+    full_mesh,
+    nvswitch_node,
+    pcie_tree,
+    ring,
+    switch_star,
+)
 
 B = 100e9
 LINK_S = 1e-6
@@ -421,12 +429,14 @@ def test_nccl_double_binary_tree():
 
 @pytest.mark.parametrize("root", [0, 3])
 def test_binomial_trees(root):
-    # Broadcast/reduce, n = 5: 3 steps (1, 2, then 1 sender) of alpha + S/B.
+    # Broadcast/reduce, n = 5, binomial tree in relative ranks: 0 -> 4, 2, 1 at once and
+    # 2 -> 3. On a star the root's three sends share its link: alpha + 3 S/B, then
+    # alpha + S/B for the second level: 2 alpha + 4 S/B (reduce: the same, mirrored).
     # Scatter/gather, n = 8: 3 steps of 4, 2, 1 blocks: 3 alpha + 7/8 S/B.
     size = 5 * 8 * 1000
     for collective in ("broadcast", "reduce"):
         t = alphabeta_time_s(star(8), collective, "tree", 5, size, root=root)
-        assert t == pytest.approx(3 * (STAR_ALPHA + size / B), rel=REL)
+        assert t == pytest.approx(2 * STAR_ALPHA + 4 * size / B, rel=REL)
     for collective in ("scatter", "gather"):
         t = alphabeta_time_s(star(8), collective, "tree", 8, size, root=root)
         assert t == pytest.approx(3 * STAR_ALPHA + 7 / 8 * size / B, rel=REL)
@@ -660,3 +670,18 @@ def test_nccl_refuses_what_nccl_does_not_run():
 def test_nccl_one_rank_or_no_bytes_is_free():
     assert nccl_time_s(star300(), "allreduce", "ring", "simple", 1, GIB, n_channels=8) == 0.0
     assert nccl_time_s(star300(), "allreduce", "tree", "LL", 8, 0, n_channels=8) == 0.0
+
+
+@pytest.mark.parametrize("n", [3, 5, 6, 8])
+@pytest.mark.parametrize("k", [1, 4])
+def test_binomial_broadcast_formula_equals_the_simulated_tree(n: int, k: int) -> None:
+    # The tree's levels pipeline like a chain: on full_mesh (nothing shared) and on a star
+    # (the root's children share its link, all at once) the formula is exact.
+    for make in (full_mesh, switch_star):
+        topo = make(n, link_bandwidth_bytes_per_s=1e11, link_latency_s=1e-6)
+        size = n * 4096 * k
+        schedule = build_schedule("broadcast", "tree", n_ranks=n, size_bytes=size, n_chunks=k)
+        expected = simulate(topo, schedule).time_s
+        assert alphabeta_time_s(topo, "broadcast", "tree", n, size, n_chunks=k) == pytest.approx(
+            expected, rel=1e-9
+        )

@@ -65,7 +65,9 @@ pipelined; for k = 1 and n a power of two they equal the simulator on a switch:
                                  chunks: ``2 D (alpha + tau) + 2 (k - 1) tau``, tau =
                                  S/(k B), D the deeper tree's depth (= ceil(log2 n)); for
                                  many chunks 2 D alpha + 2 S/B (a rank sends 2S in all)
-``tree`` broadcast, reduce       binomial tree: ``ceil(log2 n) (alpha + S/B)``
+``tree`` broadcast, reduce       binomial tree, children served at once: a pipelined
+                                 chain of its floor(log2 n) levels, ``(alpha + S/B)`` per
+                                 level when nothing is shared
 ``tree`` gather, scatter         binomial tree: ``ceil(log2 n) alpha + (n-1)/n S/B``
 ``halving_doubling`` all-reduce  Rabenseifner (Thakur, Rabenseifner & Gropp 2005), halving
                                  from distance n/2 (S/2) down to 1, doubling back up, as
@@ -109,6 +111,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from simcoll.algorithms.tree import binomial_tree
 from simcoll.analytical._net import (
     Network,
     NodePair,
@@ -369,21 +372,28 @@ def _log2_ceil(n: int) -> int:
     return (n - 1).bit_length()
 
 
-def _binomial_steps(c: _Call, *, towards_root: bool) -> list[list[RankPair]]:
-    """Binomial tree from the root: at step i, relative rank v < 2^i sends to v + 2^i."""
-    n, root = c.n, c.root
-    steps = []
-    for i in range(_log2_ceil(n)):
-        d = 1 << i
-        pairs = [((root + v) % n, (root + v + d) % n) for v in range(d) if v + d < n]
-        steps.append([(b, a) for a, b in pairs] if towards_root else pairs)
-    return steps[::-1] if towards_root else steps
-
-
 def _binomial(towards_root: bool) -> Formula:
+    """Binomial broadcast (reduce): the tree of :mod:`simcoll.algorithms.tree`, where a rank
+    sends to all its children at once as soon as it has the data, is a pipelined chain of
+    its levels; the edges of one level run together (and share links). Exact when no link
+    is shared (and for broadcast on a star); a reduce on shared links finishes earlier,
+    since a parent's children do not all send at once (leaves start at time 0)."""
+
     def formula(c: _Call) -> float:
-        steps = _binomial_steps(c, towards_root=towards_root)
-        return c.steps([(pairs, float(c.size)) for pairs in steps])
+        if c.n == 1:
+            return 0.0
+        tree = binomial_tree(c.n, c.root)
+        level = {tree.root: 0}
+        hops: list[list[RankPair]] = []
+        for rank in tree.top_down()[1:]:
+            parent = tree.parent[rank]
+            level[rank] = level[parent] + 1
+            if len(hops) < level[rank]:
+                hops.append([])
+            hops[level[rank] - 1].append((parent, rank))
+        if towards_root:
+            hops = [[(b, a) for a, b in hop] for hop in reversed(hops)]
+        return c.chain([c.node_pairs(hop) for hop in hops], c.size)
 
     return formula
 
