@@ -52,8 +52,9 @@ def plot_busbw_vs_size(
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
     for algorithm in sorted({r.algorithm for r in shown}):
         mine = [r for r in shown if r.algorithm == algorithm]
+        protocols = ", ".join(dict.fromkeys(r.protocol for r in mine))  # in size order
         ax.plot([r.size_bytes for r in mine], [r.busbw_bytes_per_s / 1e9 for r in mine],
-                marker="o", markersize=3, label=f"{algorithm}")  # fmt: skip
+                marker="o", markersize=3, label=f"{algorithm} ({protocols})")  # fmt: skip
     if reference_bytes_per_s:
         ax.axhline(reference_bytes_per_s / 1e9, linestyle="--", color="grey",
                    label=f"{reference_label} ({reference_bytes_per_s / 1e9:.4g} GB/s)")  # fmt: skip
@@ -61,7 +62,7 @@ def plot_busbw_vs_size(
     ax.set_ylabel("bus bandwidth (GB/s)")
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(title="algorithm")
+    ax.legend(title="algorithm (protocols)")
     out = Path(path)
     fig.savefig(out, dpi=120)
     plt.close(fig)
