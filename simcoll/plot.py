@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,11 +51,18 @@ def plot_busbw_vs_size(
 
     shown = [r for r in rows if r.size_bytes > 0]
     fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
-    for algorithm in sorted({r.algorithm for r in shown}):
-        mine = [r for r in shown if r.algorithm == algorithm]
-        protocols = ", ".join(dict.fromkeys(r.protocol for r in mine))  # in size order
+    # One colour per algorithm; a line only joins consecutive sizes that chose it, so an
+    # auto run's picks read as an envelope with gaps where another algorithm won.
+    colours = {a: f"C{i}" for i, a in enumerate(sorted({r.algorithm for r in shown}))}
+    ordered = sorted(shown, key=lambda r: r.size_bytes)
+    for algorithm, run in itertools.groupby(ordered, key=lambda r: r.algorithm):
+        mine = list(run)
+        everything = [r for r in shown if r.algorithm == algorithm]
+        protocols = ", ".join(dict.fromkeys(r.protocol for r in everything))  # in size order
+        first = mine[0] is next(r for r in ordered if r.algorithm == algorithm)
         ax.plot([r.size_bytes for r in mine], [r.busbw_bytes_per_s / 1e9 for r in mine],
-                marker="o", markersize=3, label=f"{algorithm} ({protocols})")  # fmt: skip
+                marker="o", markersize=3, color=colours[algorithm],
+                label=f"{algorithm} ({protocols})" if first else None)  # fmt: skip
     if reference_bytes_per_s:
         ax.axhline(reference_bytes_per_s / 1e9, linestyle="--", color="grey",
                    label=f"{reference_label} ({reference_bytes_per_s / 1e9:.4g} GB/s)")  # fmt: skip
