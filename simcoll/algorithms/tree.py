@@ -56,6 +56,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from simcoll.collectives import Collective
+from simcoll.errors import ScheduleError
 from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "Tree",
     "binomial_tree",
     "double_binary_tree",
+    "node_trees",
     "tree_allreduce",
     "tree_broadcast",
     "tree_gather",
@@ -170,6 +172,47 @@ def double_binary_tree(n_ranks: int) -> tuple[Tree, Tree]:
             up, *down = _btree(n, _relabel(n, which, rank))
             parent.append(-1 if up == -1 else _relabel(n, which, up, back=True))
             children.append([_relabel(n, which, d, back=True) for d in down if d != -1])
+        trees.append(_from_parents(parent, children))
+    return trees[0], trees[1]
+
+
+def node_trees(n_ranks: int, gpus_per_node: int) -> tuple[Tree, Tree]:
+    """NCCL's trees across nodes: a double binary tree over the nodes, a chain inside each.
+
+    NCCL builds its trees between servers (``ncclGetDtree`` over node indices) and links
+    the GPUs of a server in a chain (``src/graph/connect.cc``): local rank 0 of a node is
+    its head, joined to the heads of its parent and child nodes; local rank l hangs below
+    local rank l - 1. With ``gpus_per_node = 1`` these are the trees over ranks.
+
+    >>> t0, _ = node_trees(6, 2)  # 3 nodes of 2 GPUs
+    >>> t0.parent
+    (-1, 0, 4, 2, 0, 4)
+
+    Raises
+    ------
+    ScheduleError
+        If ``gpus_per_node`` does not divide ``n_ranks``.
+    """
+    g = min(gpus_per_node, n_ranks)
+    if n_ranks % g:
+        raise ScheduleError(
+            f"tree: {n_ranks} ranks do not split into nodes of gpus_per_node = {gpus_per_node}"
+        )
+    trees = []
+    for across in double_binary_tree(n_ranks // g):
+        # A non-head hangs on the chain towards its node's head; a head on its parent
+        # node's head (the root node's head is the root).
+        parent = [
+            rank - 1 if rank % g else max(-1, across.parent[rank // g] * g)
+            for rank in range(n_ranks)
+        ]
+        children: list[list[int]] = [[] for _ in range(n_ranks)]
+        for rank in range(n_ranks):
+            node, local = divmod(rank, g)
+            if local == 0:
+                children[rank] += [child * g for child in across.children[node]]
+            if local + 1 < g:
+                children[rank].append(rank + 1)
         trees.append(_from_parents(parent, children))
     return trees[0], trees[1]
 
@@ -349,6 +392,7 @@ def tree_allreduce(
     n_ranks: int,
     size_bytes: int,
     *,
+    gpus_per_node: int = 1,
     n_channels: int = 1,
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
@@ -356,6 +400,9 @@ def tree_allreduce(
     """NCCL's double-binary-tree all-reduce: half the buffer reduced and broadcast per tree.
 
     Channels 0, 2, ... run tree 0 and channels 1, 3, ... tree 1 (2 x n_channels in all).
+    With ``gpus_per_node = g`` the trees span nodes of g consecutive ranks with a chain
+    inside each node, as NCCL builds them (:func:`node_trees`); ``predict`` sets it from
+    the topology's servers.
 
     >>> s = tree_allreduce(4, 64)
     >>> s.n_channels, s.bytes_sent_per_rank().tolist()
@@ -367,7 +414,7 @@ def tree_allreduce(
     def pieces(_: int, channel: int, chunk: int) -> list[int]:
         return [channel * n_chunks + chunk]
 
-    for index, tree in enumerate(double_binary_tree(n_ranks)):
+    for index, tree in enumerate(node_trees(n_ranks, gpus_per_node)):
         lanes = _lanes(range(index, 2 * n_channels, 2), n_chunks)
         reduced = _up(b, tree, lanes, pieces, Op.REDUCE)
         at_root = {key: ts for key, ts in reduced.items() if key[0] == tree.root}

@@ -30,6 +30,7 @@ from simcoll.algorithms.tree import (
     ALGORITHMS,
     binomial_tree,
     double_binary_tree,
+    node_trees,
     tree_allreduce,
     tree_broadcast,
     tree_gather,
@@ -39,6 +40,7 @@ from simcoll.algorithms.tree import (
 from simcoll.checks import check_schedule
 from simcoll.collectives import Collective
 from simcoll.engine import simulate
+from simcoll.errors import ScheduleError
 from simcoll.schedule import Op
 from simcoll.topology import full_mesh
 
@@ -370,3 +372,36 @@ def test_double_tree_beats_one_binomial_reduce_and_broadcast():
     assert tree == pytest.approx(6 * (A + size / (2 * B)), rel=REL)
     assert both == pytest.approx(6 * (A + size / B), rel=REL)
     assert 1.95 < both / tree < 2
+
+
+@pytest.mark.parametrize("n", range(1, 17))
+def test_node_trees_allreduce_computes_for_every_node_size(n: int) -> None:
+    for g in [d for d in range(1, n + 1) if n % d == 0]:
+        for channels, chunks in [(1, 1), (2, 3)]:
+            size = 2 * channels * chunks * 8
+            check_schedule(
+                tree_allreduce(n, size, gpus_per_node=g, n_channels=channels, n_chunks=chunks)
+            )
+
+
+def test_node_trees_are_a_tree_of_node_heads_with_chains_inside() -> None:
+    # 4 nodes of 3 GPUs. Across nodes NCCL's tree 0 on 4 nodes is 0 -> 2; 2 -> 1, 3
+    # (ncclGetBtree), so the heads 0, 6, 3, 9 hang as 0 -> 6 -> (3, 9); inside node k
+    # the chain is 3k -> 3k+1 -> 3k+2.
+    tree0, tree1 = node_trees(12, 3)
+    across0, across1 = double_binary_tree(4)
+    assert across0.parent == (-1, 2, 0, 2)
+    assert tree0.parent == (-1, 0, 1, 6, 3, 4, 0, 6, 7, 6, 9, 10)
+    assert tree0.depth() == across0.depth() + 2  # two more hops down the deepest chain
+    assert tree1.root == across1.root * 3
+    # Every node's traffic to other nodes leaves from its head: 2 of 3 ranks have no
+    # edge outside their node.
+    for tree in (tree0, tree1):
+        for rank in range(12):
+            if rank % 3:
+                assert tree.parent[rank] // 3 == rank // 3
+
+
+def test_node_trees_refuse_a_node_size_that_does_not_divide() -> None:
+    with pytest.raises(ScheduleError, match=r"^tree: 6 ranks do not split into nodes of"):
+        tree_allreduce(6, 96, gpus_per_node=4)
