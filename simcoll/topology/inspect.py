@@ -282,8 +282,8 @@ def format_summary(summary: TopologySummary, paths: PathMatrix | Sequence[PairCl
     nodes         count
       gpu             3
     <BLANKLINE>
-    links         count  bandwidth   latency
-      nvlink          6  50 GB/s     1 us
+    links         count  bandwidth       latency
+      nvlink          6  50 GB/s         1 us
     <BLANKLINE>
     in-network reduction: none
     bisection bandwidth: 100 GB/s (max flow from rank 0 to ranks 1-2, one direction)
@@ -421,9 +421,9 @@ def _node_table(s: TopologySummary) -> str:
 
 
 def _link_table(s: TopologySummary) -> str:
-    head = f"{'links':<14}{'count':>5}  {'bandwidth':<12}latency"
+    head = f"{'links':<14}{'count':>5}  {'bandwidth':<16}latency"
     rows = [
-        f"  {g.kind:<12}{g.n_links:>5}  {_gb(g.bandwidth_bytes_per_s):<12}{_us(g.latency_s)}"
+        f"  {g.kind:<12}{g.n_links:>5}  {_gb(g.bandwidth_bytes_per_s):<16}{_us(g.latency_s)}"
         for g in s.link_groups
     ]
     return "\n".join([head, *rows]) if rows else "links: none"

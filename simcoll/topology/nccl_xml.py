@@ -285,8 +285,12 @@ class _NcclXml:
                 f"link_speed {speed!r} is not a PCIe rate such as '16.0 GT/s PCIe'", field=field
             )
         lanes = _int_attr(element, "link_width", field)
-        if lanes < 1:
-            raise ConfigError(f"link_width must be >= 1, got {lanes}", field=field)
+        if lanes < 0:
+            raise ConfigError(f"link_width must be >= 0, got {lanes}", field=field)
+        if lanes == 0:
+            # NCCL's own rule (src/graph/topo.cc, ncclTopoAddPci): a width /sys did not
+            # give (as in a VM's passthrough GPU) counts as x16.
+            lanes = 16
         bandwidth = pcie_bandwidth_bytes_per_s(float(match[1]), lanes)
         return LinkAttrs(
             kind=LinkKind.PCIE, bandwidth_bytes_per_s=bandwidth, latency_s=self.pcie_latency_s

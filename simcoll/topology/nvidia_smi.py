@@ -22,6 +22,7 @@ __all__ = ["from_nvidia_smi"]
 _SMI_ATTRIBUTES = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _SMI_CELL = re.compile(r"X|NV[1-9]\d*|PIX|PXB|PHB|NODE|SYS|SOC")
 _SMI_GPU = re.compile(r"GPU(\d+)")
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 _SMI_LEGEND = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)\s*")
 _SAME_SWITCH = ("PIX", "PXB")
 _SAME_CPU = ("PIX", "PXB", "PHB", "NODE")
@@ -190,7 +191,8 @@ class _Matrix:
 
 
 def _read_matrix(text: str) -> _Matrix:
-    lines = text.removeprefix("\ufeff").splitlines()
+    # nvidia-smi underlines the header with terminal escapes (ESC[4m ... ESC[0m).
+    lines = _ANSI_ESCAPE.sub("", text.removeprefix("\ufeff")).splitlines()
     start = next((i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"]), None)
     if start is None:
         raise ConfigError(

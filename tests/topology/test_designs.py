@@ -108,3 +108,17 @@ def test_p2p_off_route_crosses_the_root_complex_twice() -> None:
     graph = load("topologies/pcie-4x-switch.toml", {"p2p": "false"})
     nodes = [u for u, _ in Router(graph).route("gpu0", "gpu1")] + ["gpu1"]
     assert nodes == ["gpu0", "pcie0", "cpu0", "pcie0", "gpu1"]
+
+
+def test_real_dumps_from_an_h100_vm_load() -> None:
+    # Dumped on the project's GPU machine with validation/dump_topology.py. NCCL wrote
+    # link_width="0" (hidden by the VM): NCCL's rule, and simcoll's, is x16; at 32 GT/s
+    # that is 32e9 x 16 x 128/130 / 8 B/s. nvidia-smi underlined its header with escapes.
+    from_nccl = load(EXAMPLES / "h100-vm-1gpu-from-nccl.toml")
+    assert from_nccl.edges["gpu0", "cpu-1"]["bandwidth_bytes_per_s"] == pytest.approx(
+        32e9 * 16 * 128 / 130 / 8, rel=1e-12
+    )
+    assert from_nccl.nodes["gpu0"]["kind"].value == "gpu"
+    from_smi = load(EXAMPLES / "h100-vm-1gpu-from-nvidia-smi.toml")
+    assert sorted(from_smi.nodes) == ["cpu0", "gpu0"]
+    assert from_smi.edges["gpu0", "cpu0"]["bandwidth_bytes_per_s"] == 63e9

@@ -546,8 +546,8 @@ def test_xml_c2c_replaces_the_pcie_link_to_the_cpu() -> None:
         ),
         (
             'busid="0000:02:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16"',
-            'busid="0000:02:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="0"',
-            "pci[busid=0000:02:00.0]: link_width must be >= 1, got 0",
+            'busid="0000:02:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="-1"',
+            "pci[busid=0000:02:00.0]: link_width must be >= 0, got -1",
         ),
         (
             'busid="0000:02:00.0" class="0x060400" ',
