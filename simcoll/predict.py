@@ -151,6 +151,7 @@ def predict(
     if algorithm not in ("auto", "all"):
         build_schedule(c, algorithm, n_ranks=1, size_bytes=0)  # unknown names fail early
     protocols = _protocols(protocol)
+    names = _runnable_with(names, protocols)
     if model in CLOSED_FORM_MODELS:
         return _closed_form(topology, c, sizes_bytes, names, protocols, model, n, params)
     rows: list[Row] = []
@@ -338,6 +339,28 @@ def _best_row(  # noqa: PLR0917 - predict's own arguments, passed on
 ALL = ("LL", "LL128", "simple")
 # NCCL runs NVLS with the Simple protocol only (state-of-the-art notes, section 3.2).
 _PROTOCOLS_OF: dict[str, tuple[str, ...]] = {"nvls": ("simple",), "sharp": ("simple",)}
+
+
+def _runnable_with(names: list[str], protocols: list[Protocol | None]) -> list[str]:
+    """The algorithms that can run with one of the protocols asked for.
+
+    Raises
+    ------
+    ConfigError
+        If none can, naming what the (single) algorithm needs.
+    """
+    runnable = [
+        name
+        for name in names
+        if any(p is None or p.name in _PROTOCOLS_OF.get(name, ALL) for p in protocols)
+    ]
+    if not runnable:
+        name = names[0]
+        asked = ", ".join(p.name for p in protocols if p is not None)
+        raise ConfigError(
+            f"{name} runs with the {' or '.join(_PROTOCOLS_OF[name])} protocol only, not {asked}"
+        )
+    return runnable
 
 
 def _protocols(protocol: str | None) -> list[Protocol | None]:

@@ -10,7 +10,7 @@ from simcoll.algorithms import algorithm_names, build_schedule
 from simcoll.collectives import Collective
 from simcoll.engine import simulate
 from simcoll.errors import ConfigError, ScheduleError
-from simcoll.predict import align_size_bytes, parse_sizes, predict
+from simcoll.predict import AUTO_FAMILY, align_size_bytes, parse_sizes, predict
 from simcoll.topology import gpu_nodes, load, switch_star
 
 LINK_BANDWIDTH = 100e9  # bytes/s, per direction
@@ -198,8 +198,13 @@ def test_auto_on_a_collective_outside_nccls_family(star4) -> None:
 
 
 def test_auto_chooses_among_nccls_algorithms_only(star4) -> None:
-    (row,) = predict(star4, "allreduce", [2**20], algorithm="auto").rows
-    assert row.algorithm == "ring"  # direct and the others are not in NCCL's family
+    # On a star the direct all-reduce moves the ring's bytes (3 x S/4 through each link,
+    # twice) in 2 latency steps instead of 6: 2a + 1.5 S/B against 6a + 1.5 S/B, so at
+    # 16 KiB it is the fastest of all. "all" finds it; auto keeps to NCCL's algorithms.
+    fastest = predict(star4, "allreduce", [2**14], algorithm="all").rows[0]
+    assert fastest.algorithm == "direct"
+    (row,) = predict(star4, "allreduce", [2**14], algorithm="auto").rows
+    assert row.algorithm in AUTO_FAMILY
 
 
 def test_too_small_size_raises_by_default(star4) -> None:
@@ -286,3 +291,13 @@ def test_h100_fat_tree_with_16_nodes_is_bound_by_the_nics() -> None:
     busbw = _ring_busbw_bytes_per_s("topologies/h100-ib-fat-tree.toml", {"n_nodes": "16"}, 128)
     assert busbw == pytest.approx(400e9 / 8, rel=1e-2)
     assert busbw < 400e9 / 8
+
+
+def test_an_algorithm_asked_for_with_a_protocol_it_cannot_use_is_an_error() -> None:
+    # NCCL runs NVLS with Simple only: asking for LL must not print an empty table.
+    h100 = load("topologies/dgx-h100.toml")
+    with pytest.raises(ConfigError, match=r"^nvls runs with the simple protocol only, not LL$"):
+        predict(h100, "allreduce", [2**20], algorithm="nvls", protocol="LL")
+    # Under auto the protocol that fits is used.
+    (row,) = predict(h100, "allreduce", [2**20], algorithm="nvls", protocol="auto").rows
+    assert row.protocol == "simple"
