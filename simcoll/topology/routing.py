@@ -9,8 +9,16 @@ deterministic, so a simulation never depends on set or hash order:
    attribute decides: ``"ecmp"`` (the default) picks one per (source, destination) pair
    with a seeded hash, as switches spread flows over equal-cost next hops, so collisions
    on a fat-tree are realistic and reproducible; ``"lowest_ids"`` takes the
-   lexicographically smallest sequence of node ids, so every tie resolves the same way.
-   ``graph.graph["ecmp_seed"]`` (an int, default 0) seeds the hash.
+   lexicographically smallest sequence of node ids, so every tie resolves the same way;
+   ``"dmodk"`` is InfiniBand's destination-mod-k (OpenSM's fat-tree routing): all routes
+   to one destination agree, and destinations behind one leaf switch spread over its
+   uplinks. ``graph.graph["ecmp_seed"]`` (an int, default 0) seeds the hash.
+
+   d-mod-k here: ``d`` is the destination's port on its leaf, the position (in natural
+   order: ``nic2`` before ``nic10``) of the route's last hop out of a ``switch`` among that
+   switch's successors. Read back from the destination, the i-th tie takes predecessor
+   ``(d // (n_0 ... n_{i-1})) mod n_i`` of its ``n_i`` (natural order): on a leaf-spine
+   fabric with k spines, destination port d comes down from spine d mod k.
 
 Two rules of the hardware restrict the paths considered:
 
@@ -30,12 +38,13 @@ one predecessor per node (by the hash, or the one of lowest order). That is exac
 hop count and latency both add along a path.
 
 A :class:`Router` keeps one such search per source it is asked about, and grows it only
-as far as the destinations asked for need: a destination one level beyond the last
-complete level is settled from its own predecessors, without expanding that level. So a
-ring's neighbour routes through a switch with thousands of ports cost the in-degree of
-the destination GPU each, not a search over every port; a source's routes to every node
-cost one full search, O(V + E); and nothing is computed for all pairs up front. Routes
-are cached.
+as far as the destinations asked for need: a destination up to three levels beyond the
+last complete level is settled backwards, from its own predecessors (and theirs), without
+expanding those levels. So a ring's neighbour routes through a switch with thousands of
+ports cost the in-degree of the destination GPU each, a route across a leaf-spine fabric
+expands the source's leaf and no more, not every port of every spine; a source's routes
+to every node cost one full search, O(V + E); and nothing is computed for all pairs up
+front. Routes are cached.
 
 >>> from simcoll.topology.builders import ring
 >>> g = ring(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
@@ -50,6 +59,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Sequence
 
 import networkx as nx
@@ -69,7 +79,7 @@ __all__ = [
 Route = tuple[tuple[str, str], ...]
 """The directed edges of one path, in order from source to destination."""
 
-ROUTING_RULES = ("ecmp", "lowest_ids")
+ROUTING_RULES = ("ecmp", "lowest_ids", "dmodk")
 """Values of ``graph.graph["routing"]``: how ties between equal-cost paths are broken."""
 
 # Latency sums of equal-cost paths may differ in the last bits when their links are added
@@ -162,6 +172,8 @@ class Router:
     def _pick(self, src_node: str, dst_node: str) -> _Pick:
         if self._rule == "lowest_ids":
             return None
+        if self._rule == "dmodk":
+            return _DMODK
         return f"{self._seed}/{src_node}/{dst_node}"
 
     def _bounce_cpu(self, src_node: str, dst_node: str) -> str | None:
@@ -243,7 +255,26 @@ def route_bandwidth_bytes_per_s(graph: nx.DiGraph[str], edges: Sequence[tuple[st
 
 
 _Pick = str | None
-"""How a route chooses among tied predecessors: a hash key (ECMP), or None (lowest ids)."""
+"""How a route chooses among tied predecessors: a hash key (ECMP), ``_DMODK``, or None
+(lowest ids)."""
+
+_DMODK = "\x00dmodk"  # not a hash key: no seed formats to a string starting with NUL
+
+# How many levels beyond the last complete one a destination may be settled backwards.
+_LOOK_AHEAD_LEVELS = 3
+
+
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders the digit runs of a name as numbers: ``spine2 < spine10``.
+
+    >>> sorted(["spine10", "spine2", "leaf1"], key=natural_key)
+    ['leaf1', 'spine2', 'spine10']
+    """
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part)
+        for part in re.split(r"(\d+)", name)
+        if part
+    )
 
 
 def _hash_index(key: str, node: str, n_choices: int) -> int:
@@ -275,20 +306,31 @@ class _Search:
 
     def route_to(self, dst_node: str, pick: _Pick) -> Route | None:
         """The route to ``dst_node``, or None when no path reaches it."""
-        while dst_node not in self._depth:
-            # dst_node may lie one level further: settle it from its own predecessors,
-            # without completing that level (behind a switch it holds every GPU).
-            on_level = [
-                u
-                for u in self._graph.pred[dst_node]
-                if self._depth.get(u) == self._level_depth and self._expands(u)
-            ]
-            if on_level:
-                self._settle(dst_node, on_level)
-                break
+        while not self._ahead(dst_node, _LOOK_AHEAD_LEVELS):
             if not self._complete_next_level():
                 return None
         return self._walk_back(dst_node, pick)
+
+    def _ahead(self, v: str, levels: int) -> bool:
+        """Settle ``v`` if it lies at most ``levels`` beyond the last complete level; say so.
+
+        Its depth is one more than its shallowest expandable predecessor's; every
+        predecessor within ``levels - 1`` of the last level is found by the same rule,
+        so the predecessors kept (those on the level before ``v``) are all of them. Nodes
+        settled this way are settled again, to the same result, when their level is
+        completed. False says ``v`` lies further (or nowhere).
+        """
+        depth = self._depth.get(v)
+        if depth is not None:
+            return depth <= self._level_depth + levels
+        if levels == 0:
+            return False
+        found = [u for u in self._graph.pred[v] if self._expands(u) and self._ahead(u, levels - 1)]
+        if not found:
+            return False
+        depth = min(self._depth[u] for u in found)
+        self._settle(v, [u for u in found if self._depth[u] == depth], depth + 1)
+        return True
 
     def _expands(self, node: str) -> bool:
         return node == self._src or node not in self._blocked
@@ -297,16 +339,23 @@ class _Search:
         latency_s = self._latency_s[u] + float(self._graph.succ[u][v]["latency_s"])
         return round(latency_s, _LATENCY_DECIMALS)
 
-    def _settle(self, v: str, candidates: list[str]) -> None:
-        """Settle ``v`` one level beyond the last complete one, from its predecessors there."""
+    def _settle(self, v: str, candidates: list[str], depth: int) -> None:
+        """Settle ``v`` at ``depth`` from its predecessors on the level before."""
         best_s = min(self._latency_via(u, v) for u in candidates)
         preds = sorted(
-            (u for u in candidates if self._latency_via(u, v) == best_s),
-            key=self._order.__getitem__,
+            (u for u in candidates if self._latency_via(u, v) == best_s), key=self._key
         )
         self._preds[v] = preds
         self._latency_s[v] = best_s
-        self._depth[v] = self._level_depth + 1
+        self._depth[v] = depth
+
+    def _key(self, node: str) -> tuple[int | str, ...]:
+        """A node's rank in its level, as ``order``; beyond the last complete level, the
+        rank of its first predecessor followed by its id, which sorts the same way."""
+        order = self._order.get(node)
+        if order is not None:
+            return (order,)
+        return (*self._key(self._preds[node][0]), node)
 
     def _complete_next_level(self) -> bool:
         """Settle every node one hop beyond the last level; False if there is none."""
@@ -320,7 +369,7 @@ class _Search:
                 if self._depth.get(v, self._level_depth + 1) > self._level_depth:
                     candidates.setdefault(v, []).append(u)
         for v, preds in candidates.items():
-            self._settle(v, preds)
+            self._settle(v, preds, self._level_depth + 1)
         # A node's smallest sequence is its first predecessor's, then itself.
         level = sorted(candidates, key=lambda v: (self._order[self._preds[v][0]], v))
         self._level = level
@@ -331,13 +380,36 @@ class _Search:
 
     def _walk_back(self, node: str, pick: _Pick) -> Route:
         edges: list[tuple[str, str]] = []
+        port: int | None = None  # d-mod-k: the destination's port on its leaf
+        radix = 1  # d-mod-k: product of the tie sizes met so far
         while node != self._src:
             preds = self._preds[node]
-            u = (
-                preds[0]
-                if pick is None or len(preds) == 1
-                else preds[_hash_index(pick, node, len(preds))]
-            )
+            if pick is None or len(preds) == 1:
+                u = preds[0]
+            elif pick == _DMODK:
+                if port is None:
+                    port = self._leaf_port(edges, node)
+                u = sorted(preds, key=natural_key)[(port // radix) % len(preds)]
+                radix *= len(preds)
+            else:
+                u = preds[_hash_index(pick, node, len(preds))]
             edges.append((u, node))
             node = u
         return tuple(reversed(edges))
+
+    def _leaf_port(self, edges_back: list[tuple[str, str]], node: str) -> int:
+        """Position of the destination's access node among its leaf switch's successors.
+
+        ``edges_back`` is the route read back so far, ``node`` the node reached; the leaf
+        is the route's last ``switch`` (``node`` itself if none was passed yet, or the
+        destination's side of the route when there is no switch at all).
+        """
+        nodes = self._graph.nodes
+        below = edges_back[-1][1] if edges_back else node
+        leaf = node
+        for u, v in edges_back:
+            if nodes[u]["kind"] is NodeKind.SWITCH:
+                leaf, below = u, v
+                break
+        ports = sorted(self._graph.succ[leaf], key=natural_key)
+        return ports.index(below) if below in ports else 0

@@ -224,12 +224,25 @@ def test_routes_are_cached(counting: type[_CountingSearch]) -> None:
 def test_routes_through_a_big_switch_do_not_search_every_port(
     counting: type[_CountingSearch],
 ) -> None:
-    # From gpu0 the search completes level 1 ({"sw"}) once; every GPU is one level
-    # further and is settled from its single predecessor, so level 2 is never built.
+    # Every GPU is two levels from gpu0, settled backwards from its single predecessor
+    # "sw", itself settled from gpu0: no level is ever completed, level 2 never built.
     n = 512
     router = Router(switch_star(n, **LINK))
     for dst in range(1, n):
         assert router.route("gpu0", f"gpu{dst}") == (("gpu0", "sw"), ("sw", f"gpu{dst}"))
+    assert counting.levels_completed == []
+
+
+def test_leaf_spine_route_expands_only_the_source_side(
+    counting: type[_CountingSearch],
+) -> None:
+    # fat_tree with 4 leaves of 4 GPUs, 2 spines: gpu0 -> gpu15 is gpu0, leaf0, spine,
+    # leaf3, gpu15 (4 hops). Levels 0..1 complete ({gpu0}, {leaf0}) leave spines,
+    # leaf3 and gpu15 within the three levels settled backwards: one level completed.
+    graph = _leaves_and_spines(n_leaves=4, gpus_per_leaf=4, n_spines=2)
+    edges = Router(graph).route("gpu0", "gpu15")
+    assert [v for _, v in edges][-2:] == ["leaf3", "gpu15"]
+    assert len(edges) == 4
     assert len(counting.levels_completed) == 1
 
 
@@ -330,7 +343,7 @@ def test_bad_routing_attributes_are_named(rule: str, value: str) -> None:
     with pytest.raises(TopologyError) as info:
         Router(graph)
     expected = {
-        "routing": "x.toml: routing: unknown rule 'random'; valid: ecmp, lowest_ids",
+        "routing": "x.toml: routing: unknown rule 'random'; valid: ecmp, lowest_ids, dmodk",
         "ecmp_seed": "x.toml: ecmp_seed: must be an integer, got '1'",
     }
     assert str(info.value) == expected[rule]
@@ -418,3 +431,39 @@ def test_ecmp_routes_do_not_depend_on_insertion_order() -> None:
     backward.add_nodes_from(reversed(list(forward.nodes(data=True))))
     backward.add_edges_from(reversed(list(forward.edges(data=True))))
     assert _cross_leaf_routes(backward, 4) == _cross_leaf_routes(forward, 4)
+
+
+def _leaves_and_spines(*, n_leaves: int, gpus_per_leaf: int, n_spines: int) -> nx.DiGraph[str]:
+    """GPUs under leaves, every leaf linked to every spine; duplex links, equal latency."""
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    for leaf in range(n_leaves):
+        graph.add_node(f"leaf{leaf}", kind=NodeKind.SWITCH)
+        for i in range(gpus_per_leaf):
+            rank = leaf * gpus_per_leaf + i
+            graph.add_node(f"gpu{rank}", kind=NodeKind.GPU, rank=rank, transit=False)
+            _duplex(graph, f"gpu{rank}", f"leaf{leaf}")
+        for spine in range(n_spines):
+            graph.add_node(f"spine{spine}", kind=NodeKind.SWITCH)
+            _duplex(graph, f"leaf{leaf}", f"spine{spine}")
+    return graph
+
+
+def _duplex(graph: nx.DiGraph[str], a: str, b: str) -> None:
+    for u, v in ((a, b), (b, a)):
+        graph.add_edge(u, v, kind=LinkKind.IB, bandwidth_bytes_per_s=1e9, latency_s=1e-6)
+
+
+@pytest.mark.parametrize("n_spines", [2, 3, 12])
+def test_dmodk_sends_each_port_of_a_leaf_down_from_spine_port_mod_k(n_spines: int) -> None:
+    # d-mod-k on a leaf-spine fabric: the GPU on port d of its leaf (ports in natural
+    # order: gpu12 before gpu13 ... the spines come after, "s" > "g") is reached through
+    # spine d mod k, from every source on another leaf.
+    gpus_per_leaf = 12
+    graph = _leaves_and_spines(n_leaves=3, gpus_per_leaf=gpus_per_leaf, n_spines=n_spines)
+    graph.graph["routing"] = "dmodk"
+    router = Router(graph)
+    for dst in range(gpus_per_leaf, 2 * gpus_per_leaf):
+        port = dst - gpus_per_leaf
+        for src in (0, 5, 2 * gpus_per_leaf + 3):
+            edges = router.route(f"gpu{src}", f"gpu{dst}")
+            assert edges[2] == (f"spine{port % n_spines}", "leaf1")
