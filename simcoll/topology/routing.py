@@ -271,9 +271,7 @@ def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
     ['leaf1', 'spine2', 'spine10']
     """
     return tuple(
-        (0, int(part)) if part.isdigit() else (1, part)
-        for part in re.split(r"(\d+)", name)
-        if part
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part
     )
 
 
@@ -342,9 +340,7 @@ class _Search:
     def _settle(self, v: str, candidates: list[str], depth: int) -> None:
         """Settle ``v`` at ``depth`` from its predecessors on the level before."""
         best_s = min(self._latency_via(u, v) for u in candidates)
-        preds = sorted(
-            (u for u in candidates if self._latency_via(u, v) == best_s), key=self._key
-        )
+        preds = sorted((u for u in candidates if self._latency_via(u, v) == best_s), key=self._key)
         self._preds[v] = preds
         self._latency_s[v] = best_s
         self._depth[v] = depth

@@ -150,7 +150,10 @@ def test_routing_table_sets_the_rule_and_seed(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ('rule = "random"', "routing.rule: expected one of ecmp, lowest_ids, dmodk, got str 'random'"),
+        (
+            'rule = "random"',
+            "routing.rule: expected one of ecmp, lowest_ids, dmodk, got str 'random'",
+        ),
         ("ecmp_seed = 1.5", "routing.ecmp_seed: expected an integer, got float 1.5"),
         ("hash = 1", "routing.hash: unknown key; valid keys: rule, ecmp_seed"),
     ],
