@@ -35,6 +35,7 @@ from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
 from simcoll.protocols import Protocol
 from simcoll.schedule import Schedule
 from simcoll.topology import NodeKind, Router, gpu_nodes
+from simcoll.topology.routing import Route
 
 __all__ = ["Model", "SimulationResult", "simulate"]
 
@@ -87,6 +88,61 @@ class SimulationResult:
     def bytes_received_per_rank(self) -> IntArray:
         """Data bytes each rank received (then each in-network switch endpoint, if any)."""
         return self.schedule.bytes_received_per_rank()
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Routes:
+    """Where each transfer's bytes go, as the fabric sees it.
+
+    On the general path fabric links are the topology's directed edges and every weight
+    is 1; on the symmetric path (:mod:`simcoll.symmetry`) they are classes of identical
+    links, and a weight is how many copies of the flow load each link of the class.
+    """
+
+    pair_of: IntArray  # per transfer: index of its (src, dst) pair
+    pair_links: list[IntArray]  # per pair: fabric links crossed
+    pair_weights: list[FloatArray | None]  # per pair: weight per link, None for all 1
+    latency_s: FloatArray  # per pair: route (and protocol) latency
+    capacity_bytes_per_s: FloatArray  # per fabric link
+
+
+def route_pair(router: Router, nodes: tuple[str, ...], src: int, dst: int) -> Route:
+    """The route of rank (or endpoint) ``src`` to ``dst``; no route is a SimulationError."""
+    try:
+        return router.route(nodes[src], nodes[dst])
+    except TopologyError as error:
+        raise SimulationError(
+            f"rank {src} ({nodes[src]}) -> rank {dst} ({nodes[dst]}): {error.message}"
+        ) from None
+
+
+def pair_latency_s(  # noqa: PLR0913, PLR0917 - one pair's facts, all needed
+    topology: nx.DiGraph[str],
+    edges: Route,
+    src: int,
+    dst: int,
+    schedule: Schedule,
+    nodes: tuple[str, ...],
+    protocol: Protocol | None,
+) -> float:
+    """Route latency of one pair, plus the protocol's step latency if any.
+
+    An in-network endpoint (NVLS, SHARP) pays that protocol's endpoint latency.
+    """
+    latency_s = sum(topology.edges[e]["latency_s"] for e in edges)
+    if protocol is None:
+        return float(latency_s)
+    kinds = [topology.edges[e]["kind"].value for e in edges]
+    switch = max(src, dst)
+    if switch < schedule.n_ranks:
+        return float(latency_s + protocol.latency_s(kinds))
+    kind = topology.nodes[nodes[switch]]["kind"]
+    endpoint = "nvls" if kind is NodeKind.NVSWITCH else "collnet"
+    if endpoint not in protocol.step_latency_s:
+        raise ConfigError(
+            f"{schedule.algorithm} runs with the simple protocol only, not {protocol.name}"
+        )
+    return float(latency_s + protocol.latency_s(kinds, endpoint))
 
 
 def map_ranks(topology: nx.DiGraph[str], n_ranks: int) -> tuple[str, ...]:
@@ -231,15 +287,19 @@ class _Run:
         model: str,
         protocol: Protocol | None,
         packet_bytes: int,
+        routes: Routes | None = None,
     ) -> None:
         self.s = schedule
         self.protocol = protocol
         self.nodes = nodes
         self.links = tuple(topology.edges)
-        link_index = {edge: i for i, edge in enumerate(self.links)}
-        capacity = np.array(
-            [topology.edges[e]["bandwidth_bytes_per_s"] for e in self.links], dtype=np.float64
-        )
+        if routes is None:
+            routes = self._route(topology)
+        self.pair_of = routes.pair_of
+        self.pair_links = routes.pair_links
+        self.pair_weights = routes.pair_weights
+        self.latency_s = routes.latency_s[self.pair_of]
+        capacity = routes.capacity_bytes_per_s
         self.env = simpy.Environment()
         self.fabric: Fabric | PacketFabric
         if model == "packet":
@@ -252,7 +312,6 @@ class _Run:
         self.bytes = schedule.transfer_bytes
         efficiency = protocol.efficiency if protocol else 1.0
         self.wire_bytes = self.bytes / efficiency
-        self._route(topology, link_index)
         self._connections()
         self.deps_left = np.diff(schedule.deps_indptr).astype(np.int64)
         self.dependents = _invert(schedule.deps_indptr, schedule.deps, n)
@@ -260,44 +319,33 @@ class _Run:
         self.start_s = np.full(n, np.nan)
         self.end_s = np.full(n, np.nan)
 
-    def _route(self, topology: nx.DiGraph[str], link_index: dict[tuple[str, str], int]) -> None:
+    def _route(self, topology: nx.DiGraph[str]) -> Routes:
         s = self.s
+        link_index = {edge: i for i, edge in enumerate(self.links)}
         router = Router(topology)
         pair = s.src * s.n_endpoints + s.dst
-        pairs, self.pair_of = np.unique(pair, return_inverse=True)
-        self.pair_links: list[IntArray] = []
+        pairs, pair_of = np.unique(pair, return_inverse=True)
+        pair_links: list[IntArray] = []
         latency = []
         for p in pairs.tolist():
             src, dst = divmod(p, s.n_endpoints)
-            try:
-                edges = router.route(self.nodes[src], self.nodes[dst])
-            except TopologyError as error:
-                raise SimulationError(
-                    f"rank {src} ({self.nodes[src]}) -> rank {dst} ({self.nodes[dst]}): "
-                    f"{error.message}"
-                ) from None
-            self.pair_links.append(np.array([link_index[e] for e in edges], dtype=np.int64))
-            latency.append(sum(topology.edges[e]["latency_s"] for e in edges))
-            if self.protocol is not None:
-                kinds = [topology.edges[e]["kind"].value for e in edges]
-                latency[-1] += self._protocol_latency_s(topology, kinds, src, dst)
-        self.latency_s = np.asarray(latency, dtype=np.float64)[self.pair_of]
+            edges = route_pair(router, self.nodes, src, dst)
+            pair_links.append(np.array([link_index[e] for e in edges], dtype=np.int64))
+            latency.append(self.pair_latency_s(topology, edges, src, dst))
+        capacity = np.array(
+            [topology.edges[e]["bandwidth_bytes_per_s"] for e in self.links], dtype=np.float64
+        )
+        return Routes(
+            pair_of=pair_of,
+            pair_links=pair_links,
+            pair_weights=[None] * len(pair_links),
+            latency_s=np.asarray(latency, dtype=np.float64),
+            capacity_bytes_per_s=capacity,
+        )
 
-    def _protocol_latency_s(
-        self, topology: nx.DiGraph[str], kinds: list[str], src: int, dst: int
-    ) -> float:
-        """The protocol's latency for one pair; in-network endpoints pay NVLS or CollNet's."""
-        assert self.protocol is not None
-        switch = max(src, dst)
-        if switch < self.s.n_ranks:
-            return self.protocol.latency_s(kinds)
-        kind = topology.nodes[self.nodes[switch]]["kind"]
-        endpoint = "nvls" if kind is NodeKind.NVSWITCH else "collnet"
-        if endpoint not in self.protocol.step_latency_s:
-            raise ConfigError(
-                f"{self.s.algorithm} runs with the simple protocol only, not {self.protocol.name}"
-            )
-        return self.protocol.latency_s(kinds, endpoint)
+    def pair_latency_s(self, topology: nx.DiGraph[str], edges: Route, src: int, dst: int) -> float:
+        """Route latency of one pair, plus the protocol's step latency if any."""
+        return pair_latency_s(topology, edges, src, dst, self.s, self.nodes, self.protocol)
 
     def _connections(self) -> None:
         """Group transfers into connections (src, dst, channel), each in schedule order."""
@@ -314,7 +362,17 @@ class _Run:
 
     def _send(self, t: int, start_s: float) -> None:
         self.start_s[t] = start_s
-        self.fabric.send(t, self.pair_links[self.pair_of[t]], float(self.wire_bytes[t]), start_s)
+        pair = self.pair_of[t]
+        if isinstance(self.fabric, Fabric):
+            self.fabric.send(
+                t,
+                self.pair_links[pair],
+                float(self.wire_bytes[t]),
+                start_s,
+                weights=self.pair_weights[pair],
+            )
+        else:
+            self.fabric.send(t, self.pair_links[pair], float(self.wire_bytes[t]), start_s)
 
     def _try_issue(self, c: int) -> None:
         now = self.env.now
@@ -377,12 +435,15 @@ class _Run:
         )
 
     def _link_bytes(self) -> FloatArray:
+        """Bytes over each fabric link (each link class, on the symmetric path)."""
         per_pair = np.bincount(
             self.pair_of, weights=self.wire_bytes, minlength=len(self.pair_links)
         )
-        total = np.zeros(len(self.links))
-        for links, moved in zip(self.pair_links, per_pair.tolist(), strict=True):
-            total[links] += moved
+        total = np.zeros(len(self.fabric.link_busy_s))
+        for links, weights, moved in zip(
+            self.pair_links, self.pair_weights, per_pair.tolist(), strict=True
+        ):
+            total[links] += moved if weights is None else moved * weights
         return total
 
     def _raise_if_stuck(self) -> None:

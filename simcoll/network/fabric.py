@@ -63,6 +63,10 @@ class Fabric:
     contention
         When false, every flow runs at its route's bottleneck capacity regardless of
         other flows (the ideal network: the closed-form test oracle).
+
+    A flow may use a link several times over per unit of its rate (``weights`` of
+    :meth:`send`): the symmetric fast path sends one flow for many identical ones, over
+    classes of identical links (:mod:`simcoll.symmetry`).
     """
 
     def __init__(
@@ -92,6 +96,7 @@ class Fabric:
         self._cap = np.zeros(0)
         self._flow_id = np.zeros(0, dtype=np.int64)
         self._links: list[IntArray] = []
+        self._weights: list[FloatArray | None] = []
         self._free: list[int] = []
         self._grow(64)
         self._sleeping = False
@@ -116,6 +121,7 @@ class Fabric:
         self._cap = padded(self._cap, math.inf)
         self._flow_id = np.concatenate([self._flow_id, np.full(extra, -1, dtype=np.int64)])
         self._links += [_NO_LINKS] * extra
+        self._weights += [None] * extra
         self._free += range(size - 1, old - 1, -1)
 
     def _slot(self) -> int:
@@ -132,11 +138,17 @@ class Fabric:
         size_bytes: float,
         start_s: float,
         rate_cap_bytes_per_s: float = math.inf,
+        weights: FloatArray | None = None,
     ) -> None:
-        """Hand over a flow that starts moving ``size_bytes`` over ``links`` at ``start_s``."""
+        """Hand over a flow that starts moving ``size_bytes`` over ``links`` at ``start_s``.
+
+        ``weights`` (one per link, default all 1) is how much of each link the flow uses
+        per unit of its rate.
+        """
         slot = self._slot()
         self._flow_id[slot] = flow_id
         self._links[slot] = links
+        self._weights[slot] = weights
         self._remaining[slot] = float(size_bytes)
         self._cap[slot] = rate_cap_bytes_per_s
         start_s = max(start_s, self.env.now)
@@ -277,6 +289,7 @@ class Fabric:
                 self.capacity_bytes_per_s[used],
                 n_flows=len(slots),
                 rate_cap_bytes_per_s=self._cap[idx],
+                weight_of_use=self._weights_of(slots),
             )
         else:
             bottleneck = np.minimum.reduceat(
@@ -288,6 +301,15 @@ class Fabric:
         self._finish_s[idx] = now + remaining / rate
         self.stats.reshares += 1
         self.stats.flow_rate_updates += len(slots)
+
+    def _weights_of(self, slots: list[int]) -> FloatArray | None:
+        """The incidence weights of ``slots`` in ``_reshare``'s order; None if all are 1."""
+        weights = [self._weights[s] for s in slots]
+        if all(w is None for w in weights):
+            return None
+        return np.concatenate(
+            [np.ones(len(self._links[s])) if w is None else w for s, w in zip(slots, weights)]
+        )
 
     def close(self) -> None:
         """Account link busy time of flows still in flight up to now (end of a run)."""

@@ -18,6 +18,11 @@ Each round raises all unfrozen rates by ``min_l (c_l - used_l) / n_l`` over link
 there are at most as many rounds as distinct bottleneck levels. A per-flow rate cap (a
 sender that cannot go faster than some throughput) is a private link of that capacity.
 
+Weighted incidences serve the symmetric fast path (:mod:`simcoll.symmetry`): a flow that
+stands for w identical flows on a link (one per rank shift and channel copy), or a link
+class whose links each carry w copies of it, uses ``w`` times its rate there. Progressive
+filling is unchanged except that link ``l`` fills at ``sum_f w_fl`` per unit of rate.
+
 Worked example
 --------------
 Links L0 = 10 B/s and L1 = 4 B/s; flow a crosses both, b only L0, c only L1.
@@ -87,15 +92,23 @@ def max_min_rates_sparse(
     *,
     n_flows: int,
     rate_cap_bytes_per_s: npt.ArrayLike | None = None,
+    weight_of_use: FloatArray | None = None,
 ) -> FloatArray:
     """Max-min fair rates from the incidences of flows on links (COO form).
 
     Incidence ``i`` says flow ``flow_of_use[i]`` crosses link ``link_of_use[i]``; a flow
-    must not list the same link twice.
+    must not list the same link twice. ``weight_of_use[i]`` (default 1) is how many units
+    of link capacity the flow uses there per unit of its rate.
 
     >>> max_min_rates_sparse(np.array([0, 0, 1, 2]), np.array([0, 1, 0, 1]),
     ...                      np.array([10.0, 4.0]), n_flows=3).tolist()
     [2.0, 8.0, 2.0]
+
+    Flow 0 standing for three flows on link 0 (weight 3) leaves flow 1 a quarter:
+
+    >>> max_min_rates_sparse(np.array([0, 1]), np.array([0, 0]), np.array([8.0]),
+    ...                      n_flows=2, weight_of_use=np.array([3.0, 1.0])).tolist()
+    [2.0, 2.0]
     """
     capacity = np.asarray(capacity_bytes_per_s, dtype=np.float64)
     flow_of_use = np.asarray(flow_of_use, dtype=np.int64)
@@ -106,11 +119,17 @@ def max_min_rates_sparse(
         flow_of_use = np.concatenate([flow_of_use, capped])
         link_of_use = np.concatenate([link_of_use, len(capacity) + np.arange(len(capped))])
         capacity = np.concatenate([capacity, cap[capped]])
-    return _progressive_filling(flow_of_use, link_of_use, capacity, n_flows)
+        if weight_of_use is not None:
+            weight_of_use = np.concatenate([weight_of_use, np.ones(len(capped))])
+    return _progressive_filling(flow_of_use, link_of_use, capacity, n_flows, weight_of_use)
 
 
 def _progressive_filling(
-    flow_of_use: IntArray, link_of_use: IntArray, capacity: FloatArray, n_flows: int
+    flow_of_use: IntArray,
+    link_of_use: IntArray,
+    capacity: FloatArray,
+    n_flows: int,
+    weight_of_use: FloatArray | None = None,
 ) -> FloatArray:
     rate = np.zeros(n_flows)
     left = capacity.copy()
@@ -120,7 +139,8 @@ def _progressive_filling(
     n_links = len(capacity)
     while active.any():
         live = active[flow_of_use]
-        users = np.bincount(link_of_use[live], minlength=n_links)
+        weights = None if weight_of_use is None else weight_of_use[live]
+        users = np.bincount(link_of_use[live], weights=weights, minlength=n_links)
         loaded = np.flatnonzero(users)
         share = left[loaded] / users[loaded]
         step = share.min()
