@@ -116,7 +116,7 @@ def route_pair(router: Router, nodes: tuple[str, ...], src: int, dst: int) -> Ro
         ) from None
 
 
-def pair_latency_s(  # noqa: PLR0913, PLR0917 - one pair's facts, all needed
+def pair_latency_s(  # noqa: PLR0917 - one pair's facts, all needed
     topology: nx.DiGraph[str],
     edges: Route,
     src: int,

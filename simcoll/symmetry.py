@@ -115,7 +115,6 @@ class SymmetricSchedule:
         rep = self.representatives
         n, g, c = self.n_ranks, self.period_ranks, self.channel_copies
         m = n // g
-        n_reps = rep.n_transfers
         shift = np.arange(m, dtype=np.int64)
         copy = np.arange(c, dtype=np.int64)
 
@@ -187,7 +186,7 @@ def _copies_csr(grid: IntArray, per_rep: IntArray) -> tuple[IntArray, IntArray]:
     return indptr, flat
 
 
-def ring_symmetric(  # noqa: PLR0913 - the ring's own knobs, as ring_allreduce's
+def ring_symmetric(
     collective: str,
     n_ranks: int,
     size_bytes: int,

@@ -138,6 +138,7 @@ class Fabric:
         size_bytes: float,
         start_s: float,
         rate_cap_bytes_per_s: float = math.inf,
+        *,
         weights: FloatArray | None = None,
     ) -> None:
         """Hand over a flow that starts moving ``size_bytes`` over ``links`` at ``start_s``.
@@ -308,7 +309,10 @@ class Fabric:
         if all(w is None for w in weights):
             return None
         return np.concatenate(
-            [np.ones(len(self._links[s])) if w is None else w for s, w in zip(slots, weights)]
+            [
+                np.ones(len(self._links[s])) if w is None else w
+                for s, w in zip(slots, weights, strict=True)
+            ]
         )
 
     def close(self) -> None:
