@@ -26,6 +26,7 @@ from simcoll.errors import ConfigError, ScheduleError, SimcollError, TopologyErr
 from simcoll.protocols import PROTOCOLS, Protocol, parse_protocol
 from simcoll.results import Row
 from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Schedule
+from simcoll.symmetry import RING_COLLECTIVES, simulate_ring_fast
 from simcoll.topology import NodeKind, Router, gpu_nodes
 from simcoll.units import parse_size_bytes
 
@@ -322,11 +323,16 @@ def _best_row(  # noqa: PLR0917 - predict's own arguments, passed on
     for name in names:
         try:
             chosen = _params(name, collective, params, topology, n)
-            schedule = _schedule(collective, name, n, size_bytes, chosen)
+            schedule: Schedule | None = None
             for proto in protocols:
                 if proto is not None and proto.name not in _PROTOCOLS_OF.get(name, ALL):
                     continue
-                row = _simulate(topology, schedule, nodes, model=model, protocol=proto)
+                row = _fast_ring_row(
+                    topology, collective, name, size_bytes, chosen, nodes, model, proto
+                )
+                if row is None:
+                    schedule = schedule or _schedule(collective, name, n, size_bytes, chosen)
+                    row = _simulate(topology, schedule, nodes, model=model, protocol=proto)
                 if best is None or row.time_s < best.time_s:
                     best = row
         except (ScheduleError, ConfigError) as error:
@@ -439,6 +445,70 @@ def gpus_per_host(topology: nx.DiGraph[str], n_ranks: int) -> int:
         host = topology.nodes[node].get("host")
         hosts[host] = hosts.get(host, 0) + 1
     return math.gcd(*hosts.values())
+
+
+def _fast_ring_row(  # noqa: PLR0917 - _best_row's arguments, passed on
+    topology: nx.DiGraph[str],
+    collective: Collective,
+    name: str,
+    size_bytes: int,
+    chosen: Mapping[str, int],
+    nodes: tuple[str, ...],
+    model: str,
+    protocol: Protocol | None,
+) -> Row | None:
+    """A ring row from the exact symmetric path (:mod:`simcoll.symmetry`), if it applies.
+
+    It applies to ring all-reduce, reduce-scatter and all-gather in the flow and ideal
+    models, with ranks in the default places, when the fabric and the piece sizes are
+    symmetric; otherwise None, and the general path runs. Same chunk choice as
+    :func:`_schedule`.
+    """
+    n = len(nodes)
+    if (
+        name != "ring"
+        or model not in {"flow", "ideal"}
+        or collective.value not in RING_COLLECTIVES
+        or not set(chosen) <= {"n_channels", "n_chunks", "max_in_flight"}
+        or nodes != map_ranks(topology, n)
+    ):
+        return None
+    knobs = dict(chosen)
+    if "n_chunks" not in knobs:
+        ring_blocks = n if collective is Collective.ALLREDUCE else 1
+        parts = ring_blocks * knobs.get("n_channels", 1)
+        largest = -(-collective.block_bytes(size_bytes, n) // parts)
+        knobs["n_chunks"] = max(1, min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES)))
+    try:
+        found = simulate_ring_fast(
+            topology, collective.value, n, size_bytes, model=model, protocol=protocol, **knobs
+        )
+    except ScheduleError:
+        if knobs.get("n_chunks", 1) == 1 or "n_chunks" in chosen:
+            raise
+        knobs["n_chunks"] = 1  # too few bytes for that many pieces: unchunked, as _schedule
+        found = simulate_ring_fast(
+            topology, collective.value, n, size_bytes, model=model, protocol=protocol, **knobs
+        )
+    if found is None:
+        return None
+    result, sym = found
+    row = Row.from_time(
+        collective,
+        "ring",
+        n_ranks=n,
+        size_bytes=size_bytes,
+        time_s=result.time_s,
+        protocol=protocol.name if protocol else "none",
+        model=model,
+        root=0,
+    )
+    return replace(
+        row,
+        max_rank_sent_bytes=int(sym.bytes_sent_per_rank().max(initial=0)),
+        max_rank_received_bytes=int(sym.bytes_received_per_rank().max(initial=0)),
+        max_link_bytes=float(result.link_bytes.max(initial=0.0)),
+    )
 
 
 def _simulate(

@@ -34,8 +34,8 @@ fails (ECMP hash collisions break the symmetry; uneven piece sizes break it) it 
 >>> sym.representatives.n_transfers, sym.n_transfers
 (14, 224)
 >>> fast = simulate_symmetric(topo, sym)
->>> round(fast.time_s * 1e6, 3)  # 14 steps of (1 us + 2 x 0.5 MiB / 100 GB/s)
-160.8
+>>> round(fast.time_s * 1e6, 3)  # 14 steps of 1 us + 2 channels x 0.5 MiB at 100 GB/s
+160.801
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from simcoll.schedule import (
 )
 from simcoll.topology import Router
 
-__all__ = ["SymmetricSchedule", "ring_symmetric", "simulate_symmetric"]
+__all__ = ["SymmetricSchedule", "ring_symmetric", "simulate_ring_fast", "simulate_symmetric"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -105,6 +105,23 @@ class SymmetricSchedule:
     def n_transfers(self) -> int:
         """Transfers of the whole schedule."""
         return self.representatives.n_transfers * self.n_copies
+
+    def bytes_sent_per_rank(self) -> IntArray:
+        """Data bytes each rank sends, over all copies (as ``Schedule``'s)."""
+        return self._per_rank(self.representatives.src)
+
+    def bytes_received_per_rank(self) -> IntArray:
+        """Data bytes each rank receives, over all copies (as ``Schedule``'s)."""
+        return self._per_rank(self.representatives.dst)
+
+    def _per_rank(self, ranks: IntArray) -> IntArray:
+        rep = self.representatives
+        per_rep = np.bincount(
+            ranks % self.period_ranks, weights=rep.transfer_bytes, minlength=self.period_ranks
+        )
+        return np.tile(
+            per_rep.astype(np.int64) * self.channel_copies, self.n_ranks // self.period_ranks
+        )
 
     def expand(self) -> Schedule:
         """The whole schedule: every copy of every representative.
@@ -291,6 +308,7 @@ def symmetric_routes(
     sym: SymmetricSchedule,
     nodes: tuple[str, ...],
     protocol: Protocol | None = None,
+    router: Router | None = None,
 ) -> tuple[Routes, IntArray] | None:
     """The quotient fabric of ``sym`` on ``topology``, or None if it is not exact.
 
@@ -304,7 +322,7 @@ def symmetric_routes(
     m = n // g
     links = tuple(topology.edges)
     link_index = {edge: i for i, edge in enumerate(links)}
-    router = Router(topology)
+    router = router or Router(topology)
     pair = rep.src * n + rep.dst
     pairs, pair_of = np.unique(pair, return_inverse=True)
     capacity = np.array(
@@ -367,6 +385,7 @@ def simulate_symmetric(
     *,
     model: str = "flow",
     protocol: Protocol | None = None,
+    router: Router | None = None,
 ) -> SimulationResult | None:
     """Simulate ``sym`` on its representatives; None if the symmetry is not exact here.
 
@@ -379,7 +398,7 @@ def simulate_symmetric(
         raise ConfigError(f"the symmetric path runs the flow and ideal models, not {model!r}")
     rep = sym.representatives
     nodes = map_ranks(topology, rep.n_ranks)
-    found = symmetric_routes(topology, sym, nodes, protocol)
+    found = symmetric_routes(topology, sym, nodes, protocol, router)
     if found is None:
         return None
     routes, class_of = found
@@ -391,3 +410,48 @@ def simulate_symmetric(
     link_bytes[used] = result.link_bytes[class_of[used]]
     link_busy_s[used] = result.link_busy_s[class_of[used]]
     return replace(result, link_bytes=link_bytes, link_busy_s=link_busy_s)
+
+
+def simulate_ring_fast(
+    topology: nx.DiGraph[str],
+    collective: str,
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    model: str = "flow",
+    protocol: Protocol | None = None,
+) -> tuple[SimulationResult, SymmetricSchedule] | None:
+    """A ring collective on the symmetric path, with the smallest period that is exact.
+
+    Tries the divisors of ``n_ranks`` up to ``n_ranks / 2`` in increasing order (routes
+    are computed once and reused); None if none is exact or the pieces are uneven, in
+    which case :func:`simcoll.engine.simulate` on the whole schedule is the way.
+
+    >>> from simcoll.topology.builders import switch_star
+    >>> star = switch_star(16, link_bandwidth_bytes_per_s=50e9, link_latency_s=1e-6)
+    >>> result, sym = simulate_ring_fast(star, "allgather", 16, 2**24, n_channels=4)
+    >>> sym.period_ranks, sym.representatives.n_transfers, sym.n_transfers
+    (1, 15, 960)
+    """
+    router = Router(topology)
+    for period in range(1, n_ranks // 2 + 1):
+        if n_ranks % period:
+            continue
+        sym = ring_symmetric(
+            collective,
+            n_ranks,
+            size_bytes,
+            n_channels=n_channels,
+            n_chunks=n_chunks,
+            max_in_flight=max_in_flight,
+            period_ranks=period,
+        )
+        if sym is None:
+            return None
+        result = simulate_symmetric(topology, sym, model=model, protocol=protocol, router=router)
+        if result is not None:
+            return result, sym
+    return None
