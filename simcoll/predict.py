@@ -447,6 +447,20 @@ def gpus_per_host(topology: nx.DiGraph[str], n_ranks: int) -> int:
     return math.gcd(*hosts.values())
 
 
+def ring_chunks(collective: Collective, n_ranks: int, size_bytes: int, n_channels: int) -> int:
+    """Chunks per ring piece that :func:`predict` picks: ~512 KiB transfers, at most 64.
+
+    >>> ring_chunks(Collective.ALLREDUCE, 8, 2**30, 1)  # 128 MiB blocks
+    64
+    >>> ring_chunks(Collective.ALLREDUCE, 8, 2**24, 2)  # 1 MiB per channel
+    2
+    """
+    ring_blocks = n_ranks if collective is Collective.ALLREDUCE else 1
+    parts = ring_blocks * n_channels
+    largest = -(-collective.block_bytes(size_bytes, n_ranks) // parts)
+    return max(1, min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES)))
+
+
 def _fast_ring_row(  # noqa: PLR0917 - _best_row's arguments, passed on
     topology: nx.DiGraph[str],
     collective: Collective,
@@ -475,10 +489,7 @@ def _fast_ring_row(  # noqa: PLR0917 - _best_row's arguments, passed on
         return None
     knobs = dict(chosen)
     if "n_chunks" not in knobs:
-        ring_blocks = n if collective is Collective.ALLREDUCE else 1
-        parts = ring_blocks * knobs.get("n_channels", 1)
-        largest = -(-collective.block_bytes(size_bytes, n) // parts)
-        knobs["n_chunks"] = max(1, min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES)))
+        knobs["n_chunks"] = ring_chunks(collective, n, size_bytes, knobs.get("n_channels", 1))
     try:
         found = simulate_ring_fast(
             topology, collective.value, n, size_bytes, model=model, protocol=protocol, **knobs
