@@ -280,3 +280,36 @@ def test_sparse_form_with_shuffled_incidences_equals_dense_form(network, rng):
         rate_cap_bytes_per_s=cap,
     )
     np.testing.assert_array_equal(sparse, max_min_rates(uses, capacity, rate_cap_bytes_per_s=cap))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.data(),
+    n_flows=st.integers(1, 6),
+    n_links=st.integers(1, 5),
+)
+def test_a_weight_w_is_w_identical_flows(data: st.DataObject, n_flows: int, n_links: int):
+    # Oracle: flow f with weight w_f on every link it crosses is the same as w_f copies
+    # of f (unweighted), which max-min treats alike, so all copies get f's rate.
+    capacity = np.array(
+        data.draw(st.lists(st.integers(1, 50), min_size=n_links, max_size=n_links)), float
+    )
+    routes = [
+        data.draw(st.lists(st.integers(0, n_links - 1), min_size=1, max_size=n_links, unique=True))
+        for _ in range(n_flows)
+    ]
+    copies = data.draw(st.lists(st.integers(1, 4), min_size=n_flows, max_size=n_flows))
+    flows = np.array([f for f, r in enumerate(routes) for _ in r])
+    links = np.array([link for r in routes for link in r])
+    weights = np.array([float(copies[f]) for f in flows])
+    weighted = max_min_rates_sparse(flows, links, capacity, n_flows=n_flows, weight_of_use=weights)
+    expanded_flows, expanded_links, owner = [], [], []
+    for f, r in enumerate(routes):
+        for _ in range(copies[f]):
+            expanded_flows += [len(owner)] * len(r)
+            expanded_links += r
+            owner.append(f)
+    plain = max_min_rates_sparse(
+        np.array(expanded_flows), np.array(expanded_links), capacity, n_flows=len(owner)
+    )
+    np.testing.assert_allclose(weighted[owner], plain, rtol=1e-9)
