@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from simcoll.algorithms import algorithm_names
+from simcoll.calibration import read_calibration
+from simcoll.cli_calibrate import add_calibrate, add_compare
 from simcoll.collectives import Collective
 from simcoll.errors import ConfigError, SimcollError, SimulationError
 from simcoll.predict import DEFAULT_ALGORITHM, align_size_bytes, parse_sizes, predict
@@ -131,8 +133,12 @@ def _build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="also write a plot of bus bandwidth against size to this PNG file",
     )
+    p.add_argument("--params", type=Path, metavar="PARAMS.toml",
+                   help="calibration from `simcoll calibrate` to simulate with")  # fmt: skip
     p.set_defaults(run=_predict)
     _add_topo(sub)
+    add_calibrate(sub)
+    add_compare(sub)
     _add_bench(sub)
     return parser
 
@@ -302,9 +308,10 @@ def _predict(args: argparse.Namespace) -> int:
     params = {k: v for k, v in (("n_channels", args.channels), ("n_chunks", args.chunks),
               ("max_in_flight", args.window), ("root", args.root)) if v is not None}  # fmt: skip
     protocol = None if args.protocol == "none" else args.protocol
+    calibration = read_calibration(args.params) if args.params else None
     result = predict(topology, collective, sizes, algorithm=algorithm, protocol=protocol,
                      model=args.model, n_ranks=n_ranks, params=params,
-                     skip_too_small=is_range)  # fmt: skip
+                     skip_too_small=is_range, calibration=calibration)  # fmt: skip
     title = (
         f"simcoll predict: {collective.value} on {args.topology}"
         f" ({topology.graph.get('description', '')})\n"

@@ -104,6 +104,8 @@ class Routes:
     pair_weights: list[FloatArray | None]  # per pair: weight per link, None for all 1
     latency_s: FloatArray  # per pair: route (and protocol) latency
     capacity_bytes_per_s: FloatArray  # per fabric link
+    # per pair: data fraction of the wire, where a calibrated protocol sets it per class
+    efficiency: FloatArray | None = None
 
 
 def route_pair(router: Router, nodes: tuple[str, ...], src: int, dst: int) -> Route:
@@ -143,6 +145,13 @@ def pair_latency_s(  # noqa: PLR0917 - one pair's facts, all needed
             f"{schedule.algorithm} runs with the simple protocol only, not {protocol.name}"
         )
     return float(latency_s + protocol.latency_s(kinds, endpoint))
+
+
+def pair_efficiency(topology: nx.DiGraph[str], edges: Route, protocol: Protocol | None) -> float:
+    """The data fraction of the wire for one pair's route (1 without a protocol)."""
+    if protocol is None:
+        return 1.0
+    return protocol.efficiency_of(topology.edges[e]["kind"].value for e in edges)
 
 
 def map_ranks(topology: nx.DiGraph[str], n_ranks: int) -> tuple[str, ...]:
@@ -310,7 +319,9 @@ class _Run:
             self.fabric = Fabric(self.env, capacity, self._on_arrival, contention=model == "flow")
         n = schedule.n_transfers
         self.bytes = schedule.transfer_bytes
-        efficiency = protocol.efficiency if protocol else 1.0
+        efficiency: float | FloatArray = protocol.efficiency if protocol else 1.0
+        if routes.efficiency is not None:
+            efficiency = routes.efficiency[self.pair_of]
         self.wire_bytes = self.bytes / efficiency
         self._connections()
         self.deps_left = np.diff(schedule.deps_indptr).astype(np.int64)
@@ -327,11 +338,13 @@ class _Run:
         pairs, pair_of = np.unique(pair, return_inverse=True)
         pair_links: list[IntArray] = []
         latency = []
+        efficiency = []
         for p in pairs.tolist():
             src, dst = divmod(p, s.n_endpoints)
             edges = route_pair(router, self.nodes, src, dst)
             pair_links.append(np.array([link_index[e] for e in edges], dtype=np.int64))
             latency.append(self.pair_latency_s(topology, edges, src, dst))
+            efficiency.append(pair_efficiency(topology, edges, self.protocol))
         capacity = np.array(
             [topology.edges[e]["bandwidth_bytes_per_s"] for e in self.links], dtype=np.float64
         )
@@ -341,6 +354,7 @@ class _Run:
             pair_weights=[None] * len(pair_links),
             latency_s=np.asarray(latency, dtype=np.float64),
             capacity_bytes_per_s=capacity,
+            efficiency=np.asarray(efficiency, dtype=np.float64),
         )
 
     def pair_latency_s(self, topology: nx.DiGraph[str], edges: Route, src: int, dst: int) -> float:

@@ -18,7 +18,7 @@ from simcoll.units import format_bytes
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["plot_busbw_vs_size", "plot_topology"]
+__all__ = ["plot_busbw_vs_size", "plot_comparison", "plot_topology"]
 
 
 def _size_axis(ax: Axes, sizes_bytes: Sequence[int]) -> None:
@@ -249,3 +249,37 @@ def _topology_title(graph: nx.DiGraph[str], title: str | None, omitted: bool) ->
     if omitted:
         title += f"\n(node labels omitted in layers of more than {MAX_LABELLED_PER_LAYER} nodes)"
     return title
+
+
+def plot_comparison(points: Sequence[Any], path: str | Path, *, title: str | None = None) -> Path:
+    """Measured (markers) and simulated (lines) busbw in GB/s over size, one colour per
+    file and collective; ``points`` are :class:`simcoll.compare.ComparedPoint`."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    from simcoll.results import bandwidths  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(9, 5.5), layout="constrained")
+    keyed = sorted(points, key=lambda p: (p.source, p.collective, p.n_ranks, p.size_bytes))
+    groups = itertools.groupby(keyed, key=lambda p: (p.source, p.collective, p.n_ranks))
+    for i, ((source, collective, n_ranks), run) in enumerate(groups):
+        mine = list(run)
+        sizes = [p.size_bytes for p in mine]
+        measured = [bandwidths(collective, n_ranks, p.size_bytes, p.measured_s)[1] / 1e9
+                    for p in mine]  # fmt: skip
+        simulated = [bandwidths(collective, n_ranks, p.size_bytes, p.simulated_s)[1] / 1e9
+                     for p in mine]  # fmt: skip
+        label = f"{collective}, {n_ranks} ranks ({source})"
+        ax.plot(sizes, measured, "o", color=f"C{i}", label=f"measured: {label}")
+        ax.plot(sizes, simulated, "-", color=f"C{i}", label=f"simcoll: {label}")
+    _size_axis(ax, [p.size_bytes for p in points])
+    ax.set_ylabel("bus bandwidth (GB/s, 1e9 B/s)")
+    ax.set_title(title or "measured (markers) vs simulated (lines) bus bandwidth")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small")
+    out = Path(path)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out

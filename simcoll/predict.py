@@ -20,11 +20,12 @@ import networkx as nx
 
 from simcoll.algorithms import ALGORITHMS, algorithm_names, build_schedule
 from simcoll.analytical import alphabeta_time_s, nccl_time_s
+from simcoll.calibration import Calibration
 from simcoll.collectives import Collective
 from simcoll.engine import map_ranks, simulate
 from simcoll.errors import ConfigError, ScheduleError, SimcollError, TopologyError, UnitError
 from simcoll.protocols import PROTOCOLS, Protocol, parse_protocol
-from simcoll.results import Row
+from simcoll.results import Row, bandwidths
 from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Schedule
 from simcoll.symmetry import RING_COLLECTIVES, simulate_ring_fast
 from simcoll.topology import NodeKind, Router, gpu_nodes
@@ -117,6 +118,7 @@ def predict(
     n_ranks: int | None = None,
     params: Mapping[str, int] | None = None,
     skip_too_small: bool = False,
+    calibration: Calibration | None = None,
 ) -> Prediction:
     """Simulate one collective at each size; ``"auto"`` keeps the fastest choice per size.
 
@@ -135,6 +137,11 @@ def predict(
         algorithms, defaults to the GPUs per ``host`` of the topology; ``n_chunks``
         defaults to what cuts the largest transfer into pieces of about
         :data:`CHUNK_TARGET_BYTES` (at most :data:`MAX_DEFAULT_CHUNKS`).
+    calibration
+        Fitted parameters (:mod:`simcoll.calibration`) applied to the topology and to
+        every protocol, including ``None`` (the bare links). The simulation models use
+        them fully; the closed forms use the link latencies and step latencies, and the
+        protocol's single efficiency.
 
     Raises
     ------
@@ -153,8 +160,14 @@ def predict(
         build_schedule(c, algorithm, n_ranks=1, size_bytes=0)  # unknown names fail early
     protocols = _protocols(protocol)
     names = _runnable_with(names, protocols)
+    if calibration is not None:
+        topology = calibration.apply(topology)
+        protocols = [calibration.protocol(p) for p in protocols]
     if model in CLOSED_FORM_MODELS:
-        return _closed_form(topology, c, sizes_bytes, names, protocols, model, n, params)
+        closed = _closed_form(topology, c, sizes_bytes, names, protocols, model, n, params)
+        if calibration is not None and calibration.launch_s:
+            closed = replace(closed, rows=[_plus(r, calibration.launch_s) for r in closed.rows])
+        return closed
     rows: list[Row] = []
     skipped: list[tuple[int, str]] = []
     for size in sizes_bytes:
@@ -165,7 +178,16 @@ def predict(
             if not skip_too_small or not isinstance(refusal, ScheduleError):
                 raise refusal
             skipped.append((size, refusal.message))
+    if calibration is not None and calibration.launch_s:
+        rows = [_plus(row, calibration.launch_s) for row in rows]
     return Prediction(rows, skipped)
+
+
+def _plus(row: Row, extra_s: float) -> Row:
+    """``row`` taking ``extra_s`` longer (bandwidths follow)."""
+    time_s = row.time_s + extra_s
+    algbw, busbw = bandwidths(row.collective, row.n_ranks, row.size_bytes, time_s)
+    return replace(row, time_s=time_s, algbw_bytes_per_s=algbw, busbw_bytes_per_s=busbw)
 
 
 #: What ``algorithm="auto"`` picks from: NCCL's own algorithms (ring, trees, NVLS, and
@@ -244,7 +266,7 @@ def _closed_form(  # noqa: PLR0917 - predict's own arguments, passed on
             chosen = _params(name, collective, params, topology, n_ranks)
             chosen.setdefault("n_chunks", _closed_form_chunks(collective, name, n_ranks, size))
             for proto in protocols:
-                if proto is not None and proto.name not in _PROTOCOLS_OF.get(name, ALL):
+                if not _allowed(proto, name):
                     continue
                 try:
                     time_s = _formula(topology, collective, name, proto, model, n_ranks, size,
@@ -325,7 +347,7 @@ def _best_row(  # noqa: PLR0917 - predict's own arguments, passed on
             chosen = _params(name, collective, params, topology, n)
             schedule: Schedule | None = None
             for proto in protocols:
-                if proto is not None and proto.name not in _PROTOCOLS_OF.get(name, ALL):
+                if not _allowed(proto, name):
                     continue
                 row = _fast_ring_row(
                     topology, collective, name, size_bytes, chosen, nodes, model, proto
@@ -347,6 +369,14 @@ ALL = ("LL", "LL128", "simple")
 _PROTOCOLS_OF: dict[str, tuple[str, ...]] = {"nvls": ("simple",), "sharp": ("simple",)}
 
 
+def _allowed(protocol: Protocol | None, algorithm: str) -> bool:
+    """Whether ``algorithm`` runs with ``protocol`` (None or a calibrated "none": the
+    bare links, which every algorithm runs on)."""
+    if protocol is None or protocol.name == "none":
+        return True
+    return protocol.name in _PROTOCOLS_OF.get(algorithm, ALL)
+
+
 def _runnable_with(names: list[str], protocols: list[Protocol | None]) -> list[str]:
     """The algorithms that can run with one of the protocols asked for.
 
@@ -355,11 +385,7 @@ def _runnable_with(names: list[str], protocols: list[Protocol | None]) -> list[s
     ConfigError
         If none can, naming what the (single) algorithm needs.
     """
-    runnable = [
-        name
-        for name in names
-        if any(p is None or p.name in _PROTOCOLS_OF.get(name, ALL) for p in protocols)
-    ]
+    runnable = [name for name in names if any(_allowed(p, name) for p in protocols)]
     if not runnable:
         name = names[0]
         asked = ", ".join(p.name for p in protocols if p is not None)

@@ -67,6 +67,18 @@ class Protocol:
     name: str
     efficiency: float
     step_latency_s: dict[str, float] = field(default_factory=dict)
+    # Calibrated data fraction per link class; a class not listed uses ``efficiency``.
+    efficiency_by_class: dict[str, float] = field(default_factory=dict)
+
+    def efficiency_of(self, kinds: Iterable[str]) -> float:
+        """Data fraction of the wire for a transfer over links of these kinds.
+
+        >>> Protocol("p", 0.5, efficiency_by_class={"net": 0.25}).efficiency_of(["ib"])
+        0.25
+        >>> Protocol("p", 0.5, efficiency_by_class={"net": 0.25}).efficiency_of(["nvlink"])
+        0.5
+        """
+        return self.efficiency_by_class.get(link_class(kinds), self.efficiency)
 
     def latency_s(self, kinds: Iterable[str], endpoint: str | None = None) -> float:
         """Latency a transfer over links of these kinds pays on top of the links' own.

@@ -48,7 +48,15 @@ import numpy as np
 import numpy.typing as npt
 
 from simcoll.collectives import Collective
-from simcoll.engine import Routes, SimulationResult, _Run, map_ranks, pair_latency_s, route_pair
+from simcoll.engine import (
+    Routes,
+    SimulationResult,
+    _Run,
+    map_ranks,
+    pair_efficiency,
+    pair_latency_s,
+    route_pair,
+)
 from simcoll.errors import ConfigError
 from simcoll.protocols import Protocol
 from simcoll.schedule import (
@@ -330,18 +338,24 @@ def symmetric_routes(
     )
     copy_links: list[list[list[int]]] = []  # [pair][k] -> link ids
     latency = np.zeros(len(pairs))
+    efficiency = np.ones(len(pairs))
     for p_index, p in enumerate(pairs.tolist()):
         src, dst = divmod(p, n)
         per_shift = []
         latencies = []
+        efficiencies = set()
         for k in range(m):
             a, b = (src + k * g) % n, (dst + k * g) % n
             edges = route_pair(router, nodes, a, b)
             per_shift.append([link_index[e] for e in edges])
             latencies.append(pair_latency_s(topology, edges, a, b, rep, nodes, protocol))
+            efficiencies.add(pair_efficiency(topology, edges, protocol))
         if max(latencies) - min(latencies) > 1e-12 * max(abs(x) for x in latencies):
             return None
+        if len(efficiencies) > 1:
+            return None
         latency[p_index] = latencies[0]
+        efficiency[p_index] = efficiencies.pop()
         copy_links.append(per_shift)
     # n(L, F): copies of pair F crossing link L.
     load: dict[int, Counter[int]] = defaultdict(Counter)
@@ -375,6 +389,7 @@ def symmetric_routes(
         pair_weights=pair_weights,
         latency_s=latency,
         capacity_bytes_per_s=class_capacity,
+        efficiency=efficiency,
     )
     return routes, class_of
 
