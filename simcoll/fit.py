@@ -23,7 +23,7 @@ columns and drop out the same way.
 >>> {k: round(v, 9) for k, v in result.calibration.values.items()}
 {'efficiency.net': 0.8, 'link_latency_s.ethernet': 2e-05}
 >>> result.not_identifiable
-['step_latency_s.net']
+['step_latency_s.net', 'launch_s']
 """
 
 from __future__ import annotations
