@@ -3,8 +3,11 @@
 The model is simcoll itself: for a parameter vector, every measured point (collective,
 ranks, size) is simulated with :func:`simcoll.predict.predict` and the residual is
 ``log(simulated / measured)``, so a 10 % miss at 4 KiB weighs what it weighs at 1 GiB.
-Parameters live in log space (they stay positive); the fit is Levenberg-Marquardt with a
-forward-difference Jacobian, a handful of simulations per iteration.
+The variables are ``1 / efficiency`` and the latencies in seconds, in which a collective
+without shared links is exactly linear (time = latencies + bytes / (efficiency x
+bandwidth)); the fit is Levenberg-Marquardt with a forward-difference Jacobian, kept to
+physical values (efficiency in [0.05, 4], times at least 0), a handful of simulations
+per iteration.
 
 Which parameters are fitted is decided by the data, not by hand: a parameter enters only
 if its Jacobian column adds rank. From point-to-point runs over routes of one length, a
@@ -45,8 +48,8 @@ from simcoll.protocols import link_class
 __all__ = ["PARAMETER_GROUPS", "FitPoint", "FitResult", "fit", "simulate_points"]
 
 #: Starting point of a step latency (seconds) while testing which parameters matter.
-_PROBE_STEP_S = 1e-6
-_LOG_STEP = 0.02  # forward-difference step in log space (2 %)
+_TIME_SCALE_S = 1e-6  # scale of a time variable that starts at 0
+_STEP = 1e-3  # forward-difference step, a fraction of the variable's scale
 _MAX_ITERATIONS = 30
 #: What can be fitted, in the default priority order.
 PARAMETER_GROUPS = ("efficiency", "link_latency_s", "step_latency_s", "launch_s")
@@ -161,7 +164,7 @@ def fit(
         if group not in PARAMETER_GROUPS:
             valid = ", ".join(PARAMETER_GROUPS)
             raise ConfigError(f"unknown parameter group {group!r}; valid: {valid}")
-    names, start = _parameters(topology)
+    names, start, scale = _parameters(topology)
     order = [i for group in parameters for i, n in enumerate(names) if n.split(".")[0] == group]
     first = simulate_points(topology, points, None, algorithm=algorithm, protocol=protocol,
                             model=model)  # fmt: skip
@@ -170,33 +173,30 @@ def fit(
         raise ConfigError("nothing to fit: every size is too small to cut for its algorithm")
     measured = np.log([p.time_s for p in points])
 
+    def calibration_of(theta: np.ndarray, active: list[int]) -> Calibration:
+        return Calibration.from_values({names[i]: _value(names[i], theta[i]) for i in active})
+
     def residual(theta: np.ndarray, active: list[int]) -> np.ndarray:
-        values = dict(zip(names, np.exp(theta), strict=True))
-        for i, name in enumerate(names):
-            if i not in active and name.startswith(("step_latency_s.", "launch_s")):
-                values[name] = 0.0
-        cal = Calibration.from_values(values)
         simulated = simulate_points(
-            topology, points, cal, algorithm=algorithm, protocol=protocol, model=model
-        )
+            topology, points, calibration_of(theta, active), algorithm=algorithm,
+            protocol=protocol, model=model,
+        )  # fmt: skip
         return np.log(simulated) - measured
 
-    theta = np.log(start)
     everything = list(range(len(names)))
-    base = residual(theta, everything)
-    jacobian = _jacobian(residual, theta, base, everything, everything)
+    base = residual(start, everything)
+    jacobian = _jacobian(residual, start, base, everything, everything, scale)
     active = _identifiable(jacobian, order)
     if not active:
         raise ConfigError("no parameter changes the simulated times of these points")
-    theta, history = _levenberg_marquardt(residual, theta, active)
-    values = dict(zip(names, np.exp(theta), strict=True))
-    fitted = [names[i] for i in active]
-    dropped = [names[i] for i in order if i not in active]
-    kept = {k: v for k, v in values.items() if k in fitted}
-    calibration = Calibration.from_values(kept)
+    n_efficiency = sum(name.startswith("efficiency.") for name in names)
+    theta, history = _levenberg_marquardt(residual, start, active, scale, n_efficiency)
+    calibration = calibration_of(theta, active)
     simulated = simulate_points(
         topology, points, calibration, algorithm=algorithm, protocol=protocol, model=model
     )
+    fitted = [names[i] for i in active]
+    dropped = [names[i] for i in order if i not in active]
     return FitResult(
         calibration=calibration,
         fitted=fitted,
@@ -208,37 +208,58 @@ def fit(
     )
 
 
-def _parameters(topology: nx.DiGraph[str]) -> tuple[list[str], np.ndarray]:
-    """Names and starting values: per class present an efficiency (1) and a step
-    latency (a probe), per link kind present its mean latency (or 1 us if 0)."""
+def _parameters(topology: nx.DiGraph[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Names, starting values and scales of the fit's variables.
+
+    The variables are linear in time where links are not shared: ``1 / efficiency`` per
+    link class (starts at 1), each link kind's latency (starts at the topology's mean),
+    the step latency per class and the launch cost (start at 0), in seconds.
+    """
     kinds: dict[str, list[float]] = defaultdict(list)
     for _, _, attrs in topology.edges(data=True):
         kinds[attrs["kind"].value].append(float(attrs["latency_s"]))
     classes = sorted({link_class([k]) for k in kinds}, key=LINK_CLASSES.index)
     names = [f"efficiency.{c}" for c in classes]
     start = [1.0] * len(classes)
+    scale = [1.0] * len(classes)
     for kind, latencies in sorted(kinds.items()):
         names.append(f"link_latency_s.{kind}")
-        start.append(float(np.mean(latencies)) or 1e-6)
+        start.append(float(np.mean(latencies)))
+        scale.append(max(float(np.mean(latencies)), _TIME_SCALE_S))
     names += [f"step_latency_s.{c}" for c in classes]
-    start += [_PROBE_STEP_S] * len(classes)
     names.append("launch_s")
-    start.append(_PROBE_STEP_S)
-    return names, np.array(start)
+    start += [0.0] * (len(classes) + 1)
+    scale += [_TIME_SCALE_S] * (len(classes) + 1)
+    return names, np.array(start), np.array(scale)
 
 
-def _jacobian(
+def _value(name: str, variable: float) -> float:
+    """A parameter's value from its fit variable (efficiency is fitted as its inverse)."""
+    return 1 / variable if name.startswith("efficiency.") else variable
+
+
+def _clip(theta: np.ndarray, n_efficiency: int) -> np.ndarray:
+    """Keep variables physical: 1/efficiency in [0.25, 20], times at least 0."""
+    out: np.ndarray = np.maximum(theta, 0.0)
+    out[:n_efficiency] = np.clip(out[:n_efficiency], 0.25, 20.0)
+    return out
+
+
+def _jacobian(  # noqa: PLR0917 - the fit's state, passed through
     residual: Callable[[np.ndarray, list[int]], np.ndarray],
     theta: np.ndarray,
     base: np.ndarray,
     columns: list[int],
     active: list[int],
+    scale: np.ndarray,
 ) -> np.ndarray:
+    """d residual / d variable, by forward differences of a fraction of each scale."""
     jacobian = np.zeros((len(base), len(theta)))
     for j in columns:
         step = theta.copy()
-        step[j] += _LOG_STEP
-        jacobian[:, j] = (residual(step, active) - base) / _LOG_STEP
+        h = _STEP * scale[j]
+        step[j] += h
+        jacobian[:, j] = (residual(step, active) - base) / h
     return jacobian
 
 
@@ -247,7 +268,7 @@ def _identifiable(jacobian: np.ndarray, order: list[int]) -> list[int]:
     chosen: list[int] = []
     for j in order:
         column = jacobian[:, j]
-        if np.linalg.norm(column) < 1e-9:
+        if np.linalg.norm(column) < 1e-12:
             continue
         trial = jacobian[:, [*chosen, j]]
         trial = trial / np.linalg.norm(trial, axis=0)
@@ -261,32 +282,36 @@ def _levenberg_marquardt(
     residual: Callable[[np.ndarray, list[int]], np.ndarray],
     theta: np.ndarray,
     active: list[int],
+    scale: np.ndarray,
+    n_efficiency: int,
 ) -> tuple[np.ndarray, list[float]]:
-    """Minimise ``|residual|^2`` over the ``active`` entries of ``theta``."""
+    """Minimise ``|residual|^2`` over the ``active`` variables, kept physical (the first
+    ``n_efficiency`` are inverse efficiencies)."""
     r = residual(theta, active)
     cost = float(r @ r)
     history = [cost]
     damping = 1e-3
     for _ in range(_MAX_ITERATIONS):
-        jac = _jacobian(residual, theta, r, active, active)[:, active]
+        jac = _jacobian(residual, theta, r, active, active, scale)[:, active]
         normal = jac.T @ jac
         gradient = jac.T @ r
         improved = done = False
+        delta = np.zeros(len(active))
         while damping < 1e8:
-            lhs = normal + damping * np.diag(np.diag(normal) + 1e-12)
+            lhs = normal + damping * np.diag(np.diag(normal) + 1e-30)
             delta = np.linalg.solve(lhs, -gradient)
             trial = theta.copy()
             trial[active] += delta
+            trial = _clip(trial, n_efficiency)
             r_trial = residual(trial, active)
             cost_trial = float(r_trial @ r_trial)
             if cost_trial < cost:
-                theta, r, improved = trial, r_trial, True
-                done = cost - cost_trial < 1e-10 * max(cost, 1e-30)
-                cost = cost_trial
-                damping = max(damping / 3, 1e-9)
+                done = cost - cost_trial < 1e-12 * max(cost, 1e-30) or cost_trial < 1e-24
+                theta, r, cost, improved = trial, r_trial, cost_trial, True
+                damping = max(damping / 3, 1e-12)
                 break
             damping *= 4
         history.append(cost)
-        if not improved or done or np.max(np.abs(delta)) < 1e-7:
+        if not improved or done:
             break
     return theta, history
