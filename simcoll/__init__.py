@@ -24,6 +24,7 @@ from simcoll.errors import (
     TopologyError,
     UnitError,
 )
+from simcoll.measurements import Measurement, MeasurementSet, MeasurementWriter, read_measurements
 from simcoll.predict import predict
 from simcoll.results import Row
 from simcoll.schedule import Op, Schedule, ScheduleBuilder, Transfer
@@ -32,6 +33,9 @@ from simcoll.topology import load as load_topology
 __all__ = [
     "Collective",
     "ConfigError",
+    "Measurement",
+    "MeasurementSet",
+    "MeasurementWriter",
     "Op",
     "Row",
     "Schedule",
@@ -47,6 +51,7 @@ __all__ = [
     "check_schedule",
     "load_topology",
     "predict",
+    "read_measurements",
     "simulate",
 ]
 __version__ = "0.1.0"

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 VALIDATION_DATA = next(
     (
         path
-        for path in (REPO / "validation" / "data", Path("/work/shared/validation-data"))
+        for path in (REPO / "validation" / "data" / "public", Path("/work/shared/validation-data"))
         if path.is_dir()
     ),
     None,
