@@ -121,9 +121,11 @@ class Calibration:
         for name, value in values.items():
             if name != "launch_s":
                 section, _, key = name.partition(".")
-                sections[section][key] = value
+                sections[section][key] = float(value)
         return cls(
-            **sections, launch_s=values.get("launch_s", 0.0), provenance=dict(provenance or {})
+            **sections,
+            launch_s=float(values.get("launch_s", 0.0)),
+            provenance=dict(provenance or {}),
         )
 
 
@@ -206,13 +208,16 @@ def write_calibration(
 def _toml(value: Any) -> str:
     """One TOML value: strings quoted, numbers exact, lists of those.
 
-    >>> _toml(["a", 1, 2.5e-05, True])
-    '["a", 1, 2.5e-05, true]'
+    >>> import numpy as np
+    >>> _toml(["a", 1, 2.5e-05, True, np.float64(0.5)])
+    '["a", 1, 2.5e-05, true, 0.5]'
     """
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value) if math.isfinite(value) else '"nan"'
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):  # numpy floats too: written as plain TOML floats
+        return repr(float(value)) if math.isfinite(value) else '"nan"'
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     if isinstance(value, Mapping):

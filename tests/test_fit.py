@@ -11,6 +11,7 @@ import pytest
 from simcoll.errors import ConfigError
 from simcoll.fit import FitPoint, fit, simulate_points
 from simcoll.topology import LinkKind, NodeKind, switch_star
+from simcoll.topology.explicit import from_document
 
 B = 125e6  # 1 Gbit/s, bytes per second
 SIZES = [4096 * 2**k for k in range(9)]  # 4 KiB .. 1 MiB: one piece per ring step
@@ -68,12 +69,25 @@ def test_launch_cost_is_fitted_when_it_comes_first():
 
 def test_step_latency_is_identifiable_across_route_lengths():
     """Routes of 2 and 3 links separate per-link latency from a per-transfer cost."""
-    from simcoll.topology.explicit import from_document
-
-    links = [{"from": f"gpu{r}", "to": "sw0" if r < 2 else "sw1", "kind": "ethernet",
-              "bandwidth": "1 Gbit/s", "latency": "0.2 ms"} for r in range(3)]
-    links.append({"from": "sw0", "to": "sw1", "kind": "ethernet", "bandwidth": "1 Gbit/s",
-                  "latency": "0.2 ms"})
+    links = [
+        {
+            "from": f"gpu{r}",
+            "to": "sw0" if r < 2 else "sw1",
+            "kind": "ethernet",
+            "bandwidth": "1 Gbit/s",
+            "latency": "0.2 ms",
+        }
+        for r in range(3)
+    ]
+    links.append(
+        {
+            "from": "sw0",
+            "to": "sw1",
+            "kind": "ethernet",
+            "bandwidth": "1 Gbit/s",
+            "latency": "0.2 ms",
+        }
+    )
     nodes = [{"id": f"gpu{r}", "kind": "gpu", "rank": r} for r in range(3)]
     nodes += [{"id": "sw0", "kind": "switch"}, {"id": "sw1", "kind": "switch"}]
     graph = from_document({"nodes": nodes, "links": links}, source="t.toml")
@@ -90,10 +104,10 @@ def test_step_latency_is_identifiable_across_route_lengths():
 
 
 def test_errors_are_one_line():
-    with pytest.raises(ConfigError, match="^nothing to fit: no measured point with a size"):
+    with pytest.raises(ConfigError, match=r"^nothing to fit: no measured point with a size"):
         fit(star(2), [FitPoint("sendrecv", 2, 0, 1e-5)], algorithm=lambda c: "direct")
-    with pytest.raises(ConfigError, match="^unknown parameter group 'bandwidth'; valid: "):
+    with pytest.raises(ConfigError, match=r"^unknown parameter group 'bandwidth'; valid: "):
         fit(star(2), [FitPoint("sendrecv", 2, 8, 1e-5)], algorithm=lambda c: "direct",
             parameters=("bandwidth",))  # fmt: skip
-    with pytest.raises(ConfigError, match="^a measured time is 0 or negative"):
+    with pytest.raises(ConfigError, match=r"^a measured time is 0 or negative"):
         fit(star(2), [FitPoint("sendrecv", 2, 8, 0.0)], algorithm=lambda c: "direct")

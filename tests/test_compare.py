@@ -1,0 +1,136 @@
+"""Comparison: error signs and regimes by hand, and the calibrate/compare commands end to end.
+
+The 'measured' files are written by the test from closed forms (alpha-beta on a star of
+4 ranks over 1 Gbit/s links), so every expected number is derived here.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+
+from simcoll.cli import main
+from simcoll.compare import ComparedPoint, regime_of, summarise
+from simcoll.measurements import Measurement, MeasurementWriter
+
+B = 125e6
+N = 4
+E, HOP = 0.9, 30e-6  # the 'real' efficiency and per-link latency
+SIZES = [4096 * 2**k for k in range(9)]  # 4 KiB .. 1 MiB
+
+TOPOLOGY = """schema = 1
+builder = "switch_star"
+[params]
+n_gpus = 4
+link_bandwidth = "1 Gbit/s"
+link_latency = "0.2 ms"
+link_kind = "ethernet"
+switch_kind = "switch"
+"""
+
+
+def sendrecv_s(size: int) -> float:
+    return 2 * HOP + size / (E * B)
+
+
+def allgather_s(size: int) -> float:
+    return (N - 1) * (2 * HOP + size / N / (E * B))
+
+
+def test_regime_boundaries():
+    assert [regime_of(s) for s in (65535, 65536, 2**26 - 1, 2**26)] == [
+        "latency", "middle", "middle", "bandwidth"]  # fmt: skip
+
+
+def test_summary_by_hand():
+    points = [
+        ComparedPoint("f", "allreduce", 4, 1024, measured_s=1.0, simulated_s=1.2),  # +20 %
+        ComparedPoint("f", "allreduce", 4, 2048, measured_s=1.0, simulated_s=0.9),  # -10 %
+        ComparedPoint("f", "allreduce", 4, 2**27, measured_s=2.0, simulated_s=2.0),  # 0
+    ]
+    rows = {r["regime"]: r for r in summarise(points)}
+    assert set(rows) == {"latency", "bandwidth", "all"}
+    assert rows["latency"]["mean_time_error"] == pytest.approx(0.05)
+    assert rows["latency"]["median_abs_time_error"] == pytest.approx(0.15)
+    assert rows["latency"]["max_abs_time_error"] == pytest.approx(0.2)
+    # busbw error = measured/simulated - 1: 1/1.2 - 1 and 1/0.9 - 1
+    assert rows["latency"]["median_abs_busbw_error"] == pytest.approx((1 / 6 + 1 / 9) / 2)
+    assert rows["all"]["points"] == 3
+    assert rows["all"]["median_abs_time_error"] == pytest.approx(0.1)
+
+
+@pytest.fixture
+def files(tmp_path):
+    topo = tmp_path / "star4.toml"
+    topo.write_text(TOPOLOGY)
+    p2p = tmp_path / "sendrecv.csv"
+    with MeasurementWriter(p2p, metadata={"backend": "gloo"}) as w:
+        for s in SIZES:
+            w.append(Measurement(collective="sendrecv", n_ranks=N, size_bytes=s,
+                                 time_s=sendrecv_s(s)))  # fmt: skip
+    ag = tmp_path / "allgather.csv"
+    with MeasurementWriter(ag, metadata={"backend": "gloo"}) as w:
+        for s in SIZES:
+            w.append(Measurement(collective="allgather", n_ranks=N, size_bytes=s,
+                                 time_s=allgather_s(s)))  # fmt: skip
+    return tmp_path, topo, p2p, ag
+
+
+def test_calibrate_then_compare_end_to_end(files, capsys):
+    tmp, topo, p2p, ag = files
+    params = tmp / "p.toml"
+    assert main(["calibrate", str(p2p), "--topology", str(topo), "-o", str(params)]) == 0
+    out = capsys.readouterr().out
+    assert "efficiency.net = 0.9\n" in out
+    assert "link_latency_s.ethernet = 3e-05 s" in out
+    assert "not identifiable from these runs (left uncalibrated): step_latency_s.net, " \
+           "launch_s" in out  # fmt: skip
+    document = tomllib.loads(params.read_text())
+    assert document["efficiency"]["net"] == pytest.approx(E)
+    assert document["fit"]["backend"] == "gloo"  # from the sidecar
+    assert document["fit"]["algorithms"] == {"sendrecv": "direct"}
+    assert len(document["residuals"]) == len(SIZES)
+    # the all-gather was never fitted; gloo's ring predicts it to rounding
+    out_dir = tmp / "cmp"
+    code = main(["compare", str(ag), "--topology", str(topo), "--params", str(params),
+                 "--out", str(out_dir)])  # fmt: skip
+    assert code == 0
+    table = capsys.readouterr().out
+    assert "allgather" in table
+    assert "+0.0 %" in table
+    summary = (out_dir / "summary.csv").read_text().splitlines()
+    assert summary[0].startswith("source,collective,n_ranks,regime,points")
+    assert (out_dir / "compare.png").stat().st_size > 10_000
+    uncalibrated = main(["compare", str(ag), "--topology", str(topo)])
+    assert uncalibrated == 0
+    # without calibration: 0.2 ms links and full efficiency, so the simulator is slow
+    # most at 4 KiB: (2 x 0.2 ms + 1 KiB / 1 Gbit/s) vs (2 x 30 us + 1 KiB / 0.9 Gbit/s)
+    worst = (2 * 2e-4 + 1024 / B) / (2 * HOP + 1024 / (E * B)) - 1
+    assert f" {100 * worst:.1f} %" in capsys.readouterr().out  # the max |time err| column
+
+
+def test_commands_fail_in_one_line(files, capsys):
+    tmp, topo, p2p, _ = files
+    assert main(["calibrate", str(p2p), "--topology", str(topo), "-o", str(tmp / "x.toml"),
+                 "--regimes", "huge"]) == 2  # fmt: skip
+    assert capsys.readouterr().err == (
+        "simcoll: error: --regimes: unknown regime 'huge'; valid: latency, middle, bandwidth\n"
+    )
+    assert main(["compare", str(tmp / "none.csv"), "--topology", str(topo)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simcoll: error: ")
+    assert err.count("\n") == 1
+    assert "none.csv" in err
+    bad = tmp / "bad.toml"
+    bad.write_text("[efficiency]\nnet = -1\n")
+    assert main(["compare", str(p2p), "--topology", str(topo), "--params", str(bad)]) == 2
+    assert capsys.readouterr().err == (
+        f"simcoll: error: {bad}: efficiency.net must be in (0, 4], got -1\n"
+    )
+    meta = json.loads((tmp / "sendrecv.json").read_text())
+    meta["backend"] = "mpi"
+    (tmp / "sendrecv.json").write_text(json.dumps(meta))
+    assert main(["compare", str(p2p), "--topology", str(topo)]) == 2
+    assert "backend 'mpi' is not one of nccl, gloo; pass --backend" in capsys.readouterr().err
