@@ -1,0 +1,1 @@
+"""Checks of simcoll against real runs: replay, the emulated-cluster testbed, data."""

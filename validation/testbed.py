@@ -1,0 +1,1113 @@
+"""An emulated cluster: a simcoll topology as Linux network namespaces, bridges and tbf.
+
+Every GPU of the topology becomes a network namespace ``sc<id>-r<rank>`` holding one
+interface with an address in a /16 of its own; every other node (a switch) becomes a
+Linux bridge, and all bridges live in one more namespace, ``sc<id>-fab``, so nothing is
+added to the root namespace. Each topology link (a duplex pair of directed edges) is a
+veth pair, and each directed edge is shaped by a tbf qdisc on the egress of its sending
+end at the edge's ``bandwidth_bytes_per_s``: a single slow link, or an asymmetric one,
+is emulated as written. Processes started with :meth:`Testbed.run_ranks` see ``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` as torchrun sets them, so
+:mod:`validation.replay` runs on the testbed unchanged::
+
+    with Testbed("validation/topologies/star4-1gbit.toml") as bed:
+        bed.run_ranks([sys.executable, "-m", "validation.replay", ...], env={}, timeout_s=600)
+
+What it cannot emulate, it says so:
+
+- **Latency.** Where the kernel has no ``sch_netem`` (the machines this project runs on:
+  see ``shared/reference/testbed-notes.md``) no delay can be added; every link then has
+  the native veth + bridge latency, which :meth:`Testbed.describe` measures (median TCP
+  echo round trip between ranks 0 and 1) and reports next to the latency requested.
+- **Shapes.** A GPU must have exactly one link, to a switch; switches must form a tree
+  (bridges run no spanning tree and no ECMP); every link must exist in both directions.
+
+Teardown always happens: on leaving the ``with`` block (also on an exception), on SIGINT
+and SIGTERM while the testbed is up, and at interpreter exit. Every namespace and
+interface is written to a state file (``/run/simcoll-testbed/<id>.json``) *before* it is
+created; teardown deletes exactly those names, and ``python -m validation.testbed
+cleanup`` deletes what state files left behind by a process that was killed with -9.
+
+Command line::
+
+    python -m validation.testbed show validation/topologies/star4-1gbit.toml
+    python -m validation.testbed run validation/topologies/star4-one-slow.toml -- CMD ARGS...
+    python -m validation.testbed cleanup
+
+Needs root, ``ip`` (iproute2) and ``tc``. This module never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, NoReturn
+
+import networkx as nx
+
+from simcoll.errors import ConfigError, SimcollError
+from simcoll.topology import gpu_nodes, load
+
+__all__ = [
+    "RankResult",
+    "Testbed",
+    "TestbedError",
+    "cleanup_leftovers",
+    "main",
+    "testbed_available",
+]
+
+STATE_DIRS = (Path("/run/simcoll-testbed"), Path(tempfile.gettempdir()) / "simcoll-testbed")
+"""Where state files live: the first that can be written to (``/run`` needs root)."""
+
+PREFIX = "sc"
+"""Every name a testbed creates starts with ``sc<id>-``; ``<id>`` is 4 hex digits."""
+
+TBF_BURST_BYTES = 128 * 1024
+"""tbf bucket. Smaller buckets lose 7-38 % of a 1 Gbit/s flow on a busy 2-core machine
+because tbf's dequeue timer fires late (testbed-notes.md); 128 KiB reaches the MTU ceiling."""
+
+TBF_QUEUE_S = 0.020
+"""How long a packet may wait in a tbf queue (tc's ``latency``): sets the queue limit to
+``rate * 20 ms + burst``, enough for one TCP flow to fill a link without loss."""
+
+ECHO_ROUND_TRIPS = 200
+"""Round trips whose median is the native RTT; 20 more are run first as warm-up."""
+
+MEASURE_SKIP_BYTES = 1 << 20
+"""Goodput is timed from the first MiB received on: the first 128 KiB leave at veth
+speed (tbf's full bucket), which would inflate a short transfer by a few per cent."""
+
+FIRST_MASTER_PORT = 29500
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class TestbedError(SimcollError, RuntimeError):
+    """The testbed could not be built or torn down, or a rank failed or timed out."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """How one rank's process ended, with everything it printed."""
+
+    rank: int
+    returncode: int
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class _Port:
+    """One end of a veth pair and the directed topology edge that leaves through it."""
+
+    interface: str
+    namespace: str
+    source: str
+    target: str
+
+
+# --------------------------------------------------------------------------------------
+# Checking a topology
+# --------------------------------------------------------------------------------------
+
+
+def _load(topology: nx.DiGraph[str] | str | Path) -> nx.DiGraph[str]:
+    if isinstance(topology, nx.DiGraph):
+        return topology
+    return load(topology)  # a missing file: ConfigError "<path>: no such file"
+
+
+def _check_emulable(graph: nx.DiGraph[str]) -> None:
+    """Raise :class:`ConfigError` for what namespaces and bridges cannot emulate."""
+    source = graph.graph.get("source")
+    for u, v in graph.edges:
+        if not graph.has_edge(v, u):
+            raise ConfigError(
+                f"link {u} -> {v} has no reverse direction; the testbed emulates duplex links",
+                source=source,
+            )
+    by_rank = gpu_nodes(graph)
+    gpus = set(by_rank)
+    for node in by_rank:
+        neighbours = sorted(set(graph.successors(node)) | set(graph.predecessors(node)))
+        direct = [n for n in neighbours if n in gpus]
+        if direct:
+            raise ConfigError(
+                f"link {node} - {direct[0]} joins two GPUs directly; the testbed needs a"
+                " switch between GPUs",
+                source=source,
+            )
+        if len(neighbours) != 1:
+            raise ConfigError(
+                f"{node} has {len(neighbours)} links (to {', '.join(neighbours) or 'nothing'});"
+                " a testbed rank needs exactly one link, to a switch",
+                source=source,
+            )
+    fabric = graph.subgraph(n for n in graph if n not in gpus).to_undirected(as_view=True)
+    loops = nx.cycle_basis(fabric)
+    if loops:
+        raise ConfigError(
+            f"switches {', '.join(sorted(loops[0]))} form a loop; Linux bridges without"
+            " spanning tree or ECMP cannot emulate redundant paths",
+            source=source,
+        )
+
+
+# --------------------------------------------------------------------------------------
+# Running commands
+# --------------------------------------------------------------------------------------
+
+
+def _run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a short command; on failure raise a one-line :class:`TestbedError`."""
+    done = subprocess.run(list(argv), capture_output=True, text=True, check=False)
+    if check and done.returncode != 0:
+        reason = _last_line(done.stderr) or f"exit code {done.returncode}"
+        raise TestbedError(f"{' '.join(argv)}: {reason}")
+    return done
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _netns_exists(name: str) -> bool:
+    return Path("/run/netns", name).exists()
+
+
+def _netns_list() -> set[str]:
+    done = _run(["ip", "netns", "list"], check=False)
+    return {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
+
+
+def _root_links() -> set[str]:
+    done = _run(["ip", "-o", "link", "show"], check=False)
+    names = set()
+    for line in done.stdout.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) > 1:
+            names.add(parts[1].strip().split("@")[0])
+    return names
+
+
+def _kill_netns_processes(namespaces: Sequence[str]) -> None:
+    """SIGKILL every process inside ``namespaces`` and wait (up to 2 s) until none is left."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        pids = []
+        for ns in namespaces:
+            if _netns_exists(ns):
+                done = _run(["ip", "netns", "pids", ns], check=False)
+                pids += [int(p) for p in done.stdout.split() if p.isdigit()]
+        pids = [p for p in pids if p != os.getpid()]
+        if not pids or time.monotonic() > deadline:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def _proc_start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks since boot, None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _teardown_names(namespaces: Sequence[str], interfaces: Sequence[str]) -> list[str]:
+    """Delete exactly these namespaces (and, if any leaked there, root interfaces).
+
+    Returns what is still there afterwards (empty when all went).
+    """
+    _kill_netns_processes(namespaces)
+    for ns in reversed(namespaces):
+        if _netns_exists(ns):
+            _run(["ip", "netns", "del", ns], check=False)
+    leaked = _root_links() & set(interfaces)
+    for name in sorted(leaked):
+        _run(["ip", "link", "del", "dev", name], check=False)
+    return sorted(set(namespaces) & _netns_list()) + sorted(_root_links() & set(interfaces))
+
+
+# --------------------------------------------------------------------------------------
+# State files
+# --------------------------------------------------------------------------------------
+
+
+def _state_dir() -> Path:
+    for folder in STATE_DIRS:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(folder, os.W_OK):
+            return folder
+    raise TestbedError(f"no writable state folder among {', '.join(map(str, STATE_DIRS))}")
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """Replace ``path`` atomically, so a kill never leaves half a state file."""
+    partial = path.with_suffix(".partial")
+    with partial.open("w") as file:
+        json.dump(data, file, indent=1)
+        file.flush()
+        os.fsync(file.fileno())
+    partial.replace(path)
+
+
+def _state_files() -> Iterator[Path]:
+    for folder in STATE_DIRS:
+        if folder.is_dir():
+            yield from sorted(folder.glob("*.json"))
+
+
+def cleanup_leftovers(*, force: bool = False) -> list[str]:
+    """Delete what the state files of dead testbed processes list; return the names removed.
+
+    A state file whose owner process is still running belongs to a live testbed and is
+    left alone unless ``force``. Names that no longer exist are skipped silently.
+    """
+    removed: list[str] = []
+    for path in _state_files():
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        alive = _proc_start_time(state.get("pid", -1)) == state.get("pid_start")
+        if alive and not force:
+            continue
+        namespaces = list(state.get("namespaces", []))
+        interfaces = list(state.get("interfaces", []))
+        present = (set(namespaces) & _netns_list()) | (set(interfaces) & _root_links())
+        left = _teardown_names(namespaces, interfaces)
+        removed += sorted(present - set(left))
+        if not left:
+            path.unlink(missing_ok=True)
+    return removed
+
+
+# --------------------------------------------------------------------------------------
+# The testbed
+# --------------------------------------------------------------------------------------
+
+
+class Testbed:
+    """A topology emulated with network namespaces, bridges, veth pairs and tbf.
+
+    Parameters
+    ----------
+    topology
+        A topology graph (as :func:`simcoll.load_topology` returns) or the path of a
+        topology file.
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing or invalid, or the topology cannot be emulated: a GPU
+        with other than one link, two GPUs linked directly, a link in one direction
+        only, or switches joined in a loop.
+
+    Nothing is created until the testbed is entered (``with``) or :meth:`up` is called.
+    """
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    def __init__(self, topology: nx.DiGraph[str] | str | Path) -> None:
+        self.graph = _load(topology)
+        _check_emulable(self.graph)
+        self.id = ""
+        """The short token in every name, assigned by :meth:`up`."""
+        self._gpus = gpu_nodes(self.graph)
+        self._switches = sorted(n for n in self.graph if n not in set(self._gpus))
+        self._state_path: Path | None = None
+        self._namespaces: list[str] = []
+        self._interfaces: list[str] = []
+        self._ports: list[_Port] = []
+        self._octet = 0
+        self._latency_applied = False
+        self._latency_note = ""
+        self._chrt = False
+        self._rtt: dict[str, Any] | None = None
+        self._next_port = FIRST_MASTER_PORT
+        self._previous_handlers: dict[int, Any] = {}
+        self._lock = threading.RLock()
+        self._up = False
+
+    # -- names --------------------------------------------------------------------------
+
+    @property
+    def world_size(self) -> int:
+        return len(self._gpus)
+
+    def namespace(self, rank: int) -> str:
+        """The network namespace of ``rank``: ``sc<id>-r<rank>``."""
+        self._check_rank(rank)
+        return f"{PREFIX}{self.id}-r{rank}"
+
+    def interface(self, rank: int) -> str:
+        """The one interface in ``rank``'s namespace (its end of the link to its switch)."""
+        self._check_rank(rank)
+        return f"{PREFIX}{self.id}-r{rank}"
+
+    @property
+    def fabric_namespace(self) -> str:
+        """The namespace holding every bridge: ``sc<id>-fab``."""
+        return f"{PREFIX}{self.id}-fab"
+
+    def rank_ip(self, rank: int) -> str:
+        """The IPv4 address of ``rank``: host ``rank + 1`` of the testbed's /16."""
+        self._check_rank(rank)
+        host = rank + 1
+        return f"10.{self._octet}.{host >> 8}.{host & 0xFF}"
+
+    @property
+    def subnet(self) -> str:
+        return f"10.{self._octet}.0.0/16"
+
+    @property
+    def state_file(self) -> Path | None:
+        """The JSON file listing every name created, until teardown removes it."""
+        return self._state_path
+
+    @property
+    def namespaces(self) -> list[str]:
+        """Every namespace this testbed created (the fabric's first)."""
+        return list(self._namespaces)
+
+    @property
+    def interfaces(self) -> list[str]:
+        """Every interface (veth end, bridge) this testbed created, in any namespace."""
+        return list(self._interfaces)
+
+    def _check_rank(self, rank: int) -> None:
+        if not self.id:
+            raise TestbedError("the testbed is not up; enter it with 'with' first")
+        if not 0 <= rank < self.world_size:
+            raise TestbedError(f"rank {rank} is not in 0..{self.world_size - 1}")
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def __enter__(self) -> Testbed:
+        self.up()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.down()
+
+    def up(self) -> None:
+        """Create the namespaces, bridges, veth pairs and qdiscs; tear down on any failure."""
+        with self._lock:
+            if self._up:
+                return
+            self._up = True
+        try:
+            self._claim_id()
+            self._install_handlers()
+            atexit.register(self.down)
+            self._build()
+        except BaseException:
+            self.down()
+            raise
+
+    def down(self) -> None:
+        """Delete everything this testbed created, by name. Safe to call more than once."""
+        with self._lock:
+            if not self._up:
+                return
+            masked = threading.current_thread() is threading.main_thread()
+            if masked:  # a signal now would interrupt the teardown: hold it until the end
+                signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+            try:
+                left = _teardown_names(self._namespaces, self._interfaces)
+                if not left and self._state_path is not None:
+                    self._state_path.unlink(missing_ok=True)
+                self._up = False
+                self._restore_handlers()
+                atexit.unregister(self.down)
+            finally:
+                if masked:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+        if left:
+            raise TestbedError(
+                f"teardown left {', '.join(left)}; run 'python -m validation.testbed cleanup'"
+            )
+
+    def _claim_id(self) -> None:
+        """Pick an id no state file and no namespace uses; create its state file."""
+        folder = _state_dir()
+        taken = {ns.split("-")[0] for ns in _netns_list()}
+        for _ in range(100):
+            token = secrets.token_hex(2)
+            if f"{PREFIX}{token}" in taken:
+                continue
+            path = folder / f"{PREFIX}{token}.json"
+            try:
+                with path.open("x"):
+                    pass
+            except FileExistsError:
+                continue
+            self.id, self._state_path = token, path
+            self._namespaces, self._interfaces, self._ports, self._rtt = [], [], [], None
+            self._octet = 200 + int(token, 16) % 56
+            self._save_state()
+            return
+        raise TestbedError("could not find an unused testbed id in 100 tries")
+
+    def _save_state(self) -> None:
+        assert self._state_path is not None
+        pid = os.getpid()
+        state = {
+            "id": self.id,
+            "pid": pid,
+            "pid_start": _proc_start_time(pid),
+            "topology": str(self.graph.graph.get("source", "(graph)")),
+            "namespaces": self._namespaces,
+            "interfaces": self._interfaces,
+        }
+        _write_json(self._state_path, state)
+
+    def _record(self, *, namespaces: Sequence[str] = (), interfaces: Sequence[str] = ()) -> None:
+        """Write names into the state file before they are created."""
+        if not self._up:  # torn down by a signal handler that did not end the process
+            raise TestbedError("the testbed was torn down while it was being built")
+        self._namespaces += namespaces
+        self._interfaces += interfaces
+        self._save_state()
+
+    def _install_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set there; atexit and 'with' still hold
+        for signum in _SIGNALS:
+            previous = signal.signal(signum, self._on_signal)
+            # None: a handler set outside Python; the closest stand-in is the default
+            self._previous_handlers[signum] = signal.SIG_DFL if previous is None else previous
+
+    def _restore_handlers(self) -> None:
+        for signum, previous in self._previous_handlers.items():
+            if signal.getsignal(signum) == self._on_signal:
+                signal.signal(signum, previous)
+        self._previous_handlers.clear()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        previous = self._previous_handlers.get(signum, signal.SIG_DFL)
+        with contextlib.suppress(TestbedError):
+            self.down()
+        if callable(previous):
+            previous(signum, frame)  # SIGINT's default raises KeyboardInterrupt
+        elif previous == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    # -- building -----------------------------------------------------------------------
+
+    def _build(self) -> None:
+        fab = self.fabric_namespace
+        for ns in [fab, *(self.namespace(r) for r in range(self.world_size))]:
+            self._record(namespaces=[ns])
+            _run(["ip", "netns", "add", ns])
+            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            _run(
+                ["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                 "net.ipv6.conf.default.disable_ipv6=1"],
+                check=False,
+            )  # fmt: skip
+        bridges = {node: f"{PREFIX}{self.id}-b{i}" for i, node in enumerate(self._switches)}
+        for bridge in bridges.values():
+            self._record(interfaces=[bridge])
+            _run(["ip", "-n", fab, "link", "add", "name", bridge, "type", "bridge",
+                  "forward_delay", "0", "stp_state", "0"])  # fmt: skip
+            _run(["ip", "-n", fab, "link", "set", bridge, "up"])
+        for rank, gpu in enumerate(self._gpus):
+            switch = next(iter(self.graph.successors(gpu)))
+            ns = self.namespace(rank)
+            inner, outer = self.interface(rank), f"{PREFIX}{self.id}-p{rank}"
+            self._record(interfaces=[inner, outer])
+            _run(["ip", "-n", fab, "link", "add", "name", outer, "type", "veth",
+                  "peer", "name", inner, "netns", ns])  # fmt: skip
+            _run(["ip", "-n", fab, "link", "set", outer, "master", bridges[switch], "up"])
+            _run(["ip", "-n", ns, "addr", "add", f"{self.rank_ip(rank)}/16", "dev", inner])
+            _run(["ip", "-n", ns, "link", "set", inner, "up"])
+            # delayed ACKs stall pipelined segments (testbed-notes.md): ACK at once
+            route = [self.subnet, "dev", inner, "proto", "kernel", "scope", "link"]
+            _run(["ip", "-n", ns, "route", "replace", *route, "src", self.rank_ip(rank),
+                  "quickack", "1"])  # fmt: skip
+            self._ports += [
+                _Port(inner, ns, gpu, switch),
+                _Port(outer, fab, switch, gpu),
+            ]
+        links = sorted(
+            {tuple(sorted(e)) for e in self.graph.edges if e[0] in bridges and e[1] in bridges}
+        )
+        for j, (u, v) in enumerate(links):
+            end_u, end_v = f"{PREFIX}{self.id}-l{j}a", f"{PREFIX}{self.id}-l{j}b"
+            self._record(interfaces=[end_u, end_v])
+            _run(["ip", "-n", fab, "link", "add", "name", end_u, "type", "veth",
+                  "peer", "name", end_v])  # fmt: skip
+            _run(["ip", "-n", fab, "link", "set", end_u, "master", bridges[u], "up"])
+            _run(["ip", "-n", fab, "link", "set", end_v, "master", bridges[v], "up"])
+            self._ports += [
+                _Port(end_u, fab, u, v),
+                _Port(end_v, fab, v, u),
+            ]
+        self._try_netem(self._ports[0])
+        for port in self._ports:
+            self._shape(port)
+        probe = [*self._netns_exec(self.namespace(0), ["true"], rt=True)]
+        self._chrt = _run(probe, check=False).returncode == 0
+
+    def _try_netem(self, port: _Port) -> None:
+        """Try ``netem delay`` once; where the kernel has no netem, record why not."""
+        done = _run(
+            ["tc", "-n", port.namespace, "qdisc", "add", "dev", port.interface, "root",
+             "handle", "1:", "netem", "delay", "1us"],
+            check=False,
+        )  # fmt: skip
+        if done.returncode == 0:
+            _run(["tc", "-n", port.namespace, "qdisc", "del", "dev", port.interface, "root"])
+            self._latency_applied = True
+            self._latency_note = "netem applies each link's latency (netem root, tbf child)"
+        else:
+            self._latency_applied = False
+            self._latency_note = (
+                f"netem unavailable ({_last_line(done.stderr) or 'tc failed'}); no delay"
+                " is added, links have the native veth + bridge latency (native_rtt_s)"
+            )
+
+    def _shape(self, port: _Port) -> None:
+        attrs = self.graph.edges[port.source, port.target]
+        rate_bit = round(float(attrs["bandwidth_bytes_per_s"]) * 8)
+        latency_s = float(attrs["latency_s"])
+        tc = ["tc", "-n", port.namespace, "qdisc", "add", "dev", port.interface]
+        tbf = ["tbf", "rate", f"{rate_bit}bit", "burst", str(TBF_BURST_BYTES),
+               "latency", f"{TBF_QUEUE_S * 1e3:g}ms"]  # fmt: skip
+        if self._latency_applied and latency_s > 0:
+            _run([*tc, "root", "handle", "1:", "netem", "delay", f"{latency_s * 1e6:.3f}us"])
+            _run([*tc, "parent", "1:1", "handle", "10:", *tbf])
+        else:
+            _run([*tc, "root", "handle", "1:", *tbf])
+
+    # -- running ------------------------------------------------------------------------
+
+    def _netns_exec(self, ns: str, argv: Sequence[str], *, rt: bool | None = None) -> list[str]:
+        """``ip netns exec NS [chrt -r 1] ARGV``; ``rt=None`` uses chrt where it worked."""
+        use_rt = self._chrt if rt is None else rt
+        return ["ip", "netns", "exec", ns, *(["chrt", "-r", "1"] if use_rt else []), *argv]
+
+    def run_ranks(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        timeout_s: float,
+        cwd: str | Path | None = None,
+    ) -> list[RankResult]:
+        """Run ``argv`` once per rank, each in its namespace, and wait for all of them.
+
+        Each process runs as ``ip netns exec NS chrt -r 1 ARGV`` (without ``chrt`` where
+        SCHED_RR is refused). Its environment is this process's, then
+        ``OMP_NUM_THREADS=1`` and ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` = the
+        rank's interface (gloo otherwise binds the address the host name resolves to,
+        127.0.0.1, which other ranks cannot reach), then ``env``, then ``RANK``,
+        ``WORLD_SIZE``, ``MASTER_ADDR`` (rank 0's address) and ``MASTER_PORT`` (a new
+        port each call: nothing else listens in rank 0's namespace).
+        stdout and stderr go to files, so a chatty rank never blocks on a pipe.
+
+        Raises
+        ------
+        TestbedError
+            When a rank exits non-zero (the others are killed): ``rank 1 exited with
+            code 3: <last line of its stderr>``; or when ``timeout_s`` passes first (all
+            are killed): ``rank(s) 2, 3 did not finish within 60 s; killed``.
+        """
+        if not self._up:
+            raise TestbedError("the testbed is not up; enter it with 'with' first")
+        port, self._next_port = self._next_port, self._next_port + 1
+        with contextlib.ExitStack() as stack:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sc-run-")))
+            procs: list[subprocess.Popen[bytes]] = []
+            stack.callback(_kill_all, procs)
+            started = time.monotonic()
+            for rank in range(self.world_size):
+                interface = self.interface(rank)
+                rank_env = {
+                    **os.environ,
+                    "OMP_NUM_THREADS": "1",
+                    "GLOO_SOCKET_IFNAME": interface,
+                    "NCCL_SOCKET_IFNAME": interface,
+                    **env,
+                    "RANK": str(rank),
+                    "WORLD_SIZE": str(self.world_size),
+                    "MASTER_ADDR": self.rank_ip(0),
+                    "MASTER_PORT": str(port),
+                }
+                out = stack.enter_context((folder / f"rank{rank}.out").open("wb"))
+                err = stack.enter_context((folder / f"rank{rank}.err").open("wb"))
+                procs.append(
+                    subprocess.Popen(
+                        self._netns_exec(self.namespace(rank), argv),
+                        env=rank_env,
+                        cwd=cwd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=err,
+                        start_new_session=True,
+                    )
+                )
+            elapsed = self._wait_ranks(procs, started, timeout_s, folder)
+            return [
+                RankResult(
+                    rank=rank,
+                    returncode=int(proc.returncode),
+                    stdout=(folder / f"rank{rank}.out").read_text(errors="replace"),
+                    stderr=(folder / f"rank{rank}.err").read_text(errors="replace"),
+                    elapsed_s=elapsed[rank],
+                )
+                for rank, proc in enumerate(procs)
+            ]
+
+    def _wait_ranks(
+        self,
+        procs: Sequence[subprocess.Popen[bytes]],
+        started: float,
+        timeout_s: float,
+        folder: Path,
+    ) -> list[float]:
+        """Poll every 5 ms until all exit 0 (their times), one fails or time runs out."""
+        elapsed: dict[int, float] = {}
+        while len(elapsed) < len(procs):
+            now = time.monotonic()
+            for rank, proc in enumerate(procs):
+                if rank in elapsed or proc.poll() is None:
+                    continue
+                elapsed[rank] = now - started
+                if proc.returncode != 0:
+                    _kill_all(procs)
+                    stderr = Path(folder, f"rank{rank}.err").read_text(errors="replace")
+                    raise TestbedError(_exit_message(rank, proc.returncode, stderr))
+            if now - started > timeout_s:
+                late = [r for r in range(len(procs)) if r not in elapsed]
+                _kill_all(procs)
+                _kill_netns_processes([self.namespace(r) for r in late])
+                raise TestbedError(
+                    f"rank(s) {', '.join(map(str, late))} did not finish within"
+                    f" {timeout_s:g} s; killed"
+                )
+            time.sleep(0.005)
+        return [elapsed[r] for r in range(len(procs))]
+
+    # -- measuring ----------------------------------------------------------------------
+
+    def _pair(
+        self,
+        server: str,
+        client: str,
+        *,
+        src: int,
+        dst: int,
+        args: Sequence[str],
+        timeout_s: float,
+    ) -> dict[str, Any]:
+        """Start ``server`` in ``dst``'s namespace, then ``client`` in ``src``'s; their JSON."""
+        server_cmd = self._netns_exec(
+            self.namespace(dst), [sys.executable, "-c", server, *args]
+        )  # fmt: skip
+        with subprocess.Popen(
+            server_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as srv:
+            try:
+                assert srv.stdout is not None
+                port = srv.stdout.readline().strip()
+                if not port.isdigit():
+                    raise TestbedError(f"measuring server did not start: {port!r}")
+                client_cmd = self._netns_exec(
+                    self.namespace(src),
+                    [sys.executable, "-c", client, self.rank_ip(dst), port, *args],
+                )
+                sent = subprocess.run(
+                    client_cmd, capture_output=True, text=True, timeout=timeout_s, check=False
+                )
+                out, err = srv.communicate(timeout=timeout_s)
+            finally:
+                srv.kill()
+        if sent.returncode != 0 or srv.returncode != 0:
+            reason = _last_line(sent.stderr) or _last_line(err)
+            raise TestbedError(f"measurement rank {src} -> rank {dst} failed: {reason}")
+        result: dict[str, Any] = json.loads(out.splitlines()[-1])
+        result.update(json.loads(sent.stdout.splitlines()[-1]))
+        return result
+
+    def measure_rtt(self, src: int = 0, dst: int = 1) -> dict[str, Any]:
+        """Median TCP round trip of 1 byte, ``src`` to ``dst`` and back, application to application.
+
+        200 round trips after 20 of warm-up, ``TCP_NODELAY`` set, both processes under
+        SCHED_RR where chrt works. Returns ``median_s``, ``min_s``, ``p90_s``, ``samples``.
+        """
+        result = self._pair(
+            _ECHO_SERVER, _ECHO_CLIENT, src=src, dst=dst, args=[str(ECHO_ROUND_TRIPS)], timeout_s=30
+        )
+        times = sorted(result.pop("times_s"))
+        return {
+            "median_s": statistics.median(times),
+            "min_s": times[0],
+            "p90_s": times[int(0.9 * (len(times) - 1))],
+            "samples": len(times),
+        }
+
+    def measure_goodput(self, src: int, dst: int, *, duration_s: float = 2.0) -> dict[str, Any]:
+        """One TCP flow ``src`` -> ``dst`` for ``duration_s``: bytes per second received.
+
+        Timed at the receiver from its first MiB on (see :data:`MEASURE_SKIP_BYTES`).
+        Returns ``bytes_per_s``, ``bytes`` and ``seconds`` of the timed part.
+        """
+        result = self._pair(
+            _SINK_SERVER,
+            _SOURCE_CLIENT,
+            src=src,
+            dst=dst,
+            args=[str(MEASURE_SKIP_BYTES), f"{duration_s:g}"],
+            timeout_s=duration_s + 30,
+        )
+        result["bytes_per_s"] = result["bytes"] / result["seconds"]
+        return result
+
+    def bottleneck_bytes_per_s(self, src: int, dst: int) -> float:
+        """The lowest rate on the path ``src`` -> ``dst`` (switches form a tree: one path)."""
+        path = nx.shortest_path(self.graph, self._gpus[src], self._gpus[dst])
+        return min(
+            float(self.graph.edges[u, v]["bandwidth_bytes_per_s"])
+            for u, v in nx.utils.pairwise(path)
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """What was built and how faithful it is.
+
+        Returns a dict with ``id``, ``topology``, ``subnet``, ``sched`` (``"SCHED_RR"`` or
+        ``"SCHED_OTHER"``), ``ranks`` (rank, namespace, ip), ``links`` (one per directed
+        edge: ``link``, ``interface``, ``namespace``, ``bandwidth_bytes_per_s``
+        requested, ``shaped_rate_bit_per_s`` as the kernel reports its tbf,
+        ``burst_bytes``, ``latency_s`` requested, ``latency_applied``), ``latency_note``
+        and ``native_rtt_s`` (median TCP echo round trip rank 0 <-> rank 1, measured once;
+        None with one rank) with ``rtt`` (its details).
+        """
+        if not self._up:
+            raise TestbedError("the testbed is not up; enter it with 'with' first")
+        if self._rtt is None and self.world_size > 1:
+            self._rtt = self.measure_rtt(0, 1)
+        kernel = self._read_qdiscs()
+        links = []
+        for port in self._ports:
+            attrs = self.graph.edges[port.source, port.target]
+            tbf = kernel.get((port.namespace, port.interface), {})
+            links.append(
+                {
+                    "link": f"{port.source} -> {port.target}",
+                    "interface": port.interface,
+                    "namespace": port.namespace,
+                    "bandwidth_bytes_per_s": float(attrs["bandwidth_bytes_per_s"]),
+                    "shaped_rate_bit_per_s": tbf.get("rate_bit_per_s"),
+                    "burst_bytes": tbf.get("burst_bytes"),
+                    "latency_s": float(attrs["latency_s"]),
+                    "latency_applied": self._latency_applied and float(attrs["latency_s"]) > 0,
+                }
+            )
+        return {
+            "id": f"{PREFIX}{self.id}",
+            "topology": str(self.graph.graph.get("source", "(graph)")),
+            "subnet": self.subnet,
+            "sched": "SCHED_RR" if self._chrt else "SCHED_OTHER",
+            "ranks": [
+                {"rank": r, "namespace": self.namespace(r), "ip": self.rank_ip(r)}
+                for r in range(self.world_size)
+            ],
+            "links": links,
+            "latency_note": self._latency_note,
+            "native_rtt_s": None if self._rtt is None else self._rtt["median_s"],
+            "rtt": self._rtt,
+        }
+
+    def _read_qdiscs(self) -> dict[tuple[str, str], dict[str, int]]:
+        """The tbf rate and burst the kernel holds, per (namespace, interface)."""
+        found: dict[tuple[str, str], dict[str, int]] = {}
+        for ns in sorted({p.namespace for p in self._ports}):
+            done = _run(["tc", "-n", ns, "-j", "qdisc", "show"], check=False)
+            for qdisc in json.loads(done.stdout or "[]"):
+                if qdisc.get("kind") == "tbf":
+                    options = qdisc.get("options", {})
+                    found[ns, qdisc["dev"]] = {
+                        "rate_bit_per_s": int(options.get("rate", 0)) * 8,
+                        "burst_bytes": int(options.get("burst", 0)),
+                    }
+        return found
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``proc``'s process group (its session, started for it) and reap it."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _kill_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        _kill_group(proc)
+
+
+def _exit_message(rank: int, returncode: int, stderr: str) -> str:
+    if returncode < 0:
+        head = f"rank {rank} was killed by signal {signal.Signals(-returncode).name}"
+    else:
+        head = f"rank {rank} exited with code {returncode}"
+    last = _last_line(stderr)
+    return f"{head}: {last}" if last else f"{head} (no stderr)"
+
+
+# Small programs run inside the namespaces (python -c). Servers print their port first.
+_ECHO_SERVER = """
+import socket, sys
+s = socket.create_server(("0.0.0.0", 0))
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept()
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while (b := c.recv(1)):
+    c.sendall(b)
+print("{}")
+"""
+_ECHO_CLIENT = """
+import json, socket, sys, time
+n = int(sys.argv[3])
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+times = []
+for i in range(20 + n):
+    t = time.perf_counter()
+    c.sendall(b"x")
+    c.recv(1)
+    times.append(time.perf_counter() - t)
+c.close()
+print(json.dumps({"times_s": times[20:]}))
+"""
+_SINK_SERVER = """
+import json, socket, sys, time
+skip = int(sys.argv[1])
+s = socket.create_server(("0.0.0.0", 0))
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept()
+buf = bytearray(1 << 20)
+n = n0 = 0
+t0 = None
+while (k := c.recv_into(buf)):
+    n += k
+    if t0 is None and n >= skip:
+        t0, n0 = time.perf_counter(), n
+t1 = time.perf_counter()
+print(json.dumps({"bytes": n - n0, "seconds": t1 - t0}))
+"""
+_SOURCE_CLIENT = """
+import socket, sys, time
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+end = time.perf_counter() + float(sys.argv[4])
+chunk = bytes(1 << 20)
+while time.perf_counter() < end:
+    c.sendall(chunk)
+c.close()
+print("{}")
+"""
+
+
+# --------------------------------------------------------------------------------------
+# Probing and the command line
+# --------------------------------------------------------------------------------------
+
+
+def testbed_available() -> str | None:
+    """None where a testbed can be built here, else why not (a skip reason).
+
+    Needs root, ``ip`` and ``tc``, and ``ip netns add`` to work (it adds and deletes a
+    throwaway namespace).
+    """
+    if os.geteuid() != 0:
+        return f"the testbed needs root (network namespaces); running as uid {os.geteuid()}"
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"the testbed needs '{tool}' (iproute2), not found on PATH"
+    probe = f"{PREFIX}probe{os.getpid() % 100000}"
+    added = _run(["ip", "netns", "add", probe], check=False)
+    _run(["ip", "netns", "del", probe], check=False)
+    if added.returncode != 0:
+        return f"'ip netns add' does not work here: {_last_line(added.stderr)}"
+    return None
+
+
+def _format_rate(bytes_per_s: float) -> str:
+    bits = bytes_per_s * 8
+    if bits >= 1e9:
+        return f"{bits / 1e9:.4g} Gbit/s"
+    return f"{bits / 1e6:.4g} Mbit/s"
+
+
+def _print_description(description: Mapping[str, Any], goodput: Mapping[str, Any] | None) -> None:
+    ranks = description["ranks"]
+    print(
+        f"testbed {description['id']}: {description['topology']}, {len(ranks)} ranks,"
+        f" subnet {description['subnet']}, ranks run {description['sched']}"
+    )
+    print(f"{'rank':>4}  {'namespace':<15} ip")
+    for rank in ranks:
+        print(f"{rank['rank']:>4}  {rank['namespace']:<15} {rank['ip']}")
+    print(f"{'link':<24} {'interface':<15} {'requested':>13} {'tbf rate':>13} "
+          f"{'latency':>9} applied")  # fmt: skip
+    for link in description["links"]:
+        shaped = link["shaped_rate_bit_per_s"]
+        print(
+            f"{link['link']:<24} {link['interface']:<15}"
+            f" {_format_rate(link['bandwidth_bytes_per_s']):>13}"
+            f" {_format_rate(shaped / 8) if shaped else '(none)':>13}"
+            f" {link['latency_s'] * 1e6:>6.4g} us {'yes' if link['latency_applied'] else 'no'}"
+        )
+    print(f"latency: {description['latency_note']}")
+    rtt = description["rtt"]
+    if rtt is not None:
+        print(
+            f"native RTT rank 0 <-> rank 1: {rtt['median_s'] * 1e6:.1f} us median of"
+            f" {rtt['samples']} TCP echo round trips (min {rtt['min_s'] * 1e6:.1f} us,"
+            f" p90 {rtt['p90_s'] * 1e6:.1f} us)"
+        )
+    if goodput is not None:
+        line = (
+            f"TCP goodput rank 0 -> rank 1: {_format_rate(goodput['bytes_per_s'])} over"
+            f" {goodput['seconds']:.2f} s"
+        )
+        if goodput.get("bottleneck_bytes_per_s"):
+            share = goodput["bytes_per_s"] / goodput["bottleneck_bytes_per_s"]
+            line += (
+                f" ({share:.1%} of the slowest link's rate; the 1500-byte MTU allows"
+                f" 1448/1514 = {1448 / 1514:.1%})"
+            )
+        print(line)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (and exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m validation.testbed",
+        description=(
+            "Emulate a simcoll topology with network namespaces (one per rank), Linux"
+            " bridges (the switches, in one extra namespace) and tbf on every link"
+            " direction. Needs root. Latency cannot be added where the kernel lacks netem;"
+            " the native latency is measured instead."
+        ),
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    show = commands.add_parser(
+        "show",
+        help="build, print links, rates, RTT and one flow's goodput, tear down",
+        description="Build the testbed, print describe() as a table with the median TCP"
+        " echo RTT rank 0 <-> rank 1 and the goodput of one TCP flow rank 0 -> rank 1,"
+        " then tear it down.",
+    )
+    show.add_argument("topology", help="a topology TOML file (validation/topologies/...)")
+    show.add_argument(
+        "--duration-s", type=float, default=2.0, help="length of the goodput flow (default 2)"
+    )
+    run = commands.add_parser(
+        "run",
+        usage="%(prog)s [-h] [--timeout-s S] TOPOLOGY -- CMD [ARGS...]",
+        help="build, run a command on every rank, tear down",
+        description="Build the testbed, run CMD once per rank inside its namespace with"
+        " RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and OMP_NUM_THREADS=1 set, print"
+        " what each rank wrote (prefixed [rank N]), tear down.",
+    )
+    run.add_argument("topology", help="a topology TOML file")
+    run.add_argument(
+        "--timeout-s", type=float, default=600.0, help="kill all ranks after this (default 600)"
+    )
+    run.add_argument(
+        "cmd", nargs="*", metavar="-- CMD ARGS", help="what each rank runs, after '--'"
+    )
+    cleanup = commands.add_parser(
+        "cleanup",
+        help="delete what state files of dead testbed processes list",
+        description="Delete the namespaces and interfaces listed in leftover state files"
+        f" ({', '.join(map(str, STATE_DIRS))}) whose owning process is gone, e.g. after"
+        " kill -9. Live testbeds are left alone unless --force.",
+    )
+    cleanup.add_argument("--force", action="store_true", help="also tear down live testbeds")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit status (2 on any error, printed as one line)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # everything after the first '--' is the ranks' command, options and all
+    cmd = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = _parser().parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    try:
+        if args.command == "cleanup":
+            removed = cleanup_leftovers(force=args.force)
+            print(f"removed {', '.join(removed)}" if removed else "nothing to clean up")
+        elif args.command == "show":
+            with Testbed(args.topology) as bed:
+                description = bed.describe()
+                goodput = None
+                if bed.world_size > 1:
+                    goodput = bed.measure_goodput(0, 1, duration_s=args.duration_s)
+                    goodput["bottleneck_bytes_per_s"] = bed.bottleneck_bytes_per_s(0, 1)
+                _print_description(description, goodput)
+        else:
+            if args.cmd:
+                raise ConfigError(f"put the command after '--': run TOPOLOGY -- {args.cmd[0]} ...")
+            if not cmd:
+                raise ConfigError("no command given; write: run TOPOLOGY -- CMD ARGS...")
+            with Testbed(args.topology) as bed:
+                results = bed.run_ranks(cmd, env={}, timeout_s=args.timeout_s)
+            for result in results:
+                for line in result.stdout.splitlines():
+                    print(f"[rank {result.rank}] {line}")
+                for line in result.stderr.splitlines():
+                    print(f"[rank {result.rank}] {line}", file=sys.stderr)
+    except (SimcollError, OSError) as error:
+        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted; the testbed was torn down", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
