@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
-from simcoll.backends import BACKENDS, algorithm_for, default_protocol
+from simcoll.backends import BACKENDS, Recipe, default_protocol, recipe_for
 from simcoll.calibration import Calibration, read_calibration, write_calibration
 from simcoll.compare import REGIMES, compare, format_summary, regime_of, summarise
 from simcoll.errors import ConfigError
-from simcoll.fit import PARAMETER_GROUPS, FitPoint, fit
+from simcoll.fit import PARAMETER_GROUPS, FitPoint, Model, fit
 from simcoll.measurements import MeasurementSet, read_measurements
 from simcoll.topology.io import load, parse_overrides
 
@@ -120,23 +119,21 @@ def _points(sets: list[MeasurementSet], in_place: bool) -> list[FitPoint]:
     return points
 
 
-def _choices(
-    args: argparse.Namespace, sets: list[MeasurementSet]
-) -> tuple[Callable[[str], str], str | None, str]:
-    """Algorithm per collective, protocol and the backend they came from."""
+def _choices(args: argparse.Namespace, sets: list[MeasurementSet]) -> tuple[Model, str | None, str]:
+    """What to simulate per point, the protocol, and the backend they came from."""
     backend = args.backend or str(sets[0].metadata.get("backend", "nccl"))
     if backend not in BACKENDS:
         raise ConfigError(f"{sets[0].source}: backend {backend!r} is not one of "
                           f"{', '.join(BACKENDS)}; pass --backend")  # fmt: skip
     fixed = args.algorithm
 
-    def algorithm(collective: str) -> str:
-        return fixed or algorithm_for(backend, collective)
+    def recipe(collective: str, n_ranks: int, size_bytes: int) -> Recipe:
+        return Recipe(fixed) if fixed else recipe_for(backend, collective, n_ranks, size_bytes)
 
     protocol = default_protocol(backend) if args.protocol is None else args.protocol
     if protocol == "none":
         protocol = None
-    return algorithm, protocol, backend
+    return recipe, protocol, backend
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -147,9 +144,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         if r not in names:
             raise ConfigError(f"--regimes: unknown regime {r!r}; valid: {', '.join(names)}")
     points = [p for p in _points(sets, args.in_place) if regime_of(p.size_bytes) in regimes]
-    algorithm, protocol, backend = _choices(args, sets)
+    recipe, protocol, backend = _choices(args, sets)
     groups = [g.strip() for g in args.fit.split(",") if g.strip()]
-    result = fit(topology, points, algorithm=algorithm, protocol=protocol, model=args.model,
+    result = fit(topology, points, recipe=recipe, protocol=protocol, model=args.model,
                  parameters=groups)  # fmt: skip
     errors = sorted(abs(e) for e in result.relative_errors)
     provenance = {
@@ -157,7 +154,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         "topology": str(args.topology),
         "overrides": list(args.set),
         "backend": backend,
-        "algorithms": {p.collective: algorithm(p.collective) for p in result.points},
+        "algorithms": _recipes(recipe, result.points),
         "protocol": protocol or "none",
         "model": args.model,
         "regimes": regimes,
@@ -183,6 +180,28 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recipes(recipe: Model, points: list[FitPoint]) -> dict[str, list[str]]:
+    """Per collective, the recipes its points were simulated with, in words."""
+    out: dict[str, list[str]] = {}
+    for p in points:
+        text = _describe(recipe(p.collective, p.n_ranks, p.size_bytes))
+        if text not in out.setdefault(p.collective, []):
+            out[p.collective].append(text)
+    return out
+
+
+def _describe(recipe: Recipe | str) -> str:
+    """A recipe in words for the params file: 'ring (n_chunks=2, max_in_flight=2)'."""
+    if isinstance(recipe, str):
+        return recipe
+    text = recipe.algorithm
+    if recipe.params:
+        text += " (" + ", ".join(f"{k}={v}" for k, v in recipe.params) + ")"
+    if recipe.simulate_as:
+        text += f" as {recipe.simulate_as}"
+    return text
+
+
 def _sections(calibration: Calibration) -> dict[str, Any]:
     return {
         "efficiency": dict(calibration.efficiency),
@@ -197,10 +216,10 @@ def _compare(args: argparse.Namespace) -> int:
 
     topology, sets = _inputs(args)
     calibration = read_calibration(args.params) if args.params else None
-    algorithm, protocol, _ = _choices(args, sets)
+    recipe, protocol, _ = _choices(args, sets)
     min_size = parse_size_bytes(args.min_size)
     points = [p for p in _points(sets, args.in_place) if p.size_bytes >= min_size]
-    compared = compare(topology, points, algorithm=algorithm, protocol=protocol,
+    compared = compare(topology, points, recipe=recipe, protocol=protocol,
                        model=args.model, calibration=calibration)  # fmt: skip
     if not compared:
         raise ConfigError(f"{sets[0].source}: no point could be simulated")

@@ -19,14 +19,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
 
 from simcoll.calibration import Calibration
-from simcoll.fit import FitPoint, simulate_points
+from simcoll.fit import FitPoint, Model, simulate_points
 from simcoll.units import format_bytes
 
 __all__ = ["REGIMES", "ComparedPoint", "compare", "format_summary", "regime_of", "summarise"]
@@ -79,7 +79,7 @@ def compare(
     topology: nx.DiGraph[str],
     points: Sequence[FitPoint],
     *,
-    algorithm: Callable[[str], str],
+    recipe: Model,
     protocol: str | None = None,
     model: str = "flow",
     calibration: Calibration | None = None,
@@ -88,7 +88,7 @@ def compare(
     small to cut for the algorithm (see :func:`simcoll.fit.simulate_points`) are left out."""
     shown = [p for p in points if p.size_bytes > 0]
     simulated = simulate_points(
-        topology, shown, calibration, algorithm=algorithm, protocol=protocol, model=model
+        topology, shown, calibration, recipe=recipe, protocol=protocol, model=model
     )
     return [
         ComparedPoint(p.source, p.collective, p.n_ranks, p.size_bytes, p.time_s, s)

@@ -22,7 +22,7 @@ columns and drop out the same way.
 ...                    link_kind=LinkKind.ETHERNET, switch_kind=NodeKind.SWITCH)
 >>> # "measured": 80 % of the wire and 20 us per link (closed form, 2 links per route)
 >>> points = [FitPoint("sendrecv", 2, s, 2 * 20e-6 + s / 0.8e9) for s in (1000, 10**5, 10**7)]
->>> result = fit(star, points, algorithm=lambda c: "direct")
+>>> result = fit(star, points, recipe=lambda c, n, s: "direct")
 >>> {k: round(v, 9) for k, v in result.calibration.values.items()}
 {'efficiency.net': 0.8, 'link_latency_s.ethernet': 2e-05}
 >>> result.not_identifiable
@@ -40,12 +40,13 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from simcoll.backends import Recipe
 from simcoll.calibration import LINK_CLASSES, Calibration
 from simcoll.errors import ConfigError
 from simcoll.predict import predict
 from simcoll.protocols import link_class
 
-__all__ = ["PARAMETER_GROUPS", "FitPoint", "FitResult", "fit", "simulate_points"]
+__all__ = ["PARAMETER_GROUPS", "FitPoint", "FitResult", "Model", "fit", "simulate_points"]
 
 #: Starting point of a step latency (seconds) while testing which parameters matter.
 _TIME_SCALE_S = 1e-6  # scale of a time variable that starts at 0
@@ -99,26 +100,34 @@ class FitResult:
         ]
 
 
+#: What to simulate for a measured point: ``(collective, n_ranks, size_bytes)`` to a
+#: :class:`~simcoll.backends.Recipe` or just an algorithm name.
+Model = Callable[[str, int, int], "Recipe | str"]
+
+
 def simulate_points(
     topology: nx.DiGraph[str],
     points: Sequence[FitPoint],
     calibration: Calibration | None,
     *,
-    algorithm: Callable[[str], str],
+    recipe: Model,
     protocol: str | None = None,
     model: str = "flow",
 ) -> list[float]:
-    """Simulated seconds for every point (one ``predict`` call per collective and n);
+    """Simulated seconds for every point (one ``predict`` call per recipe and n);
     NaN for a size too small to cut into the algorithm's pieces (4 B over 8 ranks)."""
-    groups: dict[tuple[str, int], list[int]] = defaultdict(list)
+    groups: dict[tuple[str, int, Recipe], list[int]] = defaultdict(list)
     for i, p in enumerate(points):
-        groups[p.collective, p.n_ranks].append(i)
+        found = recipe(p.collective, p.n_ranks, p.size_bytes)
+        chosen = Recipe(found) if isinstance(found, str) else found
+        groups[chosen.simulate_as or p.collective, p.n_ranks, chosen].append(i)
     out = [math.nan] * len(points)
-    for (collective, n_ranks), members in groups.items():
+    for (collective, n_ranks, chosen), members in groups.items():
         sizes = sorted({points[i].size_bytes for i in members})
         rows = predict(
-            topology, collective, sizes, algorithm=algorithm(collective), protocol=protocol,
-            model=model, n_ranks=n_ranks, calibration=calibration, skip_too_small=True,
+            topology, collective, sizes, algorithm=chosen.algorithm, protocol=protocol,
+            model=model, n_ranks=n_ranks, params=dict(chosen.params) or None,
+            calibration=calibration, skip_too_small=True,
         ).rows  # fmt: skip
         by_size = {row.size_bytes: row.time_s for row in rows}
         for i in members:
@@ -130,7 +139,7 @@ def fit(
     topology: nx.DiGraph[str],
     points: Sequence[FitPoint],
     *,
-    algorithm: Callable[[str], str],
+    recipe: Model,
     protocol: str | None = None,
     model: str = "flow",
     parameters: Sequence[str] = PARAMETER_GROUPS,
@@ -139,9 +148,10 @@ def fit(
 
     Parameters
     ----------
-    algorithm
-        The simcoll algorithm that models each collective as the measured library ran it
-        (e.g. ``lambda c: "ring"``, or the gloo mapping of :mod:`simcoll.backends`).
+    recipe
+        What models each measured call as the library ran it: an algorithm name (e.g.
+        ``lambda c, n, s: "ring"``) or a :class:`~simcoll.backends.Recipe` (gloo's, from
+        :func:`simcoll.backends.recipe_for`).
     protocol
         Base protocol the calibration refines (``None``: the bare links, as for gloo).
     parameters
@@ -166,7 +176,7 @@ def fit(
             raise ConfigError(f"unknown parameter group {group!r}; valid: {valid}")
     names, start, scale = _parameters(topology)
     order = [i for group in parameters for i, n in enumerate(names) if n.split(".")[0] == group]
-    first = simulate_points(topology, points, None, algorithm=algorithm, protocol=protocol,
+    first = simulate_points(topology, points, None, recipe=recipe, protocol=protocol,
                             model=model)  # fmt: skip
     points = [p for p, t in zip(points, first, strict=True) if math.isfinite(t)]
     if not points:
@@ -178,7 +188,7 @@ def fit(
 
     def residual(theta: np.ndarray, active: list[int]) -> np.ndarray:
         simulated = simulate_points(
-            topology, points, calibration_of(theta, active), algorithm=algorithm,
+            topology, points, calibration_of(theta, active), recipe=recipe,
             protocol=protocol, model=model,
         )  # fmt: skip
         return np.log(simulated) - measured
@@ -193,7 +203,7 @@ def fit(
     theta, history = _levenberg_marquardt(residual, start, active, scale, n_efficiency)
     calibration = calibration_of(theta, active)
     simulated = simulate_points(
-        topology, points, calibration, algorithm=algorithm, protocol=protocol, model=model
+        topology, points, calibration, recipe=recipe, protocol=protocol, model=model
     )
     fitted = [names[i] for i in active]
     dropped = [names[i] for i in order if i not in active]

@@ -90,7 +90,7 @@ def test_calibrate_then_compare_end_to_end(files, capsys):
     document = tomllib.loads(params.read_text())
     assert document["efficiency"]["net"] == pytest.approx(E)
     assert document["fit"]["backend"] == "gloo"  # from the sidecar
-    assert document["fit"]["algorithms"] == {"sendrecv": "direct"}
+    assert document["fit"]["algorithms"] == {"sendrecv": ["direct (n_chunks=1)"]}
     assert len(document["residuals"]) == len(SIZES)
     # the all-gather was never fitted; gloo's ring predicts it to rounding
     out_dir = tmp / "cmp"

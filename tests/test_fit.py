@@ -36,7 +36,7 @@ def ring_allgather_s(n: int, size: int, efficiency: float, hop_s: float) -> floa
 
 def test_sendrecv_recovers_efficiency_and_latency():
     points = [FitPoint("sendrecv", 4, s, sendrecv_s(s, 0.93, 30e-6)) for s in SIZES]
-    result = fit(star(4), points, algorithm=lambda c: "direct")
+    result = fit(star(4), points, recipe=lambda c, n, s: "direct")
     values = result.calibration.values
     assert values["efficiency.net"] == pytest.approx(0.93, rel=1e-6)
     assert values["link_latency_s.ethernet"] == pytest.approx(30e-6, rel=1e-6)
@@ -49,10 +49,10 @@ def test_calibrated_on_sendrecv_predicts_ring_collectives():
     """Fitted on p2p only, the ring all-reduce and all-gather match their closed forms."""
     n, e, hop = 4, 0.9, 40e-6
     points = [FitPoint("sendrecv", n, s, sendrecv_s(s, e, hop)) for s in SIZES]
-    cal = fit(star(n), points, algorithm=lambda c: "direct").calibration
+    cal = fit(star(n), points, recipe=lambda c, n, s: "direct").calibration
     targets = [FitPoint("allreduce", n, s, ring_allreduce_s(n, s, e, hop)) for s in SIZES]
     targets += [FitPoint("allgather", n, s, ring_allgather_s(n, s, e, hop)) for s in SIZES]
-    simulated = simulate_points(star(n), targets, cal, algorithm=lambda c: "ring")
+    simulated = simulate_points(star(n), targets, cal, recipe=lambda c, n, s: "ring")
     for point, time_s in zip(targets, simulated, strict=True):
         assert time_s == pytest.approx(point.time_s, rel=1e-6)
 
@@ -62,7 +62,7 @@ def test_launch_cost_is_fitted_when_it_comes_first():
     n, e, launch = 4, 0.8, 50e-6
     points = [FitPoint("allreduce", n, s, launch + ring_allreduce_s(n, s, e, 1e-6))
               for s in SIZES]  # fmt: skip
-    result = fit(star(n, latency_s=1e-6), points, algorithm=lambda c: "ring",
+    result = fit(star(n, latency_s=1e-6), points, recipe=lambda c, n, s: "ring",
                  parameters=("efficiency", "launch_s"))  # fmt: skip
     assert result.calibration.values == pytest.approx({"efficiency.net": e, "launch_s": launch})
 
@@ -95,7 +95,7 @@ def test_step_latency_is_identifiable_across_route_lengths():
     # sendrecv on 2 ranks: gpu0 <-> gpu1 (2 links); on 3 ranks the slowest pair crosses 3
     points = [FitPoint("sendrecv", 2, s, 2 * hop + step + s / B) for s in SIZES]
     points += [FitPoint("sendrecv", 3, s, 3 * hop + step + s / B) for s in SIZES]
-    result = fit(graph, points, algorithm=lambda c: "direct", parameters=(
+    result = fit(graph, points, recipe=lambda c, n, s: "direct", parameters=(
         "efficiency", "link_latency_s", "step_latency_s"))  # fmt: skip
     assert result.calibration.values == pytest.approx(
         {"efficiency.net": 1.0, "link_latency_s.ethernet": hop, "step_latency_s.net": step},
@@ -105,9 +105,9 @@ def test_step_latency_is_identifiable_across_route_lengths():
 
 def test_errors_are_one_line():
     with pytest.raises(ConfigError, match=r"^nothing to fit: no measured point with a size"):
-        fit(star(2), [FitPoint("sendrecv", 2, 0, 1e-5)], algorithm=lambda c: "direct")
+        fit(star(2), [FitPoint("sendrecv", 2, 0, 1e-5)], recipe=lambda c, n, s: "direct")
     with pytest.raises(ConfigError, match=r"^unknown parameter group 'bandwidth'; valid: "):
-        fit(star(2), [FitPoint("sendrecv", 2, 8, 1e-5)], algorithm=lambda c: "direct",
+        fit(star(2), [FitPoint("sendrecv", 2, 8, 1e-5)], recipe=lambda c, n, s: "direct",
             parameters=("bandwidth",))  # fmt: skip
     with pytest.raises(ConfigError, match=r"^a measured time is 0 or negative"):
-        fit(star(2), [FitPoint("sendrecv", 2, 8, 0.0)], algorithm=lambda c: "direct")
+        fit(star(2), [FitPoint("sendrecv", 2, 8, 0.0)], recipe=lambda c, n, s: "direct")
