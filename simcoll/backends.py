@@ -49,10 +49,10 @@ def gloo_recipe(collective: str, n_ranks: int, size_bytes: int) -> Recipe:
     - all-gather: ring, each block sent as two halves, two in flight (gloo/allgather.cc);
     - reduce-scatter: a whole all-reduce of the input, each rank keeping its block;
     - all-to-all, gather, scatter: direct, one message per peer, all posted at once;
-    - broadcast: binomial tree. gloo posts the whole buffer per edge, yet on the 4-rank
-      testbed a broadcast takes 2 S / B (a root sending to both children at once would
-      take 3 S / B): simcoll's pipelined binomial tree, whose root link carries
-      log2(n) copies, matches that timing;
+    - broadcast: gloo's binomial tree (parent = relative rank minus its highest bit,
+      ``msb_tree``). gloo posts the whole buffer per edge, yet on the 4-rank testbed a
+      broadcast takes 2 S / B (a root sending to both children at once would take
+      3 S / B): the pipelined tree, whose root link carries log2(n) copies, matches it;
     - reduce: gloo runs a ring reduce-scatter then a direct gather to the root, which
       simcoll lacks; modelled as the binomial tree (approximate);
     - sendrecv: one message per rank to the next, as nccl-tests.
@@ -68,7 +68,9 @@ def gloo_recipe(collective: str, n_ranks: int, size_bytes: int) -> Recipe:
         return ring if name == "allreduce" else Recipe(*_fields(ring), simulate_as="allreduce")
     if name == "allgather":
         return Recipe("ring", (("n_chunks", 2), ("max_in_flight", 2)))
-    if name in ("broadcast", "reduce"):
+    if name == "broadcast":
+        return Recipe("msb_tree")
+    if name == "reduce":
         return Recipe("tree")
     return Recipe("direct", (("n_chunks", 1),))
 

@@ -483,7 +483,7 @@ def test_unknown_names_list_the_valid_ones():
         alphabeta_time_s(star(4), "sendrecv", "ring", 4, 64)
     with pytest.raises(ConfigError, match="unknown collective 'all_reduce'"):
         alphabeta_time_s(star(4), "all_reduce", "ring", 4, 64)
-    assert alphabeta_algorithm_names(Collective.BROADCAST) == ["direct", "ring", "tree"]
+    assert alphabeta_algorithm_names(Collective.BROADCAST) == ["direct", "msb_tree", "ring", "tree"]
 
 
 @pytest.mark.parametrize(

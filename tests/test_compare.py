@@ -11,9 +11,13 @@ import tomllib
 
 import pytest
 
+from simcoll.backends import Recipe
+from simcoll.calibration import Calibration
 from simcoll.cli import main
 from simcoll.compare import ComparedPoint, regime_of, summarise
+from simcoll.fit import FitPoint, simulate_points
 from simcoll.measurements import Measurement, MeasurementWriter
+from simcoll.topology import LinkKind, NodeKind, switch_star
 
 B = 125e6
 N = 4
@@ -92,10 +96,11 @@ def test_calibrate_then_compare_end_to_end(files, capsys):
     assert document["fit"]["backend"] == "gloo"  # from the sidecar
     assert document["fit"]["algorithms"] == {"sendrecv": ["direct (n_chunks=1)"]}
     assert len(document["residuals"]) == len(SIZES)
-    # the all-gather was never fitted; gloo's ring predicts it to rounding
+    # the all-gather was never fitted; the plain ring (the closed form's) predicts it to
+    # rounding (gloo's own recipe halves each block: see test_gloo_recipe_...)
     out_dir = tmp / "cmp"
     code = main(["compare", str(ag), "--topology", str(topo), "--params", str(params),
-                 "--out", str(out_dir)])  # fmt: skip
+                 "--algorithm", "ring", "--out", str(out_dir)])  # fmt: skip
     assert code == 0
     table = capsys.readouterr().out
     assert "allgather" in table
@@ -103,7 +108,7 @@ def test_calibrate_then_compare_end_to_end(files, capsys):
     summary = (out_dir / "summary.csv").read_text().splitlines()
     assert summary[0].startswith("source,collective,n_ranks,regime,points")
     assert (out_dir / "compare.png").stat().st_size > 10_000
-    uncalibrated = main(["compare", str(ag), "--topology", str(topo)])
+    uncalibrated = main(["compare", str(ag), "--topology", str(topo), "--algorithm", "ring"])
     assert uncalibrated == 0
     # without calibration: 0.2 ms links and full efficiency, so the simulator is slow
     # most at 4 KiB: (2 x 0.2 ms + 1 KiB / 1 Gbit/s) vs (2 x 30 us + 1 KiB / 0.9 Gbit/s)
@@ -134,3 +139,20 @@ def test_commands_fail_in_one_line(files, capsys):
     (tmp / "sendrecv.json").write_text(json.dumps(meta))
     assert main(["compare", str(p2p), "--topology", str(topo)]) == 2
     assert "backend 'mpi' is not one of nccl, gloo; pass --backend" in capsys.readouterr().err
+
+
+def test_a_recipe_can_simulate_another_collective():
+    """gloo's reduce-scatter is an all-reduce of the whole input (validation/
+    gloo-algorithms.md): a reduce-scatter point simulated as the unchunked ring
+    all-reduce takes 2 (n - 1) (2 hop + S / n / B') on the star."""
+    star = switch_star(N, link_bandwidth_bytes_per_s=B, link_latency_s=HOP,
+                       link_kind=LinkKind.ETHERNET, switch_kind=NodeKind.SWITCH)  # fmt: skip
+    cal = Calibration(efficiency={"net": E})
+    as_allreduce = Recipe("ring", (("n_chunks", 1),), simulate_as="allreduce")
+    points = [FitPoint("reducescatter", N, s, 1.0) for s in SIZES]
+    got = simulate_points(star, points, cal, recipe=lambda c, n, s: as_allreduce)
+    for size, time_s in zip(SIZES, got, strict=True):
+        assert time_s == pytest.approx(2 * (N - 1) * (2 * HOP + size / N / (E * B)))
+    plain = simulate_points(star, points, cal, recipe=lambda c, n, s: "ring")
+    for size, time_s in zip(SIZES, plain, strict=True):  # the real reduce-scatter: half
+        assert time_s == pytest.approx((N - 1) * (2 * HOP + size / N / (E * B)))

@@ -64,6 +64,8 @@ __all__ = [
     "Tree",
     "binomial_tree",
     "double_binary_tree",
+    "msb_binomial_tree",
+    "msb_tree_broadcast",
     "node_trees",
     "tree_allreduce",
     "tree_broadcast",
@@ -123,6 +125,31 @@ def binomial_tree(n_ranks: int, root: int = 0) -> Tree:
             if v + mask < n:
                 children[rank].append((v + mask + root) % n)
             mask >>= 1
+    return _from_parents(parent, children)
+
+
+def msb_binomial_tree(n_ranks: int, root: int = 0) -> Tree:
+    """gloo's binomial tree: the parent of relative rank ``v`` is ``v`` minus its highest
+    set bit, its children ``v + 2^i`` for every ``2^i`` above that bit (gloo
+    ``gloo/broadcast.cc``; see validation/gloo-algorithms.md). Children are listed largest
+    subtree first. It differs from :func:`binomial_tree` in which ranks pair up: for
+    n = 4 the root's children are 1 and 2 and rank 1 feeds rank 3 (MPICH: 2 feeds 3).
+
+    >>> msb_binomial_tree(4).children, msb_binomial_tree(6).children
+    (((1, 2), (3,), (), ()), ((1, 2, 4), (3, 5), (), (), (), ()))
+    """
+    n = n_ranks
+    parent = [-1] * n
+    children: list[list[int]] = [[] for _ in range(n)]
+    for v in range(n):
+        high = 1 << (v.bit_length() - 1) if v else 0
+        rank = (v + root) % n
+        if v:
+            parent[rank] = (v - high + root) % n
+        step = high << 1 if v else 1
+        while v + step < n:
+            children[rank].append((v + step + root) % n)
+            step <<= 1
     return _from_parents(parent, children)
 
 
@@ -269,10 +296,11 @@ def _builder(
     max_in_flight: int,
     root: int = 0,
     trees: int = 1,
+    algorithm: str = "tree",
 ) -> ScheduleBuilder:
     return ScheduleBuilder(
         collective,
-        "tree",
+        algorithm,
         n_ranks=n_ranks,
         size_bytes=size_bytes,
         pieces_per_block=trees * n_channels * n_chunks,
@@ -306,6 +334,29 @@ def tree_broadcast(
     b = _builder(Collective.BROADCAST, n_ranks, size_bytes, root=root, n_channels=n_channels,
                  n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
     _down(b, binomial_tree(n_ranks, root), _lanes(range(n_channels), n_chunks),
+          lambda _, channel, chunk: [channel * n_chunks + chunk])  # fmt: skip
+    return b.build()
+
+
+def msb_tree_broadcast(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    root: int = 0,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
+    """Broadcast down gloo's binomial tree (:func:`msb_binomial_tree`), pipelined in
+    pieces as :func:`tree_broadcast`.
+
+    >>> s = msb_tree_broadcast(4, 40)
+    >>> [(t.src, t.dst) for t in s.transfers()], s.bytes_sent_per_rank().tolist()
+    ([(0, 1), (0, 2), (1, 3)], [80, 40, 0, 0])
+    """
+    b = _builder(Collective.BROADCAST, n_ranks, size_bytes, root=root, n_channels=n_channels,
+                 n_chunks=n_chunks, max_in_flight=max_in_flight, algorithm="msb_tree")  # fmt: skip
+    _down(b, msb_binomial_tree(n_ranks, root), _lanes(range(n_channels), n_chunks),
           lambda _, channel, chunk: [channel * n_chunks + chunk])  # fmt: skip
     return b.build()
 
@@ -424,9 +475,11 @@ def tree_allreduce(
 
 ALGORITHMS: dict[tuple[Collective, str], Callable[..., Schedule]] = {
     (Collective.BROADCAST, "tree"): tree_broadcast,
+    (Collective.BROADCAST, "msb_tree"): msb_tree_broadcast,
     (Collective.REDUCE, "tree"): tree_reduce,
     (Collective.GATHER, "tree"): tree_gather,
     (Collective.SCATTER, "tree"): tree_scatter,
     (Collective.ALLREDUCE, "tree"): tree_allreduce,
 }
-"""Binomial trees for the rooted collectives, NCCL's double binary tree for all-reduce."""
+"""Binomial trees for the rooted collectives (and gloo's for broadcast), NCCL's double
+binary tree for all-reduce."""

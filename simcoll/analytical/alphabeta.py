@@ -111,7 +111,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from simcoll.algorithms.tree import binomial_tree
+from simcoll.algorithms.tree import Tree, binomial_tree, msb_binomial_tree
 from simcoll.analytical._net import (
     Network,
     NodePair,
@@ -372,17 +372,19 @@ def _log2_ceil(n: int) -> int:
     return (n - 1).bit_length()
 
 
-def _binomial(towards_root: bool) -> Formula:
-    """Binomial broadcast (reduce): the tree of :mod:`simcoll.algorithms.tree`, where a rank
-    sends to all its children at once as soon as it has the data, is a pipelined chain of
-    its levels; the edges of one level run together (and share links). Exact when no link
-    is shared (and for broadcast on a star); a reduce on shared links finishes earlier,
-    since a parent's children do not all send at once (leaves start at time 0)."""
+def _binomial(towards_root: bool, build: Callable[[int, int], Tree] | None = None) -> Formula:
+    """Binomial broadcast (reduce): the tree of :mod:`simcoll.algorithms.tree` (MPICH's,
+    or ``build``'s), where a rank sends to all its children at once as soon as it has the
+    data, is a pipelined chain of its levels; the edges of one level run together (and
+    share links). Exact when no link is shared (and for broadcast on a star); a reduce on
+    shared links finishes earlier, since a parent's children do not all send at once
+    (leaves start at time 0)."""
+    make = build or binomial_tree
 
     def formula(c: _Call) -> float:
         if c.n == 1:
             return 0.0
-        tree = binomial_tree(c.n, c.root)
+        tree = make(c.n, c.root)
         level = {tree.root: 0}
         hops: list[list[RankPair]] = []
         for rank in tree.top_down()[1:]:
@@ -583,6 +585,7 @@ _FORMULAS: dict[tuple[Collective, str], Formula] = {
     (C.ALLREDUCE, "sharp"): _sharp,
     (C.ALLREDUCE, "tree"): _double_binary_tree,
     (C.BROADCAST, "tree"): _binomial(towards_root=False),
+    (C.BROADCAST, "msb_tree"): _binomial(towards_root=False, build=msb_binomial_tree),
     (C.REDUCE, "tree"): _binomial(towards_root=True),
     (C.SCATTER, "tree"): _binomial_blocks(towards_root=False),
     (C.GATHER, "tree"): _binomial_blocks(towards_root=True),

@@ -30,6 +30,8 @@ from simcoll.algorithms.tree import (
     ALGORITHMS,
     binomial_tree,
     double_binary_tree,
+    msb_binomial_tree,
+    msb_tree_broadcast,
     node_trees,
     tree_allreduce,
     tree_broadcast,
@@ -64,6 +66,7 @@ def _mesh(n: int):
 def test_registered_names_and_integer_parameters():
     assert set(ALGORITHMS) == {
         (Collective.BROADCAST, "tree"),
+        (Collective.BROADCAST, "msb_tree"),
         (Collective.REDUCE, "tree"),
         (Collective.GATHER, "tree"),
         (Collective.SCATTER, "tree"),
@@ -405,3 +408,21 @@ def test_node_trees_are_a_tree_of_node_heads_with_chains_inside() -> None:
 def test_node_trees_refuse_a_node_size_that_does_not_divide() -> None:
     with pytest.raises(ScheduleError, match=r"^tree: 6 ranks do not split into nodes of"):
         tree_allreduce(6, 96, gpus_per_node=4)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8, 13, 16])
+def test_msb_tree_is_gloos_rule_and_broadcasts(n):
+    """gloo's rule by hand: the parent of relative rank v is v minus its highest bit."""
+    for root in {0, n - 1, n // 2}:
+        tree = msb_binomial_tree(n, root)
+        for v in range(1, n):
+            high = 1 << (v.bit_length() - 1)
+            assert tree.parent[(v + root) % n] == (v - high + root) % n
+        assert tree.parent[root] == -1
+        assert sorted(r for kids in tree.children for r in kids) == sorted(
+            r for r in range(n) if r != root
+        )
+        schedule = msb_tree_broadcast(n, 64 * n, root=root, n_chunks=2)
+        check_schedule(schedule)  # every rank ends with the root's buffer
+        # every non-root rank receives the buffer once; the root sends it per child
+        assert schedule.bytes_sent_per_rank()[root] == 64 * n * len(tree.children[root])
