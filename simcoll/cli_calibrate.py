@@ -14,7 +14,7 @@ import networkx as nx
 from simcoll.backends import BACKENDS, Recipe, default_protocol, recipe_for
 from simcoll.calibration import Calibration, read_calibration, write_calibration
 from simcoll.compare import REGIMES, compare, format_summary, regime_of, summarise
-from simcoll.errors import ConfigError
+from simcoll.errors import ConfigError, SimcollError
 from simcoll.fit import PARAMETER_GROUPS, FitPoint, Model, fit
 from simcoll.measurements import MeasurementSet, read_measurements
 from simcoll.topology.io import load, parse_overrides
@@ -137,6 +137,14 @@ def _choices(args: argparse.Namespace, sets: list[MeasurementSet]) -> tuple[Mode
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    folder = args.output.parent
+    if not folder.is_dir():  # say so before the fit, not after it
+        raise ConfigError(f"-o {args.output}: no such folder {folder}")
+    groups = [g.strip() for g in args.fit.split(",") if g.strip()]
+    for group in groups:
+        if group not in PARAMETER_GROUPS:
+            raise ConfigError(f"--fit: unknown parameter group {group!r}; valid: "
+                              f"{', '.join(PARAMETER_GROUPS)}")  # fmt: skip
     topology, sets = _inputs(args)
     regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
     names = [name for name, _, _ in REGIMES]
@@ -145,7 +153,6 @@ def _calibrate(args: argparse.Namespace) -> int:
             raise ConfigError(f"--regimes: unknown regime {r!r}; valid: {', '.join(names)}")
     points = [p for p in _points(sets, args.in_place) if regime_of(p.size_bytes) in regimes]
     recipe, protocol, backend = _choices(args, sets)
-    groups = [g.strip() for g in args.fit.split(",") if g.strip()]
     result = fit(topology, points, recipe=recipe, protocol=protocol, model=args.model,
                  parameters=groups)  # fmt: skip
     errors = sorted(abs(e) for e in result.relative_errors)
@@ -217,7 +224,10 @@ def _compare(args: argparse.Namespace) -> int:
     topology, sets = _inputs(args)
     calibration = read_calibration(args.params) if args.params else None
     recipe, protocol, _ = _choices(args, sets)
-    min_size = parse_size_bytes(args.min_size)
+    try:
+        min_size = parse_size_bytes(args.min_size)
+    except SimcollError as error:
+        raise ConfigError(f"--min-size: {error.message}") from None
     points = [p for p in _points(sets, args.in_place) if p.size_bytes >= min_size]
     compared = compare(topology, points, recipe=recipe, protocol=protocol,
                        model=args.model, calibration=calibration)  # fmt: skip

@@ -156,3 +156,20 @@ def test_a_recipe_can_simulate_another_collective():
     plain = simulate_points(star, points, cal, recipe=lambda c, n, s: "ring")
     for size, time_s in zip(SIZES, plain, strict=True):  # the real reduce-scatter: half
         assert time_s == pytest.approx((N - 1) * (2 * HOP + size / N / (E * B)))
+
+
+def test_option_errors_name_the_option_and_come_before_any_work(files, capsys):
+    tmp, topo, p2p, _ = files
+    assert main(["calibrate", str(p2p), "--topology", str(topo), "--fit", "bogus",
+                 "-o", str(tmp / "x.toml")]) == 2  # fmt: skip
+    assert capsys.readouterr().err == (
+        "simcoll: error: --fit: unknown parameter group 'bogus'; valid: efficiency, "
+        "link_latency_s, step_latency_s, launch_s\n"
+    )
+    out = tmp / "missing" / "x.toml"
+    assert main(["calibrate", str(p2p), "--topology", str(topo), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (f"simcoll: error: -o {out}: no such folder {out.parent}\n")
+    assert main(["compare", str(p2p), "--topology", str(topo), "--min-size", "lots"]) == 2
+    assert capsys.readouterr().err == (
+        "simcoll: error: --min-size: cannot read 'lots' as a number with a unit\n"
+    )
