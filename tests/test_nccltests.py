@@ -20,15 +20,12 @@ from simcoll.collectives import Collective
 from simcoll.errors import ConfigError
 from simcoll.measurements import Measurement, read_measurements
 from simcoll.nccltests import (
-    LogHeader,
     collective_from_name,
-    format_log,
     n_ranks_from_name,
-    oop_ip_pairs,
     parse_log,
     seconds_from_us,
-    time_text,
 )
+from simcoll.nccltests_print import LogHeader, format_log, oop_ip_pairs, time_text
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC = REPO / "validation" / "data" / "public"
