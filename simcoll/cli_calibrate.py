@@ -40,7 +40,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", choices=("flow", "ideal"), default="flow",
                    help="simulation model (default flow)")  # fmt: skip
     p.add_argument("--collective", metavar="NAME", default=None,
-                   help="collective of files that do not say it (nccl-tests logs)")  # fmt: skip
+                   help="collective of files that do not say it (nccl-tests logs); in a "
+                   "measurement CSV, use only this collective's rows")  # fmt: skip
     p.add_argument("--ranks", type=int, metavar="N", default=None,
                    help="rank count of files that do not say it")  # fmt: skip
     p.add_argument(
@@ -60,8 +61,9 @@ def add_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
         "times by least squares on log(simulated/measured), and write them with their "
         "provenance and residuals to a params TOML for `simcoll compare --params` and "
         "`simcoll predict --params`.",
-        epilog="example: simcoll calibrate validation/data/testbed/star4-sendrecv.csv "
-        "--topology validation/topologies/star4-1gbit.toml -o star4.params.toml",
+        epilog="example: simcoll calibrate validation/data/testbed/star4-1gbit.csv "
+        "--collective sendrecv --topology validation/topologies/star4-1gbit.toml "
+        "-o star4.params.toml",
     )
     _common(p)
     p.add_argument("-o", "--output", required=True, type=Path, metavar="PARAMS.toml",
