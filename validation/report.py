@@ -98,6 +98,17 @@ DATASETS = [
         views=[("calibrated, sizes from 1 MiB", ["--min-size", "1M"])],
     ),
     Dataset(
+        name="testbed-star4-500mbit",
+        system="emulated: the 4-rank star at 500 Mbit/s (host effects halved), torch gloo; "
+        "calibrated on its sendrecv only",
+        topology="validation/topologies/star4-500mbit.toml",
+        measured=[f"{TESTBED}/star4-500mbit.csv"],
+        calibrate_on=[f"{TESTBED}/star4-500mbit.csv"],
+        calibrate_args=["--collective", "sendrecv"],
+        args=["--backend", "gloo"],
+        views=[("calibrated, sizes from 1 MiB", ["--min-size", "1M"])],
+    ),
+    Dataset(
         name="testbed-two-switches",
         system="emulated: 2 switches x 2 ranks at 1 Gbit/s, 500 Mbit/s uplink, torch gloo, "
         "all nine collectives; calibrated on its sendrecv only",
