@@ -13,6 +13,9 @@ parameter, each a physical cause that calibration can fit:
 - ``link_latency_s[kind]``: the latency of one link of that kind, replacing the topology
   file's value (an emulated link whose delay could not be applied, a cable longer than the
   spec sheet's).
+- ``protocol_efficiency[protocol]``: a factor on one NCCL protocol's data fraction (LL,
+  LL128, simple), for what a protocol loses beyond its line format (NCCL caps LL and
+  LL128 bandwidth per channel, ``llMaxBw`` in ``src/graph/tuning.cc``).
 - ``launch_s``: a fixed cost per collective call, whatever its size and steps (launching
   the kernels on every GPU, the host thread handing the call to the library).
 
@@ -46,8 +49,10 @@ __all__ = ["LINK_CLASSES", "Calibration", "read_calibration", "write_calibration
 
 LINK_CLASSES = ("nvlink", "pcie", "net")
 _LINK_KINDS = tuple(kind.value for kind in LinkKind)
+PROTOCOL_NAMES = ("LL", "LL128", "simple")
 _SECTIONS = {
     "efficiency": LINK_CLASSES,
+    "protocol_efficiency": PROTOCOL_NAMES,
     "step_latency_s": LINK_CLASSES,
     "link_latency_s": _LINK_KINDS,
 }
@@ -60,6 +65,7 @@ class Calibration:
     efficiency: Mapping[str, float] = field(default_factory=dict)
     step_latency_s: Mapping[str, float] = field(default_factory=dict)
     link_latency_s: Mapping[str, float] = field(default_factory=dict)
+    protocol_efficiency: Mapping[str, float] = field(default_factory=dict)
     launch_s: float = 0.0
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
@@ -78,7 +84,7 @@ class Calibration:
         ('LL', 0.4, 0.5)
         """
         name = base.name if base else "none"
-        efficiency = base.efficiency if base else 1.0
+        efficiency = (base.efficiency if base else 1.0) * self.protocol_efficiency.get(name, 1.0)
         step = dict(base.step_latency_s) if base else dict.fromkeys(LINK_CLASSES, 0.0)
         for cls, extra_s in self.step_latency_s.items():
             step[cls] = step.get(cls, 0.0) + extra_s
@@ -134,9 +140,9 @@ def _check(section: str, key: str, value: object, valid: tuple[str, ...]) -> Non
         raise ConfigError(f"unknown {section} key {key!r}; valid: {', '.join(valid)}")
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ConfigError(f"{section}.{key} must be a finite number, got {value!r}")
-    if section == "efficiency" and not 0 < value <= 4:
+    if section.endswith("efficiency") and not 0 < value <= 4:
         raise ConfigError(f"{section}.{key} must be in (0, 4], got {value!r}")
-    if section != "efficiency" and value < 0:
+    if not section.endswith("efficiency") and value < 0:
         raise ConfigError(f"{section}.{key} must not be negative, got {value!r}")
 
 
@@ -186,6 +192,7 @@ def write_calibration(
         "# efficiency: data fraction of the wire per link class (x the protocol's own);",
         "# step_latency_s: added to every transfer over that class, seconds;",
         "# link_latency_s: replaces the topology's latency of every link of that kind, seconds;",
+        "# protocol_efficiency: factor on an NCCL protocol's data fraction;",
         "# launch_s: added once to every collective call, seconds.",
         "schema = 1",
         f"launch_s = {_toml(float(calibration.launch_s))}",

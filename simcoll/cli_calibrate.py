@@ -15,7 +15,7 @@ from simcoll.backends import BACKENDS, Recipe, default_protocol, recipe_for
 from simcoll.calibration import Calibration, read_calibration, write_calibration
 from simcoll.compare import REGIMES, compare, format_summary, regime_of, summarise
 from simcoll.errors import ConfigError, SimcollError
-from simcoll.fit import PARAMETER_GROUPS, FitPoint, Model, fit
+from simcoll.fit import ALL_GROUPS, PARAMETER_GROUPS, FitPoint, Model, fit
 from simcoll.measurements import MeasurementSet, read_measurements
 from simcoll.topology.io import load, parse_overrides
 
@@ -70,7 +70,8 @@ def add_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
                    help="params file to write")  # fmt: skip
     p.add_argument("--fit", default=",".join(PARAMETER_GROUPS), metavar="GROUPS",
                    help="parameter groups that may be fitted, in priority order where two "
-                   f"move the times alike (default {','.join(PARAMETER_GROUPS)})")  # fmt: skip
+                   f"move the times alike (default {','.join(PARAMETER_GROUPS)}; also "
+                   "protocol_efficiency, a factor per NCCL protocol)")  # fmt: skip
     p.add_argument("--regimes", default="latency,middle,bandwidth", metavar="NAMES",
                    help="size regimes whose points are fitted (latency < 64 KiB <= middle "
                    "< 64 MiB <= bandwidth; default all three)")  # fmt: skip
@@ -144,9 +145,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise ConfigError(f"-o {args.output}: no such folder {folder}")
     groups = [g.strip() for g in args.fit.split(",") if g.strip()]
     for group in groups:
-        if group not in PARAMETER_GROUPS:
+        if group not in ALL_GROUPS:
             raise ConfigError(f"--fit: unknown parameter group {group!r}; valid: "
-                              f"{', '.join(PARAMETER_GROUPS)}")  # fmt: skip
+                              f"{', '.join(ALL_GROUPS)}")  # fmt: skip
     topology, sets = _inputs(args)
     regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
     names = [name for name, _, _ in REGIMES]
@@ -178,7 +179,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     write_calibration(args.output, calibration, result.residual_rows())
     print(f"fitted on {len(result.points)} points ({backend}, protocol {protocol or 'none'}):")
     for name, value in result.calibration.values.items():
-        unit = "" if name.startswith("efficiency") else " s"
+        unit = "" if "efficiency" in name else " s"
         print(f"  {name} = {value:.6g}{unit}")
     if result.not_identifiable:
         print("  not identifiable from these runs (left uncalibrated): "
@@ -214,6 +215,7 @@ def _describe(recipe: Recipe | str) -> str:
 def _sections(calibration: Calibration) -> dict[str, Any]:
     return {
         "efficiency": dict(calibration.efficiency),
+        "protocol_efficiency": dict(calibration.protocol_efficiency),
         "step_latency_s": dict(calibration.step_latency_s),
         "link_latency_s": dict(calibration.link_latency_s),
         "launch_s": calibration.launch_s,

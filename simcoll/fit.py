@@ -41,19 +41,30 @@ import networkx as nx
 import numpy as np
 
 from simcoll.backends import Recipe
-from simcoll.calibration import LINK_CLASSES, Calibration
+from simcoll.calibration import LINK_CLASSES, PROTOCOL_NAMES, Calibration
 from simcoll.errors import ConfigError
 from simcoll.predict import predict
 from simcoll.protocols import link_class
 
-__all__ = ["PARAMETER_GROUPS", "FitPoint", "FitResult", "Model", "fit", "simulate_points"]
+__all__ = [
+    "ALL_GROUPS",
+    "PARAMETER_GROUPS",
+    "FitPoint",
+    "FitResult",
+    "Model",
+    "fit",
+    "simulate_points",
+]
 
-#: Starting point of a step latency (seconds) while testing which parameters matter.
 _TIME_SCALE_S = 1e-6  # scale of a time variable that starts at 0
 _STEP = 1e-3  # forward-difference step, a fraction of the variable's scale
 _MAX_ITERATIONS = 30
-#: What can be fitted, in the default priority order.
+#: What is fitted by default, in priority order.
 PARAMETER_GROUPS = ("efficiency", "link_latency_s", "step_latency_s", "launch_s")
+#: Groups that can be asked for (``protocol_efficiency`` only means something with NCCL's
+#: protocols, so it is not fitted unless asked).
+ALL_GROUPS = (*PARAMETER_GROUPS, "protocol_efficiency")
+_EFFICIENCIES = ("efficiency.", "protocol_efficiency.")
 
 
 @dataclass(frozen=True)
@@ -171,8 +182,8 @@ def fit(
     if any(p.time_s <= 0 for p in points):
         raise ConfigError("a measured time is 0 or negative; cannot fit a log error")
     for group in parameters:
-        if group not in PARAMETER_GROUPS:
-            valid = ", ".join(PARAMETER_GROUPS)
+        if group not in ALL_GROUPS:
+            valid = ", ".join(ALL_GROUPS)
             raise ConfigError(f"unknown parameter group {group!r}; valid: {valid}")
     names, start, scale = _parameters(topology)
     order = [i for group in parameters for i, n in enumerate(names) if n.split(".")[0] == group]
@@ -199,7 +210,7 @@ def fit(
     active = _identifiable(jacobian, order)
     if not active:
         raise ConfigError("no parameter changes the simulated times of these points")
-    n_efficiency = sum(name.startswith("efficiency.") for name in names)
+    n_efficiency = sum(name.startswith(_EFFICIENCIES) for name in names)
     theta, history = _levenberg_marquardt(residual, start, active, scale, n_efficiency)
     calibration = calibration_of(theta, active)
     simulated = simulate_points(
@@ -222,16 +233,18 @@ def _parameters(topology: nx.DiGraph[str]) -> tuple[list[str], np.ndarray, np.nd
     """Names, starting values and scales of the fit's variables.
 
     The variables are linear in time where links are not shared: ``1 / efficiency`` per
-    link class (starts at 1), each link kind's latency (starts at the topology's mean),
-    the step latency per class and the launch cost (start at 0), in seconds.
+    link class and per protocol (start at 1), each link kind's latency (starts at the
+    topology's mean), the step latency per class and the launch cost (start at 0), in
+    seconds.
     """
     kinds: dict[str, list[float]] = defaultdict(list)
     for _, _, attrs in topology.edges(data=True):
         kinds[attrs["kind"].value].append(float(attrs["latency_s"]))
     classes = sorted({link_class([k]) for k in kinds}, key=LINK_CLASSES.index)
     names = [f"efficiency.{c}" for c in classes]
-    start = [1.0] * len(classes)
-    scale = [1.0] * len(classes)
+    names += [f"protocol_efficiency.{p}" for p in PROTOCOL_NAMES]
+    start = [1.0] * len(names)
+    scale = [1.0] * len(names)
     for kind, latencies in sorted(kinds.items()):
         names.append(f"link_latency_s.{kind}")
         start.append(float(np.mean(latencies)))
@@ -245,7 +258,7 @@ def _parameters(topology: nx.DiGraph[str]) -> tuple[list[str], np.ndarray, np.nd
 
 def _value(name: str, variable: float) -> float:
     """A parameter's value from its fit variable (efficiency is fitted as its inverse)."""
-    return 1 / variable if name.startswith("efficiency.") else variable
+    return 1 / variable if name.startswith(_EFFICIENCIES) else variable
 
 
 def _clip(theta: np.ndarray, n_efficiency: int) -> np.ndarray:

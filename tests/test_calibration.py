@@ -77,3 +77,11 @@ def test_unknown_section(tmp_path):
     path.write_text("[bandwidth]\nnet = 1\n")
     with pytest.raises(ConfigError, match="unknown section 'bandwidth'"):
         read_calibration(path)
+
+
+def test_protocol_efficiency_applies_to_its_protocol_only():
+    cal = Calibration(efficiency={"nvlink": 0.8}, protocol_efficiency={"LL": 0.5})
+    assert cal.protocol(PROTOCOLS["LL"]).efficiency_of(["nvlink"]) == pytest.approx(0.5 * 0.5 * 0.8)
+    assert cal.protocol(PROTOCOLS["LL"]).efficiency_of(["ib"]) == pytest.approx(0.5 * 0.5)
+    assert cal.protocol(PROTOCOLS["simple"]).efficiency_of(["nvlink"]) == pytest.approx(0.8)
+    assert cal.protocol(None).efficiency_of(["nvlink"]) == pytest.approx(0.8)

@@ -111,3 +111,19 @@ def test_errors_are_one_line():
             parameters=("bandwidth",))  # fmt: skip
     with pytest.raises(ConfigError, match=r"^a measured time is 0 or negative"):
         fit(star(2), [FitPoint("sendrecv", 2, 8, 0.0)], recipe=lambda c, n, s: "direct")
+
+
+def test_protocol_efficiency_scales_one_protocol():
+    """LL puts 2 wire bytes per data byte and pays NCCL's 2.7 us network step latency;
+    a protocol factor of 0.6 on top: T = 2 hop + 2.7 us + S / (0.5 x 0.6 x B)."""
+    hop = 1e-6
+    points = [FitPoint("sendrecv", 2, s, 2 * hop + 2.7e-6 + s / (0.5 * 0.6 * B)) for s in SIZES]
+    result = fit(star(2, latency_s=hop), points, recipe=lambda c, n, s: "direct",
+                 protocol="LL", parameters=("protocol_efficiency",))  # fmt: skip
+    assert result.calibration.values == pytest.approx({"protocol_efficiency.LL": 0.6})
+    # the other protocols never ran: nothing to fit them on
+    assert result.not_identifiable == ["protocol_efficiency.LL128", "protocol_efficiency.simple"]
+    # beside a link-class efficiency it moves the same times: the first asked for wins
+    both = fit(star(2, latency_s=hop), points, recipe=lambda c, n, s: "direct",
+               protocol="LL", parameters=("efficiency", "protocol_efficiency"))  # fmt: skip
+    assert both.calibration.values == pytest.approx({"efficiency.net": 0.6})

@@ -52,7 +52,7 @@ DATASETS = [
             f"{LOGS}/nccl_allreduce_8xA100_nvswitch_superbench.log",
         ],
         calibrate_on=[f"{LOGS}/nccl_allreduce_8xA100_nvswitch_superbench.log"],
-        calibrate_args=["--fit", "efficiency,launch_s", "--regimes", "latency,bandwidth"],
+        calibrate_args=["--fit", "efficiency,protocol_efficiency,launch_s"],
         args=["--algorithm", "ring"],
     ),
     Dataset(
@@ -61,7 +61,7 @@ DATASETS = [
         topology="topologies/dgx-a100.toml",
         measured=[f"{LOGS}/nccl_sendrecv_8xA100_nvswitch_liplus.log"],
         calibrate_on=[f"{LOGS}/nccl_allreduce_8xA100_nvswitch_superbench.log"],
-        calibrate_args=["--fit", "efficiency,launch_s", "--regimes", "latency,bandwidth"],
+        calibrate_args=["--fit", "efficiency,protocol_efficiency,launch_s"],
         args=["--algorithm", "ring"],
         compare_args=["--algorithm", "direct"],
     ),
