@@ -1,51 +1,12 @@
-"""An emulated cluster: a simcoll topology as Linux network namespaces, bridges and tbf.
-
-Every GPU of the topology becomes a network namespace ``sc<id>-r<rank>`` holding one
-interface with an address in a /16 of its own; every other node (a switch) becomes a
-Linux bridge, and all bridges live in one more namespace, ``sc<id>-fab``, so nothing is
-added to the root namespace. Each topology link (a duplex pair of directed edges) is a
-veth pair, and each directed edge is shaped by a tbf qdisc on the egress of its sending
-end at the edge's ``bandwidth_bytes_per_s``: a single slow link, or an asymmetric one,
-is emulated as written. Processes started with :meth:`Testbed.run_ranks` see ``RANK``,
-``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` as torchrun sets them, so
-:mod:`validation.replay` runs on the testbed unchanged::
-
-    with Testbed("validation/topologies/star4-1gbit.toml") as bed:
-        bed.run_ranks([sys.executable, "-m", "validation.replay", ...], env={}, timeout_s=600)
-
-What it cannot emulate, it says so:
-
-- **Latency.** Where the kernel has no ``sch_netem`` (the machines this project runs on:
-  see ``shared/reference/testbed-notes.md``) no delay can be added; every link then has
-  the native veth + bridge latency, which :meth:`Testbed.describe` measures (median TCP
-  echo round trip between ranks 0 and 1) and reports next to the latency requested.
-- **Shapes.** A GPU must have exactly one link, to a switch; switches must form a tree
-  (bridges run no spanning tree and no ECMP); every link must exist in both directions.
-
-Teardown always happens: on leaving the ``with`` block (also on an exception), on SIGINT
-and SIGTERM while the testbed is up, and at interpreter exit. Every namespace and
-interface is written to a state file (``/run/simcoll-testbed/<id>.json``) *before* it is
-created; teardown deletes exactly those names, and ``python -m validation.testbed
-cleanup`` deletes what state files left behind by a process that was killed with -9.
-
-Command line::
-
-    python -m validation.testbed show validation/topologies/star4-1gbit.toml
-    python -m validation.testbed run validation/topologies/star4-one-slow.toml -- CMD ARGS...
-    python -m validation.testbed cleanup
-
-Needs root, ``ip`` (iproute2) and ``tc``. This module never imports torch.
-"""
+"""The :class:`Testbed`: build, shape, run ranks in, measure and tear down (no torch)."""
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import json
 import os
 import secrets
-import shutil
 import signal
 import statistics
 import subprocess
@@ -53,265 +14,36 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any, NoReturn
+from typing import Any
 
 import networkx as nx
 
-from simcoll.errors import ConfigError, SimcollError
-from simcoll.topology import gpu_nodes, load
-
-__all__ = [
-    "RankResult",
-    "Testbed",
-    "TestbedError",
-    "cleanup_leftovers",
-    "main",
-    "testbed_available",
-]
-
-STATE_DIRS = (Path("/run/simcoll-testbed"), Path(tempfile.gettempdir()) / "simcoll-testbed")
-"""Where state files live: the first that can be written to (``/run`` needs root)."""
-
-PREFIX = "sc"
-"""Every name a testbed creates starts with ``sc<id>-``; ``<id>`` is 4 hex digits."""
-
-TBF_BURST_BYTES = 128 * 1024
-"""tbf bucket. Smaller buckets lose 7-38 % of a 1 Gbit/s flow on a busy 2-core machine
-because tbf's dequeue timer fires late (testbed-notes.md); 128 KiB reaches the MTU ceiling."""
-
-TBF_QUEUE_S = 0.020
-"""How long a packet may wait in a tbf queue (tc's ``latency``): sets the queue limit to
-``rate * 20 ms + burst``, enough for one TCP flow to fill a link without loss."""
-
-ECHO_ROUND_TRIPS = 200
-"""Round trips whose median is the native RTT; 20 more are run first as warm-up."""
-
-MEASURE_SKIP_BYTES = 1 << 20
-"""Goodput is timed from the first MiB received on: the first 128 KiB leave at veth
-speed (tbf's full bucket), which would inflate a short transfer by a few per cent."""
-
-FIRST_MASTER_PORT = 29500
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class TestbedError(SimcollError, RuntimeError):
-    """The testbed could not be built or torn down, or a rank failed or timed out."""
-
-    __test__ = False  # not a pytest test class, whatever its name
-
-
-@dataclass(frozen=True)
-class RankResult:
-    """How one rank's process ended, with everything it printed."""
-
-    rank: int
-    returncode: int
-    stdout: str
-    stderr: str
-    elapsed_s: float
-
-
-@dataclass(frozen=True)
-class _Port:
-    """One end of a veth pair and the directed topology edge that leaves through it."""
-
-    interface: str
-    namespace: str
-    source: str
-    target: str
-
-
-# --------------------------------------------------------------------------------------
-# Checking a topology
-# --------------------------------------------------------------------------------------
-
-
-def _load(topology: nx.DiGraph[str] | str | Path) -> nx.DiGraph[str]:
-    if isinstance(topology, nx.DiGraph):
-        return topology
-    return load(topology)  # a missing file: ConfigError "<path>: no such file"
-
-
-def _check_emulable(graph: nx.DiGraph[str]) -> None:
-    """Raise :class:`ConfigError` for what namespaces and bridges cannot emulate."""
-    source = graph.graph.get("source")
-    for u, v in graph.edges:
-        if not graph.has_edge(v, u):
-            raise ConfigError(
-                f"link {u} -> {v} has no reverse direction; the testbed emulates duplex links",
-                source=source,
-            )
-    by_rank = gpu_nodes(graph)
-    gpus = set(by_rank)
-    for node in by_rank:
-        neighbours = sorted(set(graph.successors(node)) | set(graph.predecessors(node)))
-        direct = [n for n in neighbours if n in gpus]
-        if direct:
-            raise ConfigError(
-                f"link {node} - {direct[0]} joins two GPUs directly; the testbed needs a"
-                " switch between GPUs",
-                source=source,
-            )
-        if len(neighbours) != 1:
-            raise ConfigError(
-                f"{node} has {len(neighbours)} links (to {', '.join(neighbours) or 'nothing'});"
-                " a testbed rank needs exactly one link, to a switch",
-                source=source,
-            )
-    fabric = graph.subgraph(n for n in graph if n not in gpus).to_undirected(as_view=True)
-    loops = nx.cycle_basis(fabric)
-    if loops:
-        raise ConfigError(
-            f"switches {', '.join(sorted(loops[0]))} form a loop; Linux bridges without"
-            " spanning tree or ECMP cannot emulate redundant paths",
-            source=source,
-        )
-
-
-# --------------------------------------------------------------------------------------
-# Running commands
-# --------------------------------------------------------------------------------------
-
-
-def _run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run a short command; on failure raise a one-line :class:`TestbedError`."""
-    done = subprocess.run(list(argv), capture_output=True, text=True, check=False)
-    if check and done.returncode != 0:
-        reason = _last_line(done.stderr) or f"exit code {done.returncode}"
-        raise TestbedError(f"{' '.join(argv)}: {reason}")
-    return done
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def _netns_exists(name: str) -> bool:
-    return Path("/run/netns", name).exists()
-
-
-def _netns_list() -> set[str]:
-    done = _run(["ip", "netns", "list"], check=False)
-    return {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
-
-
-def _root_links() -> set[str]:
-    done = _run(["ip", "-o", "link", "show"], check=False)
-    names = set()
-    for line in done.stdout.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) > 1:
-            names.add(parts[1].strip().split("@")[0])
-    return names
-
-
-def _kill_netns_processes(namespaces: Sequence[str]) -> None:
-    """SIGKILL every process inside ``namespaces`` and wait (up to 2 s) until none is left."""
-    deadline = time.monotonic() + 2.0
-    while True:
-        pids = []
-        for ns in namespaces:
-            if _netns_exists(ns):
-                done = _run(["ip", "netns", "pids", ns], check=False)
-                pids += [int(p) for p in done.stdout.split() if p.isdigit()]
-        pids = [p for p in pids if p != os.getpid()]
-        if not pids or time.monotonic() > deadline:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
-
-
-def _proc_start_time(pid: int) -> int | None:
-    """The start time of process ``pid`` in clock ticks since boot, None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
-
-
-def _teardown_names(namespaces: Sequence[str], interfaces: Sequence[str]) -> list[str]:
-    """Delete exactly these namespaces (and, if any leaked there, root interfaces).
-
-    Returns what is still there afterwards (empty when all went).
-    """
-    _kill_netns_processes(namespaces)
-    for ns in reversed(namespaces):
-        if _netns_exists(ns):
-            _run(["ip", "netns", "del", ns], check=False)
-    leaked = _root_links() & set(interfaces)
-    for name in sorted(leaked):
-        _run(["ip", "link", "del", "dev", name], check=False)
-    return sorted(set(namespaces) & _netns_list()) + sorted(_root_links() & set(interfaces))
-
-
-# --------------------------------------------------------------------------------------
-# State files
-# --------------------------------------------------------------------------------------
-
-
-def _state_dir() -> Path:
-    for folder in STATE_DIRS:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(folder, os.W_OK):
-            return folder
-    raise TestbedError(f"no writable state folder among {', '.join(map(str, STATE_DIRS))}")
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    """Replace ``path`` atomically, so a kill never leaves half a state file."""
-    partial = path.with_suffix(".partial")
-    with partial.open("w") as file:
-        json.dump(data, file, indent=1)
-        file.flush()
-        os.fsync(file.fileno())
-    partial.replace(path)
-
-
-def _state_files() -> Iterator[Path]:
-    for folder in STATE_DIRS:
-        if folder.is_dir():
-            yield from sorted(folder.glob("*.json"))
-
-
-def cleanup_leftovers(*, force: bool = False) -> list[str]:
-    """Delete what the state files of dead testbed processes list; return the names removed.
-
-    A state file whose owner process is still running belongs to a live testbed and is
-    left alone unless ``force``. Names that no longer exist are skipped silently.
-    """
-    removed: list[str] = []
-    for path in _state_files():
-        try:
-            state = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        alive = _proc_start_time(state.get("pid", -1)) == state.get("pid_start")
-        if alive and not force:
-            continue
-        namespaces = list(state.get("namespaces", []))
-        interfaces = list(state.get("interfaces", []))
-        present = (set(namespaces) & _netns_list()) | (set(interfaces) & _root_links())
-        left = _teardown_names(namespaces, interfaces)
-        removed += sorted(present - set(left))
-        if not left:
-            path.unlink(missing_ok=True)
-    return removed
-
-
-# --------------------------------------------------------------------------------------
-# The testbed
-# --------------------------------------------------------------------------------------
+from simcoll.topology import gpu_nodes
+from validation.testbed._system import (
+    _SIGNALS,
+    ECHO_ROUND_TRIPS,
+    FIRST_MASTER_PORT,
+    MEASURE_SKIP_BYTES,
+    PREFIX,
+    TBF_BURST_BYTES,
+    TBF_QUEUE_S,
+    RankResult,
+    TestbedError,
+    _check_emulable,
+    _kill_netns_processes,
+    _last_line,
+    _load,
+    _netns_list,
+    _Port,
+    _proc_start_time,
+    _run,
+    _state_dir,
+    _teardown_names,
+    _write_json,
+)
 
 
 class Testbed:
@@ -946,168 +678,3 @@ print("{}")
 # --------------------------------------------------------------------------------------
 # Probing and the command line
 # --------------------------------------------------------------------------------------
-
-
-def testbed_available() -> str | None:
-    """None where a testbed can be built here, else why not (a skip reason).
-
-    Needs root, ``ip`` and ``tc``, and ``ip netns add`` to work (it adds and deletes a
-    throwaway namespace).
-    """
-    if os.geteuid() != 0:
-        return f"the testbed needs root (network namespaces); running as uid {os.geteuid()}"
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"the testbed needs '{tool}' (iproute2), not found on PATH"
-    probe = f"{PREFIX}probe{os.getpid() % 100000}"
-    added = _run(["ip", "netns", "add", probe], check=False)
-    _run(["ip", "netns", "del", probe], check=False)
-    if added.returncode != 0:
-        return f"'ip netns add' does not work here: {_last_line(added.stderr)}"
-    return None
-
-
-def _format_rate(bytes_per_s: float) -> str:
-    bits = bytes_per_s * 8
-    if bits >= 1e9:
-        return f"{bits / 1e9:.4g} Gbit/s"
-    return f"{bits / 1e6:.4g} Mbit/s"
-
-
-def _print_description(description: Mapping[str, Any], goodput: Mapping[str, Any] | None) -> None:
-    ranks = description["ranks"]
-    print(
-        f"testbed {description['id']}: {description['topology']}, {len(ranks)} ranks,"
-        f" subnet {description['subnet']}, ranks run {description['sched']}"
-    )
-    print(f"{'rank':>4}  {'namespace':<15} ip")
-    for rank in ranks:
-        print(f"{rank['rank']:>4}  {rank['namespace']:<15} {rank['ip']}")
-    print(f"{'link':<24} {'interface':<15} {'requested':>13} {'tbf rate':>13} "
-          f"{'latency':>9} applied")  # fmt: skip
-    for link in description["links"]:
-        shaped = link["shaped_rate_bit_per_s"]
-        print(
-            f"{link['link']:<24} {link['interface']:<15}"
-            f" {_format_rate(link['bandwidth_bytes_per_s']):>13}"
-            f" {_format_rate(shaped / 8) if shaped else '(none)':>13}"
-            f" {link['latency_s'] * 1e6:>6.4g} us {'yes' if link['latency_applied'] else 'no'}"
-        )
-    print(f"latency: {description['latency_note']}")
-    rtt = description["rtt"]
-    if rtt is not None:
-        print(
-            f"native RTT rank 0 <-> rank 1: {rtt['median_s'] * 1e6:.1f} us median of"
-            f" {rtt['samples']} TCP echo round trips (min {rtt['min_s'] * 1e6:.1f} us,"
-            f" p90 {rtt['p90_s'] * 1e6:.1f} us)"
-        )
-    if goodput is not None:
-        line = (
-            f"TCP goodput rank 0 -> rank 1: {_format_rate(goodput['bytes_per_s'])} over"
-            f" {goodput['seconds']:.2f} s"
-        )
-        if goodput.get("bottleneck_bytes_per_s"):
-            share = goodput["bytes_per_s"] / goodput["bottleneck_bytes_per_s"]
-            line += (
-                f" ({share:.1%} of the slowest link's rate; the 1500-byte MTU allows"
-                f" 1448/1514 = {1448 / 1514:.1%})"
-            )
-        print(line)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (and exit status 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {self.prog}: {message} (see --help)\n")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="python -m validation.testbed",
-        description=(
-            "Emulate a simcoll topology with network namespaces (one per rank), Linux"
-            " bridges (the switches, in one extra namespace) and tbf on every link"
-            " direction. Needs root. Latency cannot be added where the kernel lacks netem;"
-            " the native latency is measured instead."
-        ),
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    show = commands.add_parser(
-        "show",
-        help="build, print links, rates, RTT and one flow's goodput, tear down",
-        description="Build the testbed, print describe() as a table with the median TCP"
-        " echo RTT rank 0 <-> rank 1 and the goodput of one TCP flow rank 0 -> rank 1,"
-        " then tear it down.",
-    )
-    show.add_argument("topology", help="a topology TOML file (validation/topologies/...)")
-    show.add_argument(
-        "--duration-s", type=float, default=2.0, help="length of the goodput flow (default 2)"
-    )
-    run = commands.add_parser(
-        "run",
-        usage="%(prog)s [-h] [--timeout-s S] TOPOLOGY -- CMD [ARGS...]",
-        help="build, run a command on every rank, tear down",
-        description="Build the testbed, run CMD once per rank inside its namespace with"
-        " RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and OMP_NUM_THREADS=1 set, print"
-        " what each rank wrote (prefixed [rank N]), tear down.",
-    )
-    run.add_argument("topology", help="a topology TOML file")
-    run.add_argument(
-        "--timeout-s", type=float, default=600.0, help="kill all ranks after this (default 600)"
-    )
-    run.add_argument(
-        "cmd", nargs="*", metavar="-- CMD ARGS", help="what each rank runs, after '--'"
-    )
-    cleanup = commands.add_parser(
-        "cleanup",
-        help="delete what state files of dead testbed processes list",
-        description="Delete the namespaces and interfaces listed in leftover state files"
-        f" ({', '.join(map(str, STATE_DIRS))}) whose owning process is gone, e.g. after"
-        " kill -9. Live testbeds are left alone unless --force.",
-    )
-    cleanup.add_argument("--force", action="store_true", help="also tear down live testbeds")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The command line; returns the exit status (2 on any error, printed as one line)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    # everything after the first '--' is the ranks' command, options and all
-    cmd = argv[argv.index("--") + 1 :] if "--" in argv else []
-    args = _parser().parse_args(argv[: argv.index("--")] if "--" in argv else argv)
-    try:
-        if args.command == "cleanup":
-            removed = cleanup_leftovers(force=args.force)
-            print(f"removed {', '.join(removed)}" if removed else "nothing to clean up")
-        elif args.command == "show":
-            with Testbed(args.topology) as bed:
-                description = bed.describe()
-                goodput = None
-                if bed.world_size > 1:
-                    goodput = bed.measure_goodput(0, 1, duration_s=args.duration_s)
-                    goodput["bottleneck_bytes_per_s"] = bed.bottleneck_bytes_per_s(0, 1)
-                _print_description(description, goodput)
-        else:
-            if args.cmd:
-                raise ConfigError(f"put the command after '--': run TOPOLOGY -- {args.cmd[0]} ...")
-            if not cmd:
-                raise ConfigError("no command given; write: run TOPOLOGY -- CMD ARGS...")
-            with Testbed(args.topology) as bed:
-                results = bed.run_ranks(cmd, env={}, timeout_s=args.timeout_s)
-            for result in results:
-                for line in result.stdout.splitlines():
-                    print(f"[rank {result.rank}] {line}")
-                for line in result.stderr.splitlines():
-                    print(f"[rank {result.rank}] {line}", file=sys.stderr)
-    except (SimcollError, OSError) as error:
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted; the testbed was torn down", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
