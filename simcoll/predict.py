@@ -313,7 +313,7 @@ def _formula(  # noqa: PLR0917 - one call of either model
 ) -> float:
     if model == "nccl":
         return nccl_time_s(
-            topology, collective, name, protocol.name if protocol else "simple", n_ranks,
+            topology, collective, name, _nccl_protocol(protocol), n_ranks,
             size_bytes, n_channels=params.get("n_channels", NCCL_DEFAULT_CHANNELS),
             rank_nodes=nodes, router=router,
         )  # fmt: skip
@@ -367,6 +367,12 @@ def _best_row(  # noqa: PLR0917 - predict's own arguments, passed on
 ALL = ("LL", "LL128", "simple")
 # NCCL runs NVLS with the Simple protocol only (state-of-the-art notes, section 3.2).
 _PROTOCOLS_OF: dict[str, tuple[str, ...]] = {"nvls": ("simple",), "sharp": ("simple",)}
+
+
+def _nccl_protocol(protocol: Protocol | None) -> str:
+    """The NCCL protocol the tuning model costs: the bare links (None, or a calibrated
+    "none") as Simple, NCCL's full-bandwidth protocol."""
+    return "simple" if protocol is None or protocol.name == "none" else protocol.name
 
 
 def _allowed(protocol: Protocol | None, algorithm: str) -> bool:

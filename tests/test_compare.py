@@ -173,3 +173,32 @@ def test_option_errors_name_the_option_and_come_before_any_work(files, capsys):
     assert capsys.readouterr().err == (
         "simcoll: error: --min-size: cannot read 'lots' as a number with a unit\n"
     )
+
+
+def test_predict_with_params_on_the_bare_links_in_every_model(files, capsys):
+    """A gloo calibration (protocol none) works with the closed forms too; the nccl
+    model costs the bare links as NCCL's Simple protocol, the launch cost on top."""
+    tmp, topo, _, _ = files
+    cal = tmp / "cal.toml"
+    cal.write_text("launch_s = 0.001\n")
+    times = {}
+    for model in ("nccl", "analytical", "flow"):
+        for extra in ([], ["--params", str(cal)]):
+            argv = [
+                "predict",
+                str(topo),
+                "--collective",
+                "allreduce",
+                "--sizes",
+                "1M",
+                "--protocol",
+                "none",
+                "--model",
+                model,
+                "--format",
+                "csv",
+                *extra,
+            ]
+            assert main(argv) == 0, capsys.readouterr().err
+            times[model, bool(extra)] = float(capsys.readouterr().out.splitlines()[1].split(",")[5])
+        assert times[model, True] == pytest.approx(times[model, False] + 0.001)
