@@ -17,7 +17,7 @@ Recipe(algorithm='auto', params=(), simulate_as=None)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simcoll.collectives import Collective
 from simcoll.errors import ConfigError
@@ -65,7 +65,7 @@ def gloo_recipe(collective: str, n_ranks: int, size_bytes: int) -> Recipe:
         n = max(n_ranks, 1)
         segments = math.ceil(max(math.ceil(size_bytes / GLOO_SEGMENT_BYTES), 2 * n) / n) * n
         ring = Recipe("ring", (("n_chunks", segments // n), ("max_in_flight", 2)))
-        return ring if name == "allreduce" else Recipe(*_fields(ring), simulate_as="allreduce")
+        return ring if name == "allreduce" else replace(ring, simulate_as="allreduce")
     if name == "allgather":
         return Recipe("ring", (("n_chunks", 2), ("max_in_flight", 2)))
     if name == "broadcast":
@@ -73,10 +73,6 @@ def gloo_recipe(collective: str, n_ranks: int, size_bytes: int) -> Recipe:
     if name == "reduce":
         return Recipe("tree")
     return Recipe("direct", (("n_chunks", 1),))
-
-
-def _fields(recipe: Recipe) -> tuple[str, tuple[tuple[str, int], ...]]:
-    return recipe.algorithm, recipe.params
 
 
 def recipe_for(backend: str, collective: str, n_ranks: int, size_bytes: int) -> Recipe:

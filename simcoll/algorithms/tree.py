@@ -331,11 +331,8 @@ def tree_broadcast(
     >>> [(t.src, t.dst) for t in s.transfers()], s.bytes_sent_per_rank().tolist()
     ([(1, 0), (1, 3), (1, 2), (3, 4)], [0, 150, 0, 50, 0])
     """
-    b = _builder(Collective.BROADCAST, n_ranks, size_bytes, root=root, n_channels=n_channels,
-                 n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
-    _down(b, binomial_tree(n_ranks, root), _lanes(range(n_channels), n_chunks),
-          lambda _, channel, chunk: [channel * n_chunks + chunk])  # fmt: skip
-    return b.build()
+    return _broadcast(binomial_tree(n_ranks, root), "tree", size_bytes, n_channels=n_channels,
+                      n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
 
 
 def msb_tree_broadcast(
@@ -354,9 +351,25 @@ def msb_tree_broadcast(
     >>> [(t.src, t.dst) for t in s.transfers()], s.bytes_sent_per_rank().tolist()
     ([(0, 1), (0, 2), (1, 3)], [80, 40, 0, 0])
     """
-    b = _builder(Collective.BROADCAST, n_ranks, size_bytes, root=root, n_channels=n_channels,
-                 n_chunks=n_chunks, max_in_flight=max_in_flight, algorithm="msb_tree")  # fmt: skip
-    _down(b, msb_binomial_tree(n_ranks, root), _lanes(range(n_channels), n_chunks),
+    tree = msb_binomial_tree(n_ranks, root)
+    return _broadcast(tree, "msb_tree", size_bytes, n_channels=n_channels, n_chunks=n_chunks,
+                      max_in_flight=max_in_flight)  # fmt: skip
+
+
+def _broadcast(
+    tree: Tree,
+    algorithm: str,
+    size_bytes: int,
+    *,
+    n_channels: int,
+    n_chunks: int,
+    max_in_flight: int,
+) -> Schedule:
+    """The buffer down ``tree``, each piece forwarded as soon as it has arrived."""
+    b = _builder(Collective.BROADCAST, len(tree.parent), size_bytes, root=tree.root,
+                 n_channels=n_channels, n_chunks=n_chunks, max_in_flight=max_in_flight,
+                 algorithm=algorithm)  # fmt: skip
+    _down(b, tree, _lanes(range(n_channels), n_chunks),
           lambda _, channel, chunk: [channel * n_chunks + chunk])  # fmt: skip
     return b.build()
 
