@@ -42,6 +42,22 @@ class Dataset:
     views: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
+def testbed(name: str, stem: str, what: str) -> Dataset:
+    """A run of our own on the emulated cluster (``validation/topologies/STEM.toml``, data
+    in ``validation/data/testbed/STEM.csv``), calibrated on its sendrecv rows only."""
+    data = f"{TESTBED}/{stem}.csv"
+    return Dataset(
+        name=name,
+        system=f"emulated (netns + tbf): {what}; torch gloo; calibrated on its sendrecv only",
+        topology=f"validation/topologies/{stem}.toml",
+        measured=[data],
+        calibrate_on=[data],
+        calibrate_args=["--collective", "sendrecv"],
+        args=["--backend", "gloo"],
+        views=[("calibrated, sizes from 1 MiB", ["--min-size", "1M"])],
+    )
+
+
 DATASETS = [
     Dataset(
         name="a100-allgather",
@@ -86,49 +102,21 @@ DATASETS = [
         measured=[f"{LOGS}/nccl_allreduce_8xV100_oci_bmgpu38_ocitutorials.log"],
         args=["--algorithm", "ring"],
     ),
-    Dataset(
-        name="testbed-star4",
-        system="emulated: 4 ranks, 1 Gbit/s star (netns + tbf), torch gloo; calibrated on "
-        "the same testbed's sendrecv only",
-        topology="validation/topologies/star4-1gbit.toml",
-        measured=[f"{TESTBED}/star4-1gbit.csv"],
-        calibrate_on=[f"{TESTBED}/star4-1gbit.csv"],
-        calibrate_args=["--collective", "sendrecv"],
-        args=["--backend", "gloo"],
-        views=[("calibrated, sizes from 1 MiB", ["--min-size", "1M"])],
+    testbed("testbed-star4", "star4-1gbit", "4 ranks, 1 Gbit/s star"),
+    testbed(
+        "testbed-star4-500mbit",
+        "star4-500mbit",
+        "the 4-rank star at 500 Mbit/s (host effects halved)",
     ),
-    Dataset(
-        name="testbed-star4-500mbit",
-        system="emulated: the 4-rank star at 500 Mbit/s (host effects halved), torch gloo; "
-        "calibrated on its sendrecv only",
-        topology="validation/topologies/star4-500mbit.toml",
-        measured=[f"{TESTBED}/star4-500mbit.csv"],
-        calibrate_on=[f"{TESTBED}/star4-500mbit.csv"],
-        calibrate_args=["--collective", "sendrecv"],
-        args=["--backend", "gloo"],
-        views=[("calibrated, sizes from 1 MiB", ["--min-size", "1M"])],
+    testbed(
+        "testbed-two-switches",
+        "two-switches-oversubscribed",
+        "2 switches x 2 ranks at 1 Gbit/s, 500 Mbit/s uplink, all nine collectives",
     ),
-    Dataset(
-        name="testbed-two-switches",
-        system="emulated: 2 switches x 2 ranks at 1 Gbit/s, 500 Mbit/s uplink, torch gloo, "
-        "all nine collectives; calibrated on its sendrecv only",
-        topology="validation/topologies/two-switches-oversubscribed.toml",
-        measured=[f"{TESTBED}/two-switches-oversubscribed.csv"],
-        calibrate_on=[f"{TESTBED}/two-switches-oversubscribed.csv"],
-        calibrate_args=["--collective", "sendrecv"],
-        args=["--backend", "gloo"],
-        views=[("calibrated, sizes from 1 MiB", ["--min-size", "1M"])],
-    ),
-    Dataset(
-        name="testbed-one-slow",
-        system="emulated: 4 ranks at 1 Gbit/s, rank 3 at 200 Mbit/s, torch gloo, all nine "
-        "collectives; calibrated on its sendrecv only",
-        topology="validation/topologies/star4-one-slow.toml",
-        measured=[f"{TESTBED}/star4-one-slow.csv"],
-        calibrate_on=[f"{TESTBED}/star4-one-slow.csv"],
-        calibrate_args=["--collective", "sendrecv"],
-        args=["--backend", "gloo"],
-        views=[("calibrated, sizes from 1 MiB", ["--min-size", "1M"])],
+    testbed(
+        "testbed-one-slow",
+        "star4-one-slow",
+        "4 ranks at 1 Gbit/s, rank 3 at 200 Mbit/s, all nine collectives",
     ),
 ]
 
