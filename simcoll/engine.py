@@ -21,6 +21,7 @@ Everything is deterministic: the same inputs give the same floats, bit for bit.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -284,6 +285,17 @@ def simulate(
     return run.run(model)
 
 
+@dataclass(frozen=True)
+class _Shared:
+    """What several runs on one clock share: the environment, the fabric, the router, and
+    the first flow id of this run (flow ids of the fabric are ``flow_base + transfer``)."""
+
+    env: simpy.Environment
+    fabric: Fabric
+    router: Router
+    flow_base: int
+
+
 class _Run:
     """The state of one simulation: per-transfer and per-connection bookkeeping."""
 
@@ -297,11 +309,13 @@ class _Run:
         protocol: Protocol | None,
         packet_bytes: int,
         routes: Routes | None = None,
+        shared: _Shared | None = None,
     ) -> None:
         self.s = schedule
         self.protocol = protocol
         self.nodes = nodes
         self.links = tuple(topology.edges)
+        self.router = shared.router if shared else Router(topology)
         if routes is None:
             routes = self._route(topology)
         self.pair_of = routes.pair_of
@@ -309,13 +323,18 @@ class _Run:
         self.pair_weights = routes.pair_weights
         self.latency_s = routes.latency_s[self.pair_of]
         capacity = routes.capacity_bytes_per_s
-        self.env = simpy.Environment()
         self.fabric: Fabric | PacketFabric
-        if model == "packet":
+        self.flow_base = 0
+        self.on_done: Callable[[], None] | None = None
+        if shared is not None:
+            self.env, self.fabric, self.flow_base = shared.env, shared.fabric, shared.flow_base
+        elif model == "packet":
+            self.env = simpy.Environment()
             self.fabric = PacketFabric(
                 self.env, capacity, self._on_arrival, packet_bytes=packet_bytes
             )
         else:
+            self.env = simpy.Environment()
             self.fabric = Fabric(self.env, capacity, self._on_arrival, contention=model == "flow")
         n = schedule.n_transfers
         self.bytes = schedule.transfer_bytes
@@ -329,11 +348,12 @@ class _Run:
         self.issue_s = np.full(n, np.nan)
         self.start_s = np.full(n, np.nan)
         self.end_s = np.full(n, np.nan)
+        self.n_left = n
 
     def _route(self, topology: nx.DiGraph[str]) -> Routes:
         s = self.s
         link_index = {edge: i for i, edge in enumerate(self.links)}
-        router = Router(topology)
+        router = self.router
         pair = s.src * s.n_endpoints + s.dst
         pairs, pair_of = np.unique(pair, return_inverse=True)
         pair_links: list[IntArray] = []
@@ -379,7 +399,7 @@ class _Run:
         pair = self.pair_of[t]
         if isinstance(self.fabric, Fabric):
             self.fabric.send(
-                t,
+                self.flow_base + t,
                 self.pair_links[pair],
                 float(self.wire_bytes[t]),
                 start_s,
@@ -426,10 +446,19 @@ class _Run:
                     touched.add(int(self.conn_of[u]))
         for c in sorted(touched):
             self._try_issue(c)
+        self.n_left -= len(flow_ids)
+        if not self.n_left and self.on_done is not None:
+            self.on_done()
 
-    def run(self, model: str) -> SimulationResult:
+    def start(self) -> None:
+        """Issue what can be issued now (on a shared clock, at the current time)."""
         for c in range(len(self.conn_end)):
             self._try_issue(c)
+        if not self.n_left and self.on_done is not None:
+            self.on_done()
+
+    def run(self, model: str) -> SimulationResult:
+        self.start()
         self.env.run()
         self.fabric.close()
         self._raise_if_stuck()

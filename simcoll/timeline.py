@@ -1,0 +1,165 @@
+"""What a workload did, rank by rank: the data behind traces, Gantt charts and overlap.
+
+A :class:`Timeline` is plain data (no SimPy): the *spans* during which each rank was busy
+(computing, or inside a collective call), every point-to-point *transfer* the fabric
+carried, and how busy each link was. A rank runs its spans on *streams*, as CUDA does:
+``"compute"`` for kernels, ``"comm"`` for collectives (``"comm 1"``, ``"comm 2"``... when a
+rank is in several collectives at once). Spans of one (rank, stream) never overlap.
+
+>>> t = Timeline(
+...     n_ranks=2,
+...     time_s=3.0,
+...     spans=(
+...         Span(rank=0, stream="compute", name="backward", start_s=0.0, end_s=2.0),
+...         Span(rank=0, stream="comm", name="allreduce", start_s=1.0, end_s=3.0),
+...     ),
+... )
+>>> t.busy_s(0, "compute"), t.busy_s(0, "comm"), t.busy_s(1, "comm")
+(2.0, 2.0, 0.0)
+>>> t.exposed_comm_s(0)  # comm not hidden behind compute: 2.0 to 3.0
+1.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Span", "Timeline", "TransferBatch", "union_s"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+COMPUTE = "compute"
+COMM = "comm"
+
+
+@dataclass(frozen=True)
+class Span:
+    """One rank busy with one thing from ``start_s`` to ``end_s`` on one stream."""
+
+    rank: int
+    stream: str
+    name: str
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        """``end_s - start_s``."""
+        return self.end_s - self.start_s
+
+    @property
+    def is_compute(self) -> bool:
+        """Whether the span is on the compute stream."""
+        return self.stream == COMPUTE
+
+
+@dataclass(frozen=True, eq=False)
+class TransferBatch:
+    """The transfers of one collective call (or one point-to-point copy), as arrays.
+
+    Ranks are global ranks of the workload, not ranks within the collective's group.
+    """
+
+    name: str
+    src_rank: IntArray
+    dst_rank: IntArray
+    size_bytes: IntArray
+    start_s: FloatArray  # first byte moves
+    end_s: FloatArray  # last byte arrives
+
+    def __len__(self) -> int:
+        return len(self.src_rank)
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Timeline:
+    """Spans, transfers and link load of one simulated workload."""
+
+    n_ranks: int
+    time_s: float
+    spans: tuple[Span, ...] = ()
+    transfers: tuple[TransferBatch, ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
+    link_bytes: FloatArray = field(default_factory=lambda: np.zeros(0))
+    link_busy_s: FloatArray = field(default_factory=lambda: np.zeros(0))
+    link_bandwidth_bytes_per_s: FloatArray = field(default_factory=lambda: np.zeros(0))
+
+    def streams(self, rank: int) -> list[str]:
+        """The streams rank ``rank`` used, compute first, then the comm streams in order."""
+        names = {s.stream for s in self.spans if s.rank == rank}
+        return sorted(names, key=lambda name: (name != COMPUTE, len(name), name))
+
+    def spans_of(self, rank: int, stream: str | None = None) -> list[Span]:
+        """Spans of one rank (on one stream, if given), by start time."""
+        chosen = [s for s in self.spans if s.rank == rank and stream in (None, s.stream)]
+        return sorted(chosen, key=lambda s: (s.start_s, s.end_s))
+
+    def busy_s(self, rank: int, stream: str) -> float:
+        """Total time rank ``rank`` was busy on ``stream`` (its spans do not overlap)."""
+        return float(sum(s.duration_s for s in self.spans_of(rank, stream)))
+
+    def comm_s(self, rank: int) -> float:
+        """Time rank ``rank`` spent inside at least one collective."""
+        return union_s((s.start_s, s.end_s) for s in self.spans_of(rank) if not s.is_compute)
+
+    def compute_s(self, rank: int) -> float:
+        """Time rank ``rank`` spent computing."""
+        return self.busy_s(rank, COMPUTE)
+
+    def exposed_comm_s(self, rank: int) -> float:
+        """Communication time of ``rank`` not overlapped by its own compute."""
+        comm = [(s.start_s, s.end_s) for s in self.spans_of(rank) if not s.is_compute]
+        compute = [(s.start_s, s.end_s) for s in self.spans_of(rank, COMPUTE)]
+        return union_s(comm) - _overlap_s(comm, compute)
+
+    def n_transfers(self) -> int:
+        """Number of point-to-point transfers in all batches."""
+        return sum(len(b) for b in self.transfers)
+
+
+def union_s(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of ``(start, end)`` intervals.
+
+    >>> union_s([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)])
+    4.0
+    """
+    total = 0.0
+    end = -np.inf
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def _merged(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _overlap_s(
+    first: Sequence[tuple[float, float]], second: Sequence[tuple[float, float]]
+) -> float:
+    """Length of (union of ``first``) intersected with (union of ``second``)."""
+    a, b = _merged(first), _merged(second)
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0.0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
