@@ -13,6 +13,7 @@ a SimPy engine runs a schedule on a topology with max-min fair sharing of every 
 """
 
 from simcoll.algorithms import build_schedule
+from simcoll.api import run_scenario
 from simcoll.checks import check_schedule
 from simcoll.collectives import Collective
 from simcoll.engine import SimulationResult, simulate
@@ -52,6 +53,7 @@ __all__ = [
     "load_topology",
     "predict",
     "read_measurements",
+    "run_scenario",
     "simulate",
 ]
 __version__ = "0.1.0"

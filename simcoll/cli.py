@@ -15,6 +15,7 @@ from typing import NoReturn
 from simcoll.algorithms import algorithm_names
 from simcoll.calibration import read_calibration
 from simcoll.cli_calibrate import add_calibrate, add_compare
+from simcoll.cli_run import add_run
 from simcoll.collectives import Collective
 from simcoll.errors import ConfigError, SimcollError, SimulationError
 from simcoll.predict import DEFAULT_ALGORITHM, align_size_bytes, parse_sizes, predict
@@ -137,6 +138,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="calibration from `simcoll calibrate` to simulate with")  # fmt: skip
     p.set_defaults(run=_predict)
     _add_topo(sub)
+    add_run(sub)
     add_calibrate(sub)
     add_compare(sub)
     _add_bench(sub)
