@@ -85,11 +85,18 @@ def rows_to_csv(rows: Sequence[dict[str, Any]], scenario: Scenario) -> str:
 def format_results(result: SweepResult) -> str:
     """The text table: nccl-tests style per group for collectives, else one aligned table."""
     s = result.scenario
-    parts = [f"# {s.title}", f"# scenario: {s.source}", f"# topology: {s.topology_file}"]
+    files = s.axes.get("topology.file") or [s.topology_file]
+    topologies = ", ".join(str(f) for f in files)
+    parts = [f"# {s.title}", f"# scenario: {s.source}", f"# topology: {topologies}"]
     if s.kind == "collective":
         parts += _collective_tables(result)
     else:
         parts.append(format_workload_table(result.rows, list(s.axes)))
+    for point in result.points:
+        if point.skipped:
+            parts.append(
+                f"# point {point.point.index} ({point.point.label}) skipped: {point.skipped}"
+            )
     for failure in result.failures:
         parts.append(
             f"# point {failure.point.index} ({failure.point.label}) failed: {failure.error}"

@@ -20,7 +20,7 @@ The schema, with every key, is in ``scenarios/README.md``::
     [sweep]                                        # every key is an axis; points = product
     size_bytes = "1M:1G"                           # nccl-tests range, or a list
     n_ranks = [2, 4, 8, 16]
-    "topology.nic_bandwidth" = ["200 Gbit/s", "400 Gbit/s"]
+    "topology.nic_bandwidth" = ["200 Gbit/s", "400 Gbit/s"]   # or "topology.file" = [...]
 
     [output]
     plots = ["busbw_vs_size", "scaling"]
@@ -77,6 +77,7 @@ PLOTS = (
 _OUTPUT_KEYS = ("plots", "timelines", "table", "x", "y", "series")
 TIMELINE_CHOICES = ("none", "first", "all")
 TOPOLOGY_PREFIX = "topology."
+TOPOLOGY_FILE_AXIS = "topology.file"
 Value = int | float | str | bool | list[Any]
 
 
@@ -110,6 +111,7 @@ class Scenario:
     workload: dict[str, Value]
     axes: dict[str, list[Value]]
     output: dict[str, Any] = field(default_factory=dict)
+    base: Path = Path()  # the scenario file's folder: relative paths start here
 
     @property
     def kind(self) -> str:
@@ -132,16 +134,23 @@ class Scenario:
         )
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def setup(self, point: Point) -> tuple[dict[str, str], dict[str, Value]]:
-        """The topology overrides and workload parameters at ``point``."""
+    def setup(self, point: Point) -> tuple[Path, dict[str, str], dict[str, Value]]:
+        """The topology file, its overrides and the workload parameters at ``point``.
+
+        A ``topology.file`` axis switches the file (paths relative to the scenario's
+        folder); any other ``topology.NAME`` axis overrides the parameter NAME.
+        """
+        file = self.topology_file
         overrides = dict(self.topology_set)
         params = dict(self.workload)
         for name, value in point.values.items():
-            if name.startswith(TOPOLOGY_PREFIX):
+            if name == TOPOLOGY_FILE_AXIS:
+                file = self.base / str(value)
+            elif name.startswith(TOPOLOGY_PREFIX):
                 overrides[name.removeprefix(TOPOLOGY_PREFIX)] = _override_text(value)
             else:
                 params[name] = value
-        return overrides, params
+        return file, overrides, params
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -204,6 +213,7 @@ def _parse(data: Mapping[str, Any], source: str, base: Path) -> Scenario:
         workload=params,
         axes=axes,
         output=output,
+        base=base,
     )
 
 

@@ -25,7 +25,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
@@ -38,7 +38,7 @@ from simcoll.predict import DEFAULT_ALGORITHM, predict
 from simcoll.results import Row
 from simcoll.scenario import Point, Scenario
 from simcoll.timeline import Timeline
-from simcoll.topology import load
+from simcoll.topology import gpu_nodes, load
 
 __all__ = ["PointResult", "SweepResult", "evaluate_point", "run_sweep"]
 
@@ -64,11 +64,17 @@ class PointResult:
     error: str | None = None
     elapsed_s: float = 0.0
     timeline: Timeline | None = None
+    skipped: str | None = None  # why the point does not apply (n_ranks > the GPUs there)
 
     @property
     def ok(self) -> bool:
-        """Whether the point ran to the end."""
+        """Whether the point ran to the end (or was skipped as not applicable)."""
         return self.error is None
+
+    @property
+    def status(self) -> str:
+        """``"ok"``, ``"skipped"`` or ``"error"``."""
+        return "error" if self.error else "skipped" if self.skipped else "ok"
 
     def record(self) -> dict[str, Any]:
         """The point as one ``results.jsonl`` line (no timeline)."""
@@ -76,8 +82,8 @@ class PointResult:
             "index": self.point.index,
             "key": self.point.key,
             "values": self.point.values,
-            "status": "ok" if self.ok else "error",
-            "error": self.error,
+            "status": self.status,
+            "error": self.error or self.skipped,
             "elapsed_s": self.elapsed_s,
             "rows": self.rows,
         }
@@ -117,6 +123,10 @@ class SweepResult:
         return pd.DataFrame(self.rows)
 
 
+class _NotApplicable(Exception):  # noqa: N818 - not an error: the point does not apply
+    """A point that does not apply to its topology (more ranks than GPUs)."""
+
+
 # -- one point ------------------------------------------------------------------------------
 
 
@@ -135,6 +145,8 @@ def evaluate_point(scenario: Scenario, point: Point, *, timeline: bool = False) 
     started = time.perf_counter()
     try:
         rows, line = _evaluate(scenario, point, timeline=timeline)
+    except _NotApplicable as reason:
+        return PointResult(point, skipped=str(reason), elapsed_s=time.perf_counter() - started)
     except SimcollError as error:
         return PointResult(point, error=str(error), elapsed_s=time.perf_counter() - started)
     except Exception as error:
@@ -150,8 +162,12 @@ def evaluate_point(scenario: Scenario, point: Point, *, timeline: bool = False) 
 def _evaluate(
     scenario: Scenario, point: Point, *, timeline: bool
 ) -> tuple[list[dict[str, Any]], Timeline | None]:
-    overrides, params = scenario.setup(point)
-    topology = _topology(str(scenario.topology_file), tuple(sorted(overrides.items())))
+    file, overrides, params = scenario.setup(point)
+    topology = _topology(str(file), tuple(sorted(overrides.items())))
+    n_gpus = len(gpu_nodes(topology))
+    n_ranks = params.get("n_ranks")
+    if isinstance(n_ranks, int) and not isinstance(n_ranks, bool) and n_ranks > n_gpus:
+        raise _NotApplicable(f"{file.name} has {n_gpus} GPUs, fewer than n_ranks={n_ranks}")
     kind = str(params.pop("kind", "collective"))
     model = str(params.pop("model", "flow"))
     protocol = params.pop("protocol", None)
@@ -268,7 +284,7 @@ def run_sweep(
     results: dict[int, PointResult] = {}
     for p in points:
         if p.key in done:
-            results[p.index] = PointResult(p, done[p.key].rows, elapsed_s=done[p.key].elapsed_s)
+            results[p.index] = replace(done[p.key], point=p)
     bar = _Progress(progress, len(todo))
     try:
         for result in _execute(scenario, todo, wanted, workers=workers, scheduler=scheduler):
@@ -402,9 +418,13 @@ def _finished(path: Path, scenario: Scenario) -> dict[str, PointResult]:
         except json.JSONDecodeError:
             continue
         point = keys.get(record.get("key"))
-        if point is None or record.get("status") != "ok":
+        status = record.get("status")
+        if point is None or status not in ("ok", "skipped"):
             continue
-        done[point.key] = PointResult(point, record["rows"], elapsed_s=record["elapsed_s"])
+        skipped = record.get("error") if status == "skipped" else None
+        done[point.key] = PointResult(
+            point, record["rows"], elapsed_s=record["elapsed_s"], skipped=skipped
+        )
     return done
 
 

@@ -55,9 +55,17 @@ def test_topology_axis_becomes_an_override() -> None:
              sweep={"topology.nic_bandwidth": ["200 Gbit/s"]}),
         source="s",
     )  # fmt: skip
-    overrides, params = s.setup(s.points()[0])
+    file, overrides, params = s.setup(s.points()[0])
+    assert file == Path("t.toml")
     assert overrides == {"n_nodes": "2", "sharp": "true", "nic_bandwidth": "200 Gbit/s"}
     assert params == {}
+
+
+def test_topology_file_axis_switches_the_file(tmp_path: Path) -> None:
+    s = parse_scenario(
+        spec(sweep={"topology.file": ["a.toml", "b.toml"]}), source="s", base=tmp_path
+    )
+    assert [s.setup(p)[0] for p in s.points()] == [tmp_path / "a.toml", tmp_path / "b.toml"]
 
 
 def test_paths_resolve_against_the_scenario_file(tmp_path: Path) -> None:

@@ -161,3 +161,15 @@ def test_killing_a_sweep_and_running_it_again_completes_only_the_missing_points(
     assert len(result.rows) == n_points
     fresh = run_sweep(load_scenario(path), workers=1)
     assert result.rows == fresh.rows
+
+
+def test_points_with_more_ranks_than_gpus_are_skipped_not_failed(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, "n_ranks = [8, 16]\nsize_bytes = [1024]")
+    out = tmp_path / "out"
+    result = run_sweep(load_scenario(path), out, workers=1)
+    assert [p.status for p in result.points] == ["ok", "skipped"]
+    assert result.points[1].skipped == "star.toml has 8 GPUs, fewer than n_ranks=16"
+    assert result.failures == []
+    ran: list[int] = []
+    run_sweep(load_scenario(path), out, workers=1, on_point=lambda p: ran.append(p.point.index))
+    assert ran == []
