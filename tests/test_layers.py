@@ -10,7 +10,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "simcoll"
 PURE = ["topology", "algorithms", "analytical", "schedule.py", "checks.py", "units.py",
         "collectives.py", "errors.py", "results.py", "protocols.py", "numeric.py",
-        "network/fairshare.py"]  # fmt: skip
+        "network/fairshare.py", "trace.py"]  # fmt: skip
 ENGINE_ONLY = ("simpy",)
 FORBIDDEN_IN_PURE = ("simpy", "matplotlib", "simcoll.engine", "simcoll.network.fabric",
                      "simcoll.network.packet", "simcoll.plot", "simcoll.cli", "torch",
@@ -52,7 +52,8 @@ def test_only_the_engine_and_the_fabric_import_simpy_and_only_plot_matplotlib():
             mpl_users.add(rel)
     # The fabric of the packet model is a fabric too (DESIGN: only engine and fabric).
     assert simpy_users == {"engine.py", "network/fabric.py", "network/packet.py"}
-    assert mpl_users == {"plot.py"}
+    assert mpl_users
+    assert all(rel.startswith("plot/") for rel in mpl_users), sorted(mpl_users)
 
 
 def test_nothing_in_the_library_imports_torch_or_reads_the_environment():

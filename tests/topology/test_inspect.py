@@ -329,7 +329,7 @@ def test_plot_topology_writes_a_png(tmp_path: Path, graph: nx.DiGraph[str]) -> N
 
 
 def test_topology_layers_go_up_by_kind_and_tier() -> None:
-    from simcoll.plot import _layers, _positions  # noqa: PLC0415
+    from simcoll.plot.topology import _layers, _positions  # noqa: PLC0415
 
     graph = two_tier_cluster()
     rows = _layers(graph)
@@ -350,7 +350,7 @@ def test_topology_layers_go_up_by_kind_and_tier() -> None:
 
 
 def test_topology_layers_sort_ids_naturally() -> None:
-    from simcoll.plot import _layers  # noqa: PLC0415
+    from simcoll.plot.topology import _layers  # noqa: PLC0415
 
     (gpu_layer, gpus), (switch_layer, switches) = _layers(switch_star(12, **LINK))
     assert (gpu_layer, switch_layer) == (0, 1)  # GPUs, then NVSwitches

@@ -1,83 +1,21 @@
-"""Figures. The only module that imports matplotlib (lazily, with the Agg backend)."""
+"""Topology drawings: a cluster graph in layers, GPUs at the bottom, switches on top."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
 
-from simcoll.results import Row
+from simcoll.plot._axes import figure, save
 from simcoll.topology.inspect import natural_key
 from simcoll.topology.schema import LinkKind, NodeKind
-from simcoll.units import format_bytes
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["plot_busbw_vs_size", "plot_comparison", "plot_topology"]
-
-
-def _size_axis(ax: Axes, sizes_bytes: Sequence[int]) -> None:
-    ax.set_xscale("log", base=2)
-    ticks = sorted(set(sizes_bytes))
-    step = max(1, len(ticks) // 10)
-    shown = ticks[::step]
-    ax.set_xticks(shown)
-    ax.set_xticklabels([format_bytes(s).replace(" ", "\u202f") for s in shown], rotation=45)
-    ax.set_xlabel("message size (nccl-tests convention)")
-
-
-def plot_busbw_vs_size(
-    rows: Sequence[Row],
-    path: str | Path,
-    *,
-    title: str,
-    reference_bytes_per_s: float | None = None,
-    reference_label: str = "link bandwidth",
-) -> Path:
-    """Bus bandwidth (GB/s) against message size, one line per algorithm; writes a PNG.
-
-    Rows of size 0 are left out (their bandwidth is undefined). A dashed horizontal line
-    marks ``reference_bytes_per_s`` when given (e.g. the per-direction link bandwidth).
-    """
-    import matplotlib  # noqa: PLC0415 - keep matplotlib off the import path of the library
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    shown = [r for r in rows if r.size_bytes > 0]
-    fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
-    # One colour per algorithm; a line only joins consecutive sizes that chose it, so an
-    # auto run's picks read as an envelope with gaps where another algorithm won.
-    colours = {a: f"C{i}" for i, a in enumerate(sorted({r.algorithm for r in shown}))}
-    ordered = sorted(shown, key=lambda r: r.size_bytes)
-    for algorithm, run in itertools.groupby(ordered, key=lambda r: r.algorithm):
-        mine = list(run)
-        everything = [r for r in shown if r.algorithm == algorithm]
-        protocols = ", ".join(dict.fromkeys(r.protocol for r in everything))  # in size order
-        first = mine[0] is next(r for r in ordered if r.algorithm == algorithm)
-        ax.plot([r.size_bytes for r in mine], [r.busbw_bytes_per_s / 1e9 for r in mine],
-                marker="o", markersize=3, color=colours[algorithm],
-                label=f"{algorithm} ({protocols})" if first else None)  # fmt: skip
-    if reference_bytes_per_s:
-        ax.axhline(reference_bytes_per_s / 1e9, linestyle="--", color="grey",
-                   label=f"{reference_label} ({reference_bytes_per_s / 1e9:.4g} GB/s)")  # fmt: skip
-    _size_axis(ax, [r.size_bytes for r in shown])
-    ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title(title)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(title="algorithm (protocols)")
-    out = Path(path)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
-
-
-# --- topology drawing -------------------------------------------------------------------------
+__all__ = ["MAX_LABELLED_PER_LAYER", "plot_topology"]
 
 MAX_LABELLED_PER_LAYER = 64
 """Layers with more nodes than this are drawn without node labels."""
@@ -114,11 +52,7 @@ def plot_topology(graph: nx.DiGraph[str], path: str | Path, *, title: str | None
     :data:`MAX_LABELLED_PER_LAYER` nodes, and the title says so. The figure widens with
     the widest layer, up to 30 inches.
     """
-    import matplotlib  # noqa: PLC0415 - keep matplotlib off the import path of the library
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-    from matplotlib.collections import LineCollection  # noqa: PLC0415
+    from matplotlib.collections import LineCollection  # noqa: PLC0415 - matplotlib lazily
 
     rows = _layers(graph)
     xy = _positions(graph, rows)
@@ -127,29 +61,26 @@ def plot_topology(graph: nx.DiGraph[str], path: str | Path, *, title: str | None
     y_lim = (min([-0.9, *(y - 0.4 for y in ys)]), max([len(rows) - 0.5, *(y + 0.2 for y in ys)]))
     widest = max(len(nodes) for _, nodes in rows)
     size_in = (min(30.0, max(6.0, 0.3 * widest + 2.5)), 1.3 * (y_lim[1] - y_lim[0]) + 1.2)
-    fig, ax = plt.subplots(figsize=size_in, layout="constrained")
-    ax.set_ylim(*y_lim)
-    for kind, segments in cables.items():
-        ax.add_collection(LineCollection(segments, colors=_LINK_COLOURS[kind],
-                                         linewidths=1.4 if len(segments) < 200 else 0.5,
-                                         alpha=0.8, label=kind.value, zorder=1))  # fmt: skip
-    size = max(6.0, min(90.0, 3000.0 / widest))
-    omitted = False
-    for _, nodes in rows:
-        for kind in dict.fromkeys(graph.nodes[n]["kind"] for n in nodes):
-            mine = [n for n in nodes if graph.nodes[n]["kind"] is kind]
-            ax.scatter([xy[n][0] for n in mine], [xy[n][1] for n in mine], s=size,
-                       marker=_MARKERS[kind], color="#333333", zorder=2)  # fmt: skip
-        if len(nodes) > MAX_LABELLED_PER_LAYER:
-            omitted = True
-            continue
-        _label(ax, nodes, xy)
-    _style(ax, rows, graph)
-    ax.set_title(_topology_title(graph, title, omitted))
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    with figure(*size_in) as (fig, ax):
+        ax.set_ylim(*y_lim)
+        for kind, segments in cables.items():
+            ax.add_collection(LineCollection(segments, colors=_LINK_COLOURS[kind],
+                                             linewidths=1.4 if len(segments) < 200 else 0.5,
+                                             alpha=0.8, label=kind.value, zorder=1))  # fmt: skip
+        size = max(6.0, min(90.0, 3000.0 / widest))
+        omitted = False
+        for _, nodes in rows:
+            for kind in dict.fromkeys(graph.nodes[n]["kind"] for n in nodes):
+                mine = [n for n in nodes if graph.nodes[n]["kind"] is kind]
+                ax.scatter([xy[n][0] for n in mine], [xy[n][1] for n in mine], s=size,
+                           marker=_MARKERS[kind], color="#333333", zorder=2)  # fmt: skip
+            if len(nodes) > MAX_LABELLED_PER_LAYER:
+                omitted = True
+                continue
+            _label(ax, nodes, xy)
+        _style(ax, rows, graph)
+        ax.set_title(_topology_title(graph, title, omitted))
+        return save(fig, path, dpi=110)
 
 
 def _layer(attrs: dict[str, Any]) -> int:
@@ -249,37 +180,3 @@ def _topology_title(graph: nx.DiGraph[str], title: str | None, omitted: bool) ->
     if omitted:
         title += f"\n(node labels omitted in layers of more than {MAX_LABELLED_PER_LAYER} nodes)"
     return title
-
-
-def plot_comparison(points: Sequence[Any], path: str | Path, *, title: str | None = None) -> Path:
-    """Measured (markers) and simulated (lines) busbw in GB/s over size, one colour per
-    file and collective; ``points`` are :class:`simcoll.compare.ComparedPoint`."""
-    import matplotlib  # noqa: PLC0415
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    from simcoll.results import bandwidths  # noqa: PLC0415
-
-    fig, ax = plt.subplots(figsize=(9, 5.5), layout="constrained")
-    keyed = sorted(points, key=lambda p: (p.source, p.collective, p.n_ranks, p.size_bytes))
-    groups = itertools.groupby(keyed, key=lambda p: (p.source, p.collective, p.n_ranks))
-    for i, ((source, collective, n_ranks), run) in enumerate(groups):
-        mine = list(run)
-        sizes = [p.size_bytes for p in mine]
-        measured = [bandwidths(collective, n_ranks, p.size_bytes, p.measured_s)[1] / 1e9
-                    for p in mine]  # fmt: skip
-        simulated = [bandwidths(collective, n_ranks, p.size_bytes, p.simulated_s)[1] / 1e9
-                     for p in mine]  # fmt: skip
-        label = f"{collective}, {n_ranks} ranks ({source})"
-        ax.plot(sizes, measured, "o", color=f"C{i}", label=f"measured: {label}")
-        ax.plot(sizes, simulated, "-", color=f"C{i}", label=f"simcoll: {label}")
-    _size_axis(ax, [p.size_bytes for p in points])
-    ax.set_ylabel("bus bandwidth (GB/s, 1e9 B/s)")
-    ax.set_title(title or "measured (markers) vs simulated (lines) bus bandwidth")
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="small")
-    out = Path(path)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
