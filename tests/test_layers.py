@@ -10,7 +10,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "simcoll"
 PURE = ["topology", "algorithms", "analytical", "schedule.py", "checks.py", "units.py",
         "collectives.py", "errors.py", "results.py", "protocols.py", "numeric.py",
-        "network/fairshare.py", "trace.py"]  # fmt: skip
+        "network/fairshare.py", "trace.py", "timeline.py", "scenario.py"]  # fmt: skip
 ENGINE_ONLY = ("simpy",)
 FORBIDDEN_IN_PURE = ("simpy", "matplotlib", "simcoll.engine", "simcoll.network.fabric",
                      "simcoll.network.packet", "simcoll.plot", "simcoll.cli", "torch",
@@ -50,8 +50,10 @@ def test_only_the_engine_and_the_fabric_import_simpy_and_only_plot_matplotlib():
             simpy_users.add(rel)
         if any(n.startswith("matplotlib") for n in names):
             mpl_users.add(rel)
-    # The fabric of the packet model is a fabric too (DESIGN: only engine and fabric).
-    assert simpy_users == {"engine.py", "network/fabric.py", "network/packet.py"}
+    # The fabric of the packet model is a fabric too (DESIGN: only engine and fabric), and
+    # the session is the engine of workloads (many calls on one clock and one fabric):
+    # workloads are SimPy processes but reach SimPy only through the session.
+    assert simpy_users == {"engine.py", "session.py", "network/fabric.py", "network/packet.py"}
     assert mpl_users
     assert all(rel.startswith("plot/") for rel in mpl_users), sorted(mpl_users)
 
