@@ -23,6 +23,8 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from simcoll.collectives import Collective
+from simcoll.errors import ConfigError
 from simcoll.results import CSV_COLUMNS, Row, format_table
 from simcoll.scenario import Point, Scenario
 from simcoll.sweep import SweepResult
@@ -85,7 +87,7 @@ def rows_to_csv(rows: Sequence[dict[str, Any]], scenario: Scenario) -> str:
 def format_results(result: SweepResult) -> str:
     """The text table: nccl-tests style per group for collectives, else one aligned table."""
     s = result.scenario
-    files = s.axes.get("topology.file") or [s.topology_file]
+    files: list[Any] = s.axes.get("topology.file") or [s.topology_file]
     topologies = ", ".join(str(f) for f in files)
     parts = [f"# {s.title}", f"# scenario: {s.source}", f"# topology: {topologies}"]
     if s.kind == "collective":
@@ -158,21 +160,67 @@ def _plot(name: str, rows: list[dict[str, Any]], s: Scenario, path: Path) -> Pat
     from simcoll import plot  # noqa: PLC0415 - matplotlib only when plotting
 
     title = s.title
+    reference_bytes_per_s = s.output.get("reference_bytes_per_s")
     if name == "busbw_vs_size":
         extra = [k for k in s.axes if k not in ("size_bytes", "algorithm")]
         series = [
             replace(
-                _row(r), algorithm=", ".join([str(r["algorithm"])] + [f"{k}={r[k]}" for k in extra])
+                _row(r),
+                algorithm=", ".join([str(r["algorithm"])] + [f"{k}={r[k]}" for k in extra]),
             )
             for r in rows
         ]
-        return plot.plot_busbw_vs_size(series, path, title=title)
+        return plot.plot_busbw_vs_size(
+            series, path, title=title, reference_bytes_per_s=reference_bytes_per_s
+        )
     if name == "scaling":
-        return plot.plot_scaling(rows, path, title=title)
+        y = str(s.output.get("y", "busbw")).removesuffix("_s").removesuffix("_bytes_per")
+        if y not in ("busbw", "algbw", "time"):
+            raise ConfigError(
+                f"a scaling plot shows busbw, algbw or time, not {y!r}", field="output.y"
+            )
+        others = [k for k in s.axes if k not in ("n_ranks", "algorithm", "size_bytes")]
+        reference = None
+        if reference_bytes_per_s:
+            reference = {
+                _law_label(rows[0], y, reference_bytes_per_s): _law(rows, y, reference_bytes_per_s)
+            }
+        return plot.plot_scaling(
+            rows,
+            path,
+            y=y,  # type: ignore[arg-type]
+            title=title,
+            series=others[0] if others else None,
+            reference=reference,
+        )
     if name == "crossover":
         return plot.plot_crossover(rows, path, title=title)
-    x, y, series = _metric_axes(s)
-    return plot.plot_metric(rows, path, x=x, y=y, series=series, title=title)
+    x, y_name, series_name = _metric_axes(s)
+    return plot.plot_metric(rows, path, x=x, y=y_name, series=series_name, title=title)
+
+
+def _law(
+    rows: list[dict[str, Any]], y: str, bandwidth_bytes_per_s: float
+) -> tuple[list[int], list[float]]:
+    """What a collective reaches when every rank's link runs at ``bandwidth_bytes_per_s``."""
+    c = Collective.parse(str(rows[0]["collective"]))
+    size_bytes = int(rows[0]["size_bytes"])
+    ranks = sorted({int(r["n_ranks"]) for r in rows})
+    if y == "busbw":
+        return ranks, [bandwidth_bytes_per_s] * len(ranks)
+    algbw = [bandwidth_bytes_per_s / c.busbw_factor(n) if c.busbw_factor(n) else 0.0 for n in ranks]
+    if y == "algbw":
+        return ranks, algbw
+    return ranks, [size_bytes / b if b else 0.0 for b in algbw]
+
+
+def _law_label(row: dict[str, Any], y: str, bandwidth_bytes_per_s: float) -> str:
+    b = f"{bandwidth_bytes_per_s / 1e9:g} GB/s"
+    factor = Collective.parse(str(row["collective"])).busbw_factor(4)
+    if y == "busbw":
+        return f"link bandwidth B = {b}"
+    what = "B / busbw factor" if factor != 1.5 else "B n / (2(n-1))"
+    return f"{what}, B = {b}" if y == "algbw" else f"size / ({what}), B = {b}"
 
 
 def _metric_axes(s: Scenario) -> tuple[str, str, str | None]:

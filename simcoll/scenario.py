@@ -74,7 +74,7 @@ PLOTS = (
     "gantt",
     "link_utilisation",
 )
-_OUTPUT_KEYS = ("plots", "timelines", "table", "x", "y", "series")
+_OUTPUT_KEYS = ("plots", "timelines", "x", "y", "series", "reference_bytes_per_s")
 TIMELINE_CHOICES = ("none", "first", "all")
 TOPOLOGY_PREFIX = "topology."
 TOPOLOGY_FILE_AXIS = "topology.file"
@@ -306,6 +306,12 @@ def _output(table: dict[str, Any]) -> dict[str, Any]:
     for key in ("x", "y", "series"):
         if key in table and not isinstance(table[key], str):
             raise ConfigError(f"must be a column name, got {table[key]!r}", field=f"output.{key}")
+    if "reference_bytes_per_s" in table:
+        where = "output.reference_bytes_per_s"
+        value = _value(table["reference_bytes_per_s"], where)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ConfigError(f"must be a positive bandwidth, got {value!r}", field=where)
+        table = {**table, "reference_bytes_per_s": float(value)}
     return table
 
 
