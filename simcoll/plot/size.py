@@ -28,18 +28,23 @@ def plot_busbw_vs_size(
     """
     shown = [r for r in rows if r.size_bytes > 0]
     with figure(8, 5) as (fig, ax):
-        # One colour per algorithm; a line only joins consecutive sizes that chose it, so
-        # an auto run's picks read as an envelope with gaps where another algorithm won.
+        # One colour per algorithm; a line joins an algorithm's points at consecutive sizes
+        # of the plot, so an auto run's picks read as an envelope with gaps where another
+        # algorithm won, and a sweep of several algorithms reads as one line each.
         colours = {a: f"C{i}" for i, a in enumerate(sorted({r.algorithm for r in shown}))}
         ordered = sorted(shown, key=lambda r: r.size_bytes)
-        for algorithm, run in itertools.groupby(ordered, key=lambda r: r.algorithm):
-            mine = list(run)
-            everything = [r for r in shown if r.algorithm == algorithm]
-            protocols = ", ".join(dict.fromkeys(r.protocol for r in everything))  # size order
-            first = mine[0] is next(r for r in ordered if r.algorithm == algorithm)
-            ax.plot([r.size_bytes for r in mine], [r.busbw_bytes_per_s / 1e9 for r in mine],
-                    marker="o", markersize=3, color=colours[algorithm],
-                    label=f"{algorithm} ({protocols})" if first else None)  # fmt: skip
+        position = {size: i for i, size in enumerate(sorted({r.size_bytes for r in shown}))}
+        for algorithm, colour in colours.items():
+            mine = [r for r in ordered if r.algorithm == algorithm]
+            protocols = ", ".join(dict.fromkeys(r.protocol for r in mine))  # in size order
+            runs = itertools.groupby(
+                enumerate(mine), key=lambda item: position[item[1].size_bytes] - item[0]
+            )
+            for i, (_, run) in enumerate(runs):
+                pts = [r for _, r in run]
+                ax.plot([r.size_bytes for r in pts], [r.busbw_bytes_per_s / 1e9 for r in pts],
+                        marker="o", markersize=3, color=colour,
+                        label=f"{algorithm} ({protocols})" if i == 0 else None)  # fmt: skip
         if reference_bytes_per_s:
             label = f"{reference_label} ({reference_bytes_per_s / 1e9:.4g} GB/s)"
             ax.axhline(reference_bytes_per_s / 1e9, linestyle="--", color="grey", label=label)
