@@ -18,6 +18,7 @@ import csv
 import io
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import fields, replace
 from pathlib import Path
@@ -94,6 +95,7 @@ def format_results(result: SweepResult) -> str:
         parts += _collective_tables(result)
     else:
         parts.append(format_workload_table(result.rows, list(s.axes)))
+        parts += _optimum(result.rows, s)
     for point in result.points:
         if point.skipped:
             parts.append(
@@ -104,6 +106,17 @@ def format_results(result: SweepResult) -> str:
             f"# point {failure.point.index} ({failure.point.label}) failed: {failure.error}"
         )
     return "\n".join(parts)
+
+
+def _optimum(rows: list[dict[str, Any]], s: Scenario) -> list[str]:
+    """The point with the lowest value of the plotted metric (``time_s`` by default)."""
+    _, y, _ = _metric_axes(s)
+    scored = [r for r in rows if isinstance(r.get(y), int | float)]
+    if len(scored) < 2 or not s.axes:
+        return []
+    best = min(scored, key=lambda r: r[y])
+    where = ", ".join(f"{k}={_cell(k, best.get(k))}" for k in s.axes)
+    return [f"# lowest {y}: {_cell(y, best[y])} at {where}"]
 
 
 def _collective_tables(result: SweepResult) -> list[str]:
@@ -145,13 +158,15 @@ def format_workload_table(rows: Sequence[dict[str, Any]], axes: Sequence[str]) -
 
 
 def _cell(name: str, value: Any) -> str:
+    """A value with the unit its column name carries (``_s``, ``_bytes``, ``_bytes_per_s``,
+    also followed by a qualifier such as ``time_s_to_4``)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
-    if name.endswith("_bytes_per_s"):
+    if re.search(r"_bytes_per_s(_|$)", name):
         return f"{value / 1e9:.2f} GB/s"
-    if name.endswith("_bytes"):
+    if re.search(r"_bytes(_|$)", name):
         return format_bytes(value)
-    if name.endswith("_s"):
+    if re.search(r"_s(_|$)", name):
         return format_time(value)
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 

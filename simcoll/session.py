@@ -244,9 +244,9 @@ class Session:
     ) -> Generator[Any, Any, None]:
         if before:
             yield self.env.all_of(before)
+        call.start_s = self.env.now  # the launch cost is part of the call's span
         if delay_s:
             yield self.env.timeout(delay_s)
-        call.start_s = self.env.now
         finished = self.env.event()
 
         def on_done() -> None:

@@ -81,9 +81,12 @@ def _x_axis(ax: Axes, x: str, numeric: list[Any] | None, categories: list[str]) 
     positive = all(v > 0 for v in numeric)
     if positive and x.endswith("_bytes"):
         size_axis(ax, [int(v) for v in numeric])
+        if x != "size_bytes":
+            ax.set_xlabel(x)
     elif positive and x == "n_ranks":
         ranks_axis(ax, [int(v) for v in numeric])
     else:
         if positive and max(numeric) >= _LOG_SPAN * min(numeric):
             ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter("{x:g}")
         ax.set_xlabel(x)
