@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -173,3 +174,20 @@ def test_points_with_more_ranks_than_gpus_are_skipped_not_failed(tmp_path: Path)
     ran: list[int] = []
     run_sweep(load_scenario(path), out, workers=1, on_point=lambda p: ran.append(p.point.index))
     assert ran == []
+
+
+def test_results_come_back_as_columns_and_as_a_dataframe(tmp_path: Path) -> None:
+    scenario = load_scenario(write_scenario(tmp_path, "n_ranks = [2, 4]\nsize_bytes = [1024]"))
+    result = run_sweep(scenario, workers=1)
+    assert result.column("n_ranks").tolist() == [2, 4]
+    if importlib.util.find_spec("pandas") is None:  # pandas is optional
+        with pytest.raises(ConfigError) as info:
+            result.to_pandas()
+        assert str(info.value) == "to_pandas needs pandas: pip install pandas"
+        return
+    import pandas as pd  # noqa: PLC0415 - only where installed
+
+    frame = result.to_pandas()
+    assert isinstance(frame, pd.DataFrame)
+    assert list(frame.columns[:3]) == ["collective", "algorithm", "protocol"]
+    assert frame["time_s"].tolist() == [r["time_s"] for r in result.rows]

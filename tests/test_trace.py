@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from simcoll.timeline import Span, Timeline, TransferBatch
+from simcoll.topology import switch_star
 from simcoll.trace import PID, chrome_trace, write_chrome_trace
+from simcoll.workloads import run_workload
 
 US = 1e-6
 
@@ -241,3 +243,30 @@ def test_an_empty_timeline_is_a_named_process_and_nothing_else() -> None:
 def test_a_negative_cap_is_refused(timeline: Timeline) -> None:
     with pytest.raises(ValueError, match="max_transfers"):
         chrome_trace(timeline, max_transfers=-1)
+
+
+def test_a_simulated_workload_exports_a_valid_trace_whose_slices_sum_to_busy_time() -> None:
+    topo = switch_star(4, link_bandwidth_bytes_per_s=10e9, link_latency_s=1e-6)
+    result = run_workload(
+        "fsdp", topo, n_layers=3, params_bytes=12_000_000, forward_s_per_layer=1e-4,
+        backward_s_per_layer=2e-4,
+    )  # fmt: skip
+    timeline = result.timeline
+    trace = json.loads(json.dumps(chrome_trace(timeline)))
+    assert_schema(trace)
+    assert_nested(trace)
+    names = thread_names(trace)
+    busy_us = Counter[str]()
+    for event in x_events(trace):
+        busy_us[names[event["tid"]]] += event["dur"]
+    for rank in range(4):
+        for stream in timeline.streams(rank):
+            assert busy_us[f"rank {rank} {stream}"] == pytest.approx(
+                timeline.busy_s(rank, stream) * 1e6, rel=1e-9, abs=1e-3
+            )
+        sent_s = sum(
+            float((b.end_s - b.start_s)[b.src_rank == rank].sum()) for b in timeline.transfers
+        )
+        lanes = [n for n in names.values() if n.startswith(f"rank {rank} send")]
+        assert sum(busy_us[n] for n in lanes) == pytest.approx(sent_s * 1e6, rel=1e-9, abs=1e-3)
+    assert trace["otherData"]["n_transfers"] == timeline.n_transfers()
