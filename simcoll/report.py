@@ -249,7 +249,8 @@ def _metric_axes(s: Scenario) -> tuple[str, str, str | None]:
 def write_timeline(
     timeline: Timeline, point: Point, scenario: Scenario, out_dir: Path
 ) -> list[Path]:
-    """One point's trace (Chrome/Perfetto JSON), Gantt chart and link utilisation plot."""
+    """One point's trace (Chrome/Perfetto JSON), Gantt chart, and link utilisation over the
+    run (bars) and over time (heatmap)."""
     from simcoll import plot  # noqa: PLC0415
     from simcoll.trace import write_chrome_trace  # noqa: PLC0415
 
@@ -261,6 +262,7 @@ def write_timeline(
         write_chrome_trace(timeline, folder / f"{stem}.trace.json", title=title),
         plot.plot_gantt(timeline, folder / f"{stem}-gantt.png", title=title),
         plot.plot_link_utilisation(timeline, folder / f"{stem}-links.png", title=title),
+        plot.plot_link_heatmap(timeline, folder / f"{stem}-links-over-time.png", title=title),
     ]
 
 

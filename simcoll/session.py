@@ -35,6 +35,7 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+import numpy.typing as npt
 import simpy
 
 from simcoll.algorithms import build_schedule
@@ -45,11 +46,14 @@ from simcoll.errors import ConfigError
 from simcoll.network.fabric import Fabric
 from simcoll.protocols import Protocol, parse_protocol
 from simcoll.schedule import Schedule, ScheduleBuilder
-from simcoll.timeline import COMM, COMPUTE, Span, Timeline, TransferBatch
+from simcoll.timeline import COMM, COMPUTE, Span, Timeline, TransferBatch, binned_bytes
 from simcoll.topology import Router, gpu_nodes
 from simcoll.units import format_bytes
 
-__all__ = ["Session", "Waitable"]
+__all__ = ["LOAD_BINS", "Session", "Waitable"]
+
+#: Time bins of a timeline's per-link load (the link utilisation heatmap).
+LOAD_BINS = 200
 
 #: What :meth:`Session.collective`, :meth:`Session.copy` and :meth:`Session.compute`
 #: return: an event a workload process may ``yield`` (wait for) now or later.
@@ -185,8 +189,11 @@ class Session:
         b.add(src=0, dst=1, pieces=[0])
         return self._launch(b.build(), group, stream, label, 0.0)
 
-    def run(self) -> Timeline:
-        """Run every process to the end and return what happened."""
+    def run(self, *, load_bins: int = LOAD_BINS) -> Timeline:
+        """Run every process to the end and return what happened.
+
+        ``load_bins`` is the number of time bins of the timeline's per-link load (0: none).
+        """
         self.env.run()
         self.fabric.close()
         stuck = [call for call in self._calls if call.run.n_left]
@@ -196,7 +203,7 @@ class Session:
                 f"the workload never finished {len(stuck)} call(s) ({names}): a process "
                 "waits for a call that cannot start"
             )
-        return self._timeline()
+        return self._timeline(load_bins)
 
     # -- inside -------------------------------------------------------------------------
 
@@ -272,7 +279,22 @@ class Session:
             run._on_arrival([f - base for f in flow_ids[i:j]])
             i = j
 
-    def _timeline(self) -> Timeline:
+    def _link_load(self, n_bins: int) -> npt.NDArray[np.float64]:
+        """Wire bytes per link and time bin (see :attr:`Timeline.link_load_bytes`)."""
+        load = np.zeros((len(self.links), n_bins))
+        if not n_bins or self.env.now <= 0:
+            return load
+        edges = np.linspace(0.0, float(self.env.now), n_bins + 1)
+        for call in self._calls:
+            run = call.run
+            for pair, links in enumerate(run.pair_links):
+                mine = np.flatnonzero(run.pair_of == pair)
+                if len(mine) and len(links):
+                    wire = np.broadcast_to(run.wire_bytes, run.end_s.shape)[mine]
+                    load[links] += binned_bytes(wire, run.start_s[mine], run.end_s[mine], edges)
+        return load
+
+    def _timeline(self, load_bins: int) -> Timeline:
         batches = []
         for call in self._calls:
             run, s = call.run, call.run.s
@@ -302,6 +324,7 @@ class Session:
             link_bytes=link_bytes,
             link_busy_s=self.fabric.link_busy_s.copy(),
             link_bandwidth_bytes_per_s=self.fabric.capacity_bytes_per_s.copy(),
+            link_load_bytes=self._link_load(load_bins),
         )
 
 

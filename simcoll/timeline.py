@@ -88,6 +88,30 @@ class Timeline:
     link_bytes: FloatArray = field(default_factory=lambda: np.zeros(0))
     link_busy_s: FloatArray = field(default_factory=lambda: np.zeros(0))
     link_bandwidth_bytes_per_s: FloatArray = field(default_factory=lambda: np.zeros(0))
+    # Bytes each link carried in each of equal time bins over [0, time_s] (links x bins),
+    # each transfer's wire bytes spread evenly over its transfer time; empty if not kept.
+    link_load_bytes: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+
+    def link_utilisation_over_time(self) -> tuple[FloatArray, FloatArray]:
+        """``(bin_edges_s, utilisation)``: per link and time bin, the share of capacity used.
+
+        >>> t = Timeline(n_ranks=2, time_s=2.0, links=(("a", "b"),),
+        ...              link_bandwidth_bytes_per_s=np.array([10.0]),
+        ...              link_load_bytes=np.array([[10.0, 5.0]]))
+        >>> edges, used = t.link_utilisation_over_time()
+        >>> edges.tolist(), used.tolist()
+        ([0.0, 1.0, 2.0], [[1.0, 0.5]])
+        """
+        n_bins = self.link_load_bytes.shape[1] if self.link_load_bytes.ndim == 2 else 0
+        edges = np.linspace(0.0, self.time_s, n_bins + 1)
+        capacity = self.link_bandwidth_bytes_per_s[:, None] * np.diff(edges)[None, :]
+        used = np.divide(
+            self.link_load_bytes,
+            capacity,
+            out=np.zeros_like(self.link_load_bytes),
+            where=capacity > 0,
+        )
+        return edges, used
 
     def streams(self, rank: int) -> list[str]:
         """The streams rank ``rank`` used, compute first, then the comm streams in order."""
@@ -120,6 +144,32 @@ class Timeline:
     def n_transfers(self) -> int:
         """Number of point-to-point transfers in all batches."""
         return sum(len(b) for b in self.transfers)
+
+
+def binned_bytes(
+    size_bytes: FloatArray, start_s: FloatArray, end_s: FloatArray, edges_s: FloatArray
+) -> FloatArray:
+    """Bytes per time bin when each transfer moves its bytes evenly from start to end.
+
+    A transfer of zero duration puts all its bytes in the bin of its instant.
+
+    >>> binned_bytes(np.array([4.0, 1.0]), np.array([0.0, 3.0]), np.array([2.0, 3.0]),
+    ...              np.array([0.0, 1.0, 2.0, 3.0, 4.0])).tolist()
+    [2.0, 2.0, 0.0, 1.0]
+    """
+    cumulative = np.zeros(len(edges_s))
+    for lo in range(0, len(size_bytes), _ROWS_PER_BLOCK):  # bounded memory
+        part = slice(lo, lo + _ROWS_PER_BLOCK)
+        start, duration = start_s[part, None], (end_s - start_s)[part, None]
+        # share of each transfer's bytes moved by each bin edge
+        moving = np.clip((edges_s - start) / np.where(duration > 0, duration, 1.0), 0.0, 1.0)
+        instant = (edges_s > start) | (edges_s == edges_s[-1])
+        fraction = np.where(duration > 0, moving, instant)
+        cumulative += size_bytes[part] @ fraction
+    return np.diff(cumulative)
+
+
+_ROWS_PER_BLOCK = 4096
 
 
 def union_s(intervals: Iterable[tuple[float, float]]) -> float:

@@ -3,7 +3,7 @@
 - :mod:`~simcoll.plot.size`: bus bandwidth against message size, measured beside simulated;
 - :mod:`~simcoll.plot.sweep`: scaling with the number of ranks, the algorithm crossover map;
 - :mod:`~simcoll.plot.metric`: any result column against any sweep axis;
-- :mod:`~simcoll.plot.timeline`: a workload's Gantt chart and its link utilisation;
+- :mod:`~simcoll.plot.timeline`: a workload's Gantt chart, link utilisation (total, over time);
 - :mod:`~simcoll.plot.topology`: a cluster drawn in layers.
 
 Every function writes a PNG at ``path`` (creating parent folders), returns the path, and
@@ -14,7 +14,7 @@ them; sizes have binary prefixes (KiB, MiB, GiB).
 from simcoll.plot.metric import plot_metric
 from simcoll.plot.size import plot_busbw_vs_size, plot_comparison
 from simcoll.plot.sweep import Crossover, fastest_by_cell, plot_crossover, plot_scaling
-from simcoll.plot.timeline import plot_gantt, plot_link_utilisation
+from simcoll.plot.timeline import plot_gantt, plot_link_heatmap, plot_link_utilisation
 from simcoll.plot.topology import MAX_LABELLED_PER_LAYER, plot_topology
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "plot_comparison",
     "plot_crossover",
     "plot_gantt",
+    "plot_link_heatmap",
     "plot_link_utilisation",
     "plot_metric",
     "plot_scaling",

@@ -132,3 +132,53 @@ def plot_link_utilisation(
             ax.text(50, 0, "no link carried any bytes", ha="center", va="center")
         ax.set_title(heading + (f"\n({'; '.join(notes)})" if notes else ""))
         return save(fig, path)
+
+
+def plot_link_heatmap(
+    timeline: Timeline, path: str | Path, *, title: str | None = None, max_links: int = 40
+) -> Path:
+    """Utilisation of the busiest links over time, as a heatmap; writes a PNG.
+
+    One row per directed link (the ``max_links`` most utilised over the run, busiest at
+    the top), one column per time bin of :attr:`Timeline.link_load_bytes`, coloured by
+    the share of the link's capacity used in that bin (0-100 %). Each transfer's bytes
+    are spread evenly over its transfer time, so a bin shows the average rate.
+
+    Raises
+    ------
+    ValueError
+        If the timeline kept no per-link load or has no duration.
+    """
+    from matplotlib import colormaps  # noqa: PLC0415 - matplotlib lazily
+
+    edges, used = timeline.link_utilisation_over_time()
+    if used.size == 0 or timeline.time_s <= 0:
+        raise ValueError("plot_link_heatmap: the timeline kept no per-link load over time")
+    busy = np.flatnonzero(timeline.link_load_bytes.sum(axis=1) > 0)
+    order = busy[np.argsort(-used[busy].sum(axis=1), kind="stable")]
+    shown = order[:max_links]
+    scale, unit = time_unit(timeline.time_s)
+    with figure(10.0, max(3.0, 0.2 * len(shown) + 1.8)) as (fig, ax):
+        if len(shown):
+            image = ax.imshow(
+                100 * used[shown],
+                aspect="auto",
+                interpolation="nearest",
+                cmap=colormaps["viridis"],
+                vmin=0.0,
+                vmax=100.0,
+                extent=(0.0, timeline.time_s / scale, len(shown) - 0.5, -0.5),
+            )
+            fig.colorbar(image, ax=ax, label="utilisation in the bin (%)", fraction=0.04, pad=0.01)
+        else:
+            ax.text(0.5, 0.5, "no link carried any bytes", ha="center", transform=ax.transAxes)
+        labels = [f"{timeline.links[i][0]}\u2192{timeline.links[i][1]}" for i in shown.tolist()]
+        ax.set_yticks(np.arange(len(shown)), labels, fontsize=8 if len(shown) <= 30 else 6)
+        bin_text = format_time(float(edges[1] - edges[0])) if len(edges) > 1 else "-"
+        ax.set_xlabel(f"time ({unit}); bins of {bin_text}")
+        notes = (
+            [f"busiest {len(shown)} of {len(busy)} busy links"] if len(busy) > len(shown) else []
+        )
+        heading = title or "link utilisation over time"
+        ax.set_title(heading + (f"\n({'; '.join(notes)})" if notes else ""))
+        return save(fig, path)
