@@ -106,10 +106,10 @@ def ddp(
     Notes
     -----
     ``no_overlap_time_s`` is what the step would take with every all-reduce waited for
-    before going on: all compute plus ``allreduce_s`` plus one calibration launch delay per
-    bucket. It is summed from this run rather than simulated again, which is exact because
-    the all-reduces run one at a time on one stream with nothing else on the fabric, so
-    each takes as long as it would alone.
+    before going on: all compute plus ``allreduce_s`` (whose spans include the calibration's
+    launch delay of each call). It is summed from this run rather than simulated again,
+    which is exact because the all-reduces run one at a time on one stream with nothing
+    else on the fabric, so each takes as long as it would alone.
     """
     check = ParamChecker("ddp")
     layers = check.layer_bytes(layer_params_bytes, n_layers, params_bytes)
@@ -151,6 +151,6 @@ def ddp(
         **caps,
         "grad_bytes": sum(layers),
         "allreduce_s": allreduce_s,
-        "no_overlap_time_s": compute_s + allreduce_s + len(buckets) * s.launch_s,
+        "no_overlap_time_s": compute_s + allreduce_s,
     }
     return WorkloadResult("ddp", timeline, metrics)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from simcoll.calibration import Calibration
 from simcoll.errors import ConfigError
 from simcoll.topology import ring
 from simcoll.workloads.ddp import bucket_layers, ddp
@@ -131,3 +132,16 @@ def test_bad_parameters(g, params, message):
     with pytest.raises(ConfigError) as info:
         ddp(g, **params)
     assert str(info.value) == message
+
+
+def test_launch_cost_counts_once_in_the_no_overlap_time() -> None:
+    launch_s, size = 1e-4, 2_000_000
+    g = ring(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+    r = ddp(
+        g, layer_params_bytes=[size, size], forward_s_per_layer=1e-3, backward_s_per_layer=2e-3,
+        first_bucket_bytes=1, bucket_bytes=1, calibration=Calibration(launch_s=launch_s),
+    )  # fmt: skip
+    # two buckets, each: launch, then a 2-rank ring all-reduce: 2 steps of size/2 at 1 GB/s
+    allreduce_s = launch_s + 2 * (size / 2) / 1e9
+    assert r.metrics["allreduce_s"] == pytest.approx(2 * allreduce_s)
+    assert r.metrics["no_overlap_time_s"] == pytest.approx(6e-3 + 2 * allreduce_s)
