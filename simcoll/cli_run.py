@@ -23,7 +23,7 @@ def add_run(sub: argparse._SubParsersAction[Any]) -> None:
         "point is saved at once to results.jsonl; running again into the same folder "
         "completes only the missing points. A failed point is recorded with its error and "
         "the others go on.",
-        epilog="example: simcoll run scenarios/allreduce-scaling.toml --out runs/scaling",
+        epilog="example: simcoll run scenarios/ddp-buckets.toml --out runs/ddp",
     )
     p.add_argument("scenario", type=Path, metavar="SCENARIO", help="scenario TOML file")
     p.add_argument("--out", type=Path, metavar="DIR",
