@@ -28,20 +28,22 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import networkx as nx
 
 from simcoll.calibration import Calibration, read_calibration
+from simcoll.collectives import Collective
 from simcoll.errors import ConfigError, SimcollError
 from simcoll.predict import DEFAULT_ALGORITHM, predict
 from simcoll.results import Row
-from simcoll.scenario import Point, Scenario
+from simcoll.scenario import ENGINE_KEYS, TOPOLOGY_FILE_AXIS, TOPOLOGY_PREFIX, Point, Scenario
 from simcoll.timeline import Timeline
 from simcoll.topology import gpu_nodes, load
 
-__all__ = ["PointResult", "SweepResult", "evaluate_point", "run_sweep"]
+__all__ = ["PointResult", "SweepResult", "check_scenario", "evaluate_point", "run_sweep"]
 
+_T = TypeVar("_T")
 RESULTS_JSONL = "results.jsonl"
 SWEEP_JSON = "sweep.json"
 #: Files a run writes; a folder holding anything else needs ``force`` to be reused.
@@ -241,6 +243,50 @@ def _row_dict(row: Row) -> dict[str, Any]:
     return asdict(row)
 
 
+def check_scenario(scenario: Scenario) -> None:
+    """Refuse, before any point runs, what would make every point fail: an unknown
+    workload kind, collective or parameter name, or a topology file that does not load.
+
+    Values (a bad size at one point, an algorithm that does not exist) are left to the
+    points, whose errors are recorded one by one.
+    """
+    names = {k: f"workload.{k}" for k in scenario.workload}
+    names.update({k: f"sweep.{k}" for k in scenario.axes if not k.startswith(TOPOLOGY_PREFIX)})
+    if scenario.kind == "collective":
+        collective = scenario.workload.get("collective")
+        if isinstance(collective, str) and "collective" not in scenario.axes:
+            _located(lambda: Collective.parse(collective), scenario, "workload.collective")
+    else:
+        from simcoll.workloads import workload_params  # noqa: PLC0415 - pulls in SimPy
+
+        allowed = _located(lambda: workload_params(scenario.kind), scenario, "workload.kind")
+        for name, where in names.items():
+            if name not in allowed and name not in ENGINE_KEYS:
+                raise ConfigError(
+                    f"{scenario.kind} has no parameter {name!r}; valid: "
+                    f"{', '.join([*allowed, *ENGINE_KEYS[1:]])}",
+                    source=scenario.source,
+                    field=where,
+                )
+    if TOPOLOGY_FILE_AXIS not in scenario.axes:
+        overrides = dict(scenario.topology_set)
+        _located(
+            lambda: _topology(str(scenario.topology_file), tuple(sorted(overrides.items()))),
+            scenario,
+            "topology",
+        )
+
+
+def _located(action: Callable[[], _T], scenario: Scenario, field: str) -> _T:
+    """``action()``, its error (if any) located in the scenario file at ``field``."""
+    try:
+        return action()
+    except SimcollError as error:
+        if error.source:  # the topology file's own error already names its file and field
+            raise
+        raise error.located(source=scenario.source, field=field) from None
+
+
 # -- many points ----------------------------------------------------------------------------
 
 
@@ -272,6 +318,7 @@ def run_sweep(
     on_point
         Called in this process with each point as it finishes (after it is saved).
     """
+    check_scenario(scenario)
     points = scenario.points()
     done: dict[str, PointResult] = {}
     log: IO[str] | None = None

@@ -191,3 +191,42 @@ def test_results_come_back_as_columns_and_as_a_dataframe(tmp_path: Path) -> None
     assert isinstance(frame, pd.DataFrame)
     assert list(frame.columns[:3]) == ["collective", "algorithm", "protocol"]
     assert frame["time_s"].tolist() == [r["time_s"] for r in result.rows]
+
+
+@pytest.mark.parametrize(
+    ("workload", "sweep", "message"),
+    [
+        ('kind = "dpp"', "", "workload.kind: unknown workload 'dpp'; valid: collective, "
+         "concurrent, ddp, fsdp, moe, p2p, pipeline, tensor_parallel_mlp"),
+        ('kind = "p2p"\nbucket_size = 1', "", "workload.bucket_size: p2p has no parameter "
+         "'bucket_size'; valid: src_rank, dst_ranks, size_bytes, n_copies, model, protocol, "
+         "calibration"),
+        ('kind = "p2p"', "n_copy = [1, 2]", "sweep.n_copy: p2p has no parameter 'n_copy'; "
+         "valid: src_rank, dst_ranks, size_bytes, n_copies, model, protocol, calibration"),
+        ('collective = "allreduse"', "", "workload.collective: unknown collective "
+         "'allreduse'; valid: allreduce, allgather, reducescatter, alltoall, broadcast, "
+         "reduce, gather, scatter, sendrecv"),
+    ],
+)  # fmt: skip
+def test_names_that_would_fail_every_point_are_refused_before_any_runs(
+    tmp_path: Path, workload: str, sweep: str, message: str
+) -> None:
+    path = tmp_path / "s.toml"
+    (tmp_path / "star.toml").write_text(TOPOLOGY)
+    path.write_text(
+        f'schema = 1\n[topology]\nfile = "star.toml"\n[workload]\n{workload}\n[sweep]\n{sweep}\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        run_sweep(load_scenario(path), tmp_path / "out", workers=1)
+    assert str(info.value) == f"{path}: {message}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_topology_that_does_not_load_is_refused_naming_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'schema = 1\n[topology]\nfile = "gone.toml"\n[workload]\ncollective = "allreduce"\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        run_sweep(load_scenario(path), workers=1)
+    assert str(info.value).startswith(f"{tmp_path / 'gone.toml'}: ")
