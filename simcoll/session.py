@@ -42,7 +42,7 @@ from simcoll.algorithms import build_schedule
 from simcoll.calibration import Calibration
 from simcoll.collectives import Collective
 from simcoll.engine import MODELS, _Run, _Shared, map_ranks, switch_endpoints
-from simcoll.errors import ConfigError
+from simcoll.errors import ConfigError, SimulationError
 from simcoll.network.fabric import Fabric
 from simcoll.protocols import Protocol, parse_protocol
 from simcoll.schedule import Schedule, ScheduleBuilder
@@ -69,6 +69,7 @@ class _Call:
     stream: str
     run: _Run
     start_s: float = 0.0
+    started: bool = False
 
 
 class Session:
@@ -121,6 +122,7 @@ class Session:
         self._stream_tail: dict[tuple[int, str], simpy.Event] = {}
         self._compute_free_s: dict[int, float] = {}
         self._spans: list[Span] = []
+        self._processes: list[tuple[str, simpy.Process]] = []
 
     @property
     def n_ranks(self) -> int:
@@ -131,7 +133,9 @@ class Session:
 
     def process(self, generator: Generator[Any, Any, Any]) -> Waitable:
         """Start a workload process; the returned event fires when it returns."""
-        return self.env.process(generator)
+        process = self.env.process(generator)
+        self._processes.append((getattr(generator, "__name__", "process"), process))
+        return process
 
     def compute(self, ranks: Iterable[int], duration_s: float, name: str) -> Waitable:
         """Each rank of ``ranks`` computes for ``duration_s`` on its compute stream.
@@ -196,14 +200,27 @@ class Session:
         """
         self.env.run()
         self.fabric.close()
-        stuck = [call for call in self._calls if call.run.n_left]
-        if stuck:
-            names = ", ".join(sorted({call.name for call in stuck})[:3])
-            raise ConfigError(
-                f"the workload never finished {len(stuck)} call(s) ({names}): a process "
-                "waits for a call that cannot start"
-            )
+        self._raise_if_stuck()
         return self._timeline(load_bins)
+
+    def _raise_if_stuck(self) -> None:
+        """A workload that cannot finish is an error naming what waits, never a hang."""
+        for call in self._calls:
+            if call.started and call.run.n_left:
+                try:
+                    call.run._raise_if_stuck()
+                except SimulationError as error:
+                    raise SimulationError(f"{call.name}: {error.message}") from None
+        waiting = [name for name, process in self._processes if process.is_alive]
+        unstarted = [call.name for call in self._calls if not call.started]
+        if waiting or unstarted:
+            what = [f"process {', '.join(waiting[:3])} waits for an event that never happens"]
+            if unstarted:
+                what.append(
+                    f"{len(unstarted)} call(s) never started ({', '.join(unstarted[:3])}): "
+                    "they wait on a stream whose earlier work never ends"
+                )
+            raise SimulationError(f"the workload cannot finish: {'; '.join(what)}")
 
     # -- inside -------------------------------------------------------------------------
 
@@ -252,6 +269,7 @@ class Session:
         if before:
             yield self.env.all_of(before)
         call.start_s = self.env.now  # the launch cost is part of the call's span
+        call.started = True
         if delay_s:
             yield self.env.timeout(delay_s)
         finished = self.env.event()

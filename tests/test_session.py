@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simcoll.errors import ConfigError
+from simcoll.errors import ConfigError, SimulationError
 from simcoll.plot import plot_link_heatmap
 from simcoll.session import Session
 from simcoll.topology import ring, switch_star
@@ -108,3 +108,18 @@ def test_bad_calls_give_one_line(call: Any, message: str) -> None:
 def test_packet_model_is_refused() -> None:
     with pytest.raises(ConfigError, match="a session runs model 'flow' or 'ideal', not 'packet'"):
         Session(ring(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0), model="packet")
+
+
+def test_a_process_waiting_for_an_event_nobody_triggers_is_reported_not_hung() -> None:
+    s = star()
+
+    def stage(session: Session) -> Generator[Any, Any, None]:
+        yield session.copy(0, 1, 1000)
+        yield session.env.event()  # a receive that no one will ever send
+
+    s.process(stage(s))
+    with pytest.raises(SimulationError) as info:
+        s.run()
+    assert str(info.value) == (
+        "the workload cannot finish: process stage waits for an event that never happens"
+    )
