@@ -33,6 +33,9 @@ def add_run(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run the points on a Dask distributed scheduler (tcp://host:8786) "
                    "instead of local processes; needs pip install 'simcoll[dask]'")  # fmt: skip
+    p.add_argument("--max-hours", type=float, default=None, metavar="H",
+                   help="refuse a sweep estimated to take longer than H hours (default 12); "
+                   "the estimate is printed before the sweep starts")  # fmt: skip
     p.add_argument("--force", action="store_true",
                    help="replace the results of another scenario in --out")  # fmt: skip
     p.set_defaults(run=_run)
@@ -41,10 +44,14 @@ def add_run(sub: argparse._SubParsersAction[Any]) -> None:
 def _run(args: argparse.Namespace) -> int:
     from simcoll.report import write_report, write_timeline  # noqa: PLC0415
     from simcoll.scenario import load_scenario  # noqa: PLC0415
-    from simcoll.sweep import PointResult, run_sweep  # noqa: PLC0415
+    from simcoll.sweep import DEFAULT_MAX_HOURS, PointResult, run_sweep  # noqa: PLC0415
 
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"must be at least 1, got {args.workers}", field="--workers")
+    if args.max_hours is not None and not args.max_hours > 0:
+        raise ConfigError(
+            f"must be a positive number of hours, got {args.max_hours}", field="--max-hours"
+        )
     scenario = load_scenario(args.scenario)
     out: Path = args.out or Path("runs") / args.scenario.stem
     n_points = len(scenario.points())
@@ -61,6 +68,7 @@ def _run(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         force=args.force,
         progress=sys.stderr,
+        max_hours=args.max_hours if args.max_hours is not None else DEFAULT_MAX_HOURS,
         on_point=on_point,
     )
     written = write_report(result, out)
