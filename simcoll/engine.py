@@ -430,6 +430,10 @@ class _Run:
         now = self.env.now
         touched = set()
         for t in flow_ids:
+            # The fabric takes times within rounding of each other as one instant, so it may
+            # admit a flow (and a short one arrive) a rounding before the start recorded by
+            # _send: it started by the time it arrived.
+            self.start_s[t] = min(self.start_s[t], now)
             self.end_s[t] = now
             c = int(self.conn_of[t])
             self.conn_in_flight[c] -= 1
