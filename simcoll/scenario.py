@@ -49,6 +49,7 @@ import hashlib
 import itertools
 import json
 import math
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -147,7 +148,9 @@ class Scenario:
             if name == TOPOLOGY_FILE_AXIS:
                 file = self.base / str(value)
             elif name.startswith(TOPOLOGY_PREFIX):
-                overrides[name.removeprefix(TOPOLOGY_PREFIX)] = _override_text(value)
+                overrides[name.removeprefix(TOPOLOGY_PREFIX)] = _override_text(
+                    value, f"sweep.{name}"
+                )
             else:
                 params[name] = value
         return file, overrides, params
@@ -168,6 +171,8 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ConfigError(f"not UTF-8 (byte {error.start})", source=source) from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"not valid TOML: {error}", source=source) from None
+    except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise ConfigError(f"not valid TOML: {str(error).split(';')[0]}", source=source) from None
     return parse_scenario(data, source=source, base=Path(path).parent)
 
 
@@ -189,15 +194,22 @@ def _parse(data: Mapping[str, Any], source: str, base: Path) -> Scenario:
     file = topology.get("file")
     if not isinstance(file, str) or not file:
         raise ConfigError("must name a topology file (a string)", field="topology.file")
+    if not file.isprintable():
+        raise ConfigError(f"has a control character: {file!r}", field="topology.file")
     overrides = _table(topology, "set", prefix="topology.")
     workload = _table(data, "workload")
+    sweep = _table(data, "sweep")
+    for table, prefix in ((overrides, "topology.set."), (workload, "workload."), (sweep, "sweep.")):
+        for key in table:
+            if _field(prefix, key) != f"{prefix}{key}":
+                raise ConfigError("is not a parameter name", field=_field(prefix, key))
     kind = workload.get("kind", "collective")
     if not isinstance(kind, str):
         raise ConfigError(f"must be a string, got {kind!r}", field="workload.kind")
     params = {k: _value(v, f"workload.{k}") for k, v in workload.items()}
     if isinstance(params.get("calibration"), str):
         params["calibration"] = str(base / str(params["calibration"]))
-    axes = {k: _axis(k, v) for k, v in _table(data, "sweep").items()}
+    axes = {k: _axis(k, v) for k, v in sweep.items()}
     for name in axes:
         if name in ENGINE_KEYS[:1]:
             raise ConfigError("the workload kind cannot be swept", field=f"sweep.{name}")
@@ -208,7 +220,8 @@ def _parse(data: Mapping[str, Any], source: str, base: Path) -> Scenario:
         description=_text(data, "description", ""),
         topology_file=base / file,
         topology_set={
-            k: _override_text(_value(v, f"topology.set.{k}")) for k, v in overrides.items()
+            k: _override_text(_value(v, f"topology.set.{k}"), f"topology.set.{k}")
+            for k, v in overrides.items()
         },
         workload=params,
         axes=axes,
@@ -220,7 +233,14 @@ def _parse(data: Mapping[str, Any], source: str, base: Path) -> Scenario:
 def _known(table: Mapping[str, Any], keys: tuple[str, ...], prefix: str) -> None:
     for key in table:
         if key not in keys:
-            raise ConfigError(f"unknown key; valid: {', '.join(keys)}", field=f"{prefix}{key}")
+            raise ConfigError(f"unknown key; valid: {', '.join(keys)}", field=_field(prefix, key))
+
+
+def _field(prefix: str, key: str) -> str:
+    """``prefix`` and ``key``; a key that is empty, has a control character (a line break)
+    or spaces around it is quoted, so that the error stays one readable line."""
+    plain = key and key.isprintable() and key.strip() == key
+    return f"{prefix}{key}" if plain else f"{prefix}{key!r}"
 
 
 def _table(
@@ -252,6 +272,10 @@ def _value(value: Any, where: str) -> Value:
         raise ConfigError(f"must be a number, string or list, got a table {value!r}", field=where)
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"must be a finite number, got {value!r}", field=where)
+    if isinstance(value, int) and abs(value) > sys.float_info.max:
+        raise ConfigError(
+            f"must be a finite number, got an integer of {len(str(value))} digits", field=where
+        )
     try:
         if isinstance(value, str) and name.endswith("_bytes_per_s"):
             return parse_bandwidth_bytes_per_s(value)
@@ -315,10 +339,12 @@ def _output(table: dict[str, Any]) -> dict[str, Any]:
     return table
 
 
-def _override_text(value: Value) -> str:
+def _override_text(value: Value, where: str) -> str:
     """A topology override as ``--set`` would give it."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        raise ConfigError(f"a topology parameter must be a single value, got {value!r}")
+        raise ConfigError(
+            f"a topology parameter must be a single value, got {value!r}", field=where
+        )
     return str(value)

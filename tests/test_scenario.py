@@ -109,8 +109,8 @@ def test_digest_changes_with_what_decides_results_only() -> None:
          "valid: busbw_vs_size, scaling, crossover, metric, gantt, link_utilisation"),
         ({**BASE, "output": {"timelines": "some"}}, "s.toml: output.timelines: must be one of "
          "none, first, all, got 'some'"),
-        ({**BASE, "topology": {"file": "t", "set": {"n": [1, 2]}}}, "s.toml: a topology "
-         "parameter must be a single value, got [1, 2]"),
+        ({**BASE, "topology": {"file": "t", "set": {"n": [1, 2]}}}, "s.toml: topology.set.n: a "
+         "topology parameter must be a single value, got [1, 2]"),
     ],
 )  # fmt: skip
 def test_bad_scenarios_give_one_line_naming_file_and_field(

@@ -28,7 +28,7 @@ from typing import Any, cast
 import networkx as nx
 
 from simcoll.errors import ConfigError
-from simcoll.topology.builders import _check_kind, _check_number
+from simcoll.topology.builders import MAX_LINKS, _check_kind, _check_number
 from simcoll.topology.schema import LinkAttrs, LinkKind, NodeKind
 
 Nodes = list[tuple[str, dict[str, Any]]]
@@ -188,12 +188,20 @@ def uplinks(down_ports: int, oversubscription: float) -> int:
             field="oversubscription",
         )
     # Rounded first so that 21 / 1.4 (15.000000000000002 in floats) gives 15 uplinks.
-    return math.ceil(round(down_ports / oversubscription, 9))
+    n_up = math.ceil(round(down_ports / oversubscription, 9))
+    if n_up < 1:  # the leaves would be cut off from one another
+        raise ConfigError(
+            f"leaves of {down_ports} down ports get no uplink at {oversubscription!r}:1",
+            field="oversubscription",
+        )
+    return n_up
 
 
 def check_count(value: int, name: str, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"must be an integer >= {minimum}, got {value!r}", field=name)
+    if value > MAX_LINKS:  # no count of a design exceeds its number of links
+        raise ConfigError(f"must be at most {MAX_LINKS}, got {value!r}", field=name)
 
 
 def check_bool(value: bool, name: str) -> None:

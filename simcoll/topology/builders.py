@@ -6,7 +6,8 @@ deterministic. Every returned graph passes :func:`simcoll.topology.schema.valida
 has ``graph.graph["name"]`` set. GPU node ids are ``"gpu<rank>"``.
 
 Bigger designs compose these small ones; :data:`BUILDERS` is the registry that
-topology files name in their ``builder`` key.
+topology files name in their ``builder`` key. Every builder refuses a design of more than
+:data:`MAX_GPUS` GPUs or :data:`MAX_LINKS` directed links before building it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ import networkx as nx
 from simcoll.errors import ConfigError
 from simcoll.topology.schema import LinkAttrs, LinkKind, NodeKind, validate
 
-__all__ = ["BUILDERS", "full_mesh", "ring", "switch_star"]
+__all__ = ["BUILDERS", "MAX_GPUS", "MAX_LINKS", "full_mesh", "ring", "switch_star"]
+
+MAX_GPUS = 2**15
+"""The most GPUs a builder makes: 4,096 eight-GPU servers (twice ``simcoll bench``'s
+largest design, and a few seconds to build). A bigger design is refused in one line rather
+than built for minutes or hours."""
+MAX_LINKS = 2**19
+"""The most directed links a builder makes (a full mesh of 724 GPUs)."""
 
 
 def switch_star(
@@ -197,6 +205,7 @@ def full_mesh(
     12
     """
     _check_n_gpus(n_gpus)
+    _check_size(links=n_gpus * (n_gpus - 1), field="n_gpus")
     attrs = _link_attrs(link_kind, link_bandwidth_bytes_per_s, link_latency_s)
     graph = _gpus(f"full_mesh_{n_gpus}", n_gpus)
     for a in range(n_gpus):
@@ -229,6 +238,22 @@ def _add_duplex(graph: nx.DiGraph[str], a: str, b: str, attrs: LinkAttrs) -> Non
 def _check_n_gpus(n_gpus: int) -> None:
     if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 1:
         raise ConfigError(f"must be an integer >= 1, got {n_gpus!r}", field="n_gpus")
+    _check_size(gpus=n_gpus, field="n_gpus")
+
+
+def _check_size(*, gpus: int = 0, links: int = 0, field: str) -> None:
+    """Refuse a design of more than :data:`MAX_GPUS` GPUs or :data:`MAX_LINKS` links."""
+    for count, limit, what in ((gpus, MAX_GPUS, "GPUs"), (links, MAX_LINKS, "directed links")):
+        if count > limit:
+            raise ConfigError(
+                f"the design would have {count} {what}; simcoll builds at most {limit}",
+                field=field,
+            )
+
+
+def _largest(counts: dict[str, int]) -> str:
+    """The name of the largest of several counts whose product is a design's size."""
+    return max(counts, key=lambda name: counts[name])
 
 
 def _check_kind(value: object, enum: type[LinkKind] | type[NodeKind], name: str) -> None:

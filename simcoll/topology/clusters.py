@@ -33,7 +33,7 @@ from simcoll.topology._machine_box import (
     machine_box,
     uplinks,
 )
-from simcoll.topology.builders import _link_attrs
+from simcoll.topology.builders import _check_size, _largest, _link_attrs
 from simcoll.topology.schema import LinkKind, NodeKind, validate
 
 __all__ = ["BUILDERS", "dragonfly", "fat_tree", "rail_optimized", "torus"]
@@ -151,6 +151,8 @@ def fat_tree(
         pcie_bandwidth_bytes_per_s=pcie_bandwidth_bytes_per_s,
         pcie_latency_s=pcie_latency_s,
     )
+    counts = {"n_nodes": n_nodes, "gpus_per_node": gpus_per_node}
+    _check_size(gpus=n_nodes * gpus_per_node, field=_largest(counts))
     nic_link, fabric_link = fabric_links(
         fabric_link_kind, nic_bandwidth_bytes_per_s, nic_latency_s, fabric_latency_s
     )
@@ -279,8 +281,13 @@ def rail_optimized(
             f"must equal gpus_per_node ({gpus_per_node}) for one rail per GPU, got {nics_per_node}",
             field="nics_per_node",
         )
+    counts = {"n_nodes": n_nodes, "gpus_per_node": gpus_per_node}
+    _check_size(gpus=n_nodes * gpus_per_node, field=_largest(counts))
     check_count(rail_nodes_per_leaf, "rail_nodes_per_leaf")
     n_up = uplinks(rail_nodes_per_leaf, oversubscription)
+    n_leaves = -(-n_nodes // rail_nodes_per_leaf) * gpus_per_node
+    if n_leaves > 1:  # every leaf links to every spine
+        _check_size(links=2 * n_leaves * n_up, field="rail_nodes_per_leaf")
     check_bool(sharp, "sharp")
     graph: nx.DiGraph[str] = nx.DiGraph(name=f"rail_optimized_{n_nodes}x{gpus_per_node}")
     nics = add_machines(graph, box, n_nodes)
@@ -354,6 +361,8 @@ def torus(
     dims = (dim_x, dim_y, dim_z)
     for name, size in zip(("dim_x", "dim_y", "dim_z"), dims, strict=True):
         check_count(size, name)
+    names = dict(zip(("dim_x", "dim_y", "dim_z"), dims, strict=True))
+    _check_size(gpus=math.prod(dims), field=_largest(names))
     attrs = as_link(_link_attrs(link_kind, link_bandwidth_bytes_per_s, link_latency_s))
     graph: nx.DiGraph[str] = nx.DiGraph(name=f"torus_{dim_x}x{dim_y}x{dim_z}")
     graph.add_nodes_from(
@@ -465,6 +474,13 @@ def dragonfly(
             f"= {a * h + 1}, got {n_groups!r}",
             field="n_groups",
         )
+    counts = {"n_groups": n_groups, "routers_per_group": a, "gpus_per_router": p}
+    routers = n_groups * a
+    _check_size(
+        gpus=routers * p,
+        links=2 * routers * p + routers * (a - 1) + n_groups * (n_groups - 1),
+        field=_largest(counts),
+    )
     injection, local, global_ = (
         link(
             link_kind, (f"{name}_bandwidth_bytes_per_s", bandwidth), (f"{name}_latency_s", latency)

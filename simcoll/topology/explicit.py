@@ -91,6 +91,8 @@ def from_document(document: Mapping[str, Any], *, source: str) -> nx.DiGraph[str
             )
         defined[node] = index
         graph.add_node(node, **attrs)
+    if not any(attrs["kind"] is NodeKind.GPU for attrs in graph.nodes.values()):
+        raise ConfigError('has no GPU (a node of kind = "gpu")', source=source, field="nodes")
     seen: dict[tuple[str, str], int] = {}
     for index, table in enumerate(_tables(document, "links", source)):
         for u, v, attrs in _links(table, f"links[{index}]", defined, source):
@@ -155,8 +157,15 @@ def _check_keys(table: dict[str, Any], valid: tuple[str, ...], where: str, sourc
             raise ConfigError(
                 f"unknown key; valid keys: {', '.join(valid)}",
                 source=source,
-                field=f"{where}.{key}",
+                field=f"{where}.{key_text(key)}",
             )
+
+
+def key_text(key: str) -> str:
+    """A TOML key as an error's field names it: quoted (``''``, ``'a\\nb'``) when it is
+    empty, has a control character (a line break) or spaces around it, so that the error
+    stays one readable line."""
+    return key if key and key.isprintable() and key.strip() == key else repr(key)
 
 
 def _kind(
@@ -164,7 +173,7 @@ def _kind(
 ) -> NodeKind | LinkKind:
     value = table.get("kind")
     choices = {member.value: member for member in enum}
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         got = "missing" if value is None else f"unknown kind {value!r}"
         raise ConfigError(
             f"{got}; valid: {', '.join(choices)}", source=source, field=f"{where}.kind"

@@ -29,6 +29,7 @@ import builtins
 import inspect
 import json
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ import networkx as nx
 
 from simcoll.errors import ConfigError, SimcollError
 from simcoll.topology.catalog import BUILDERS, IMPORTERS
-from simcoll.topology.explicit import from_document
+from simcoll.topology.explicit import from_document, key_text
 from simcoll.topology.nodelink import from_node_link
 from simcoll.topology.routing import ROUTING_RULES
 from simcoll.topology.schema import validate
@@ -156,7 +157,7 @@ def _build(
     try:
         if builder is None:
             file_name = str(values.pop("file"))
-            text = _read_text(folder / file_name, f"{source}: {fields['file']}", file_name)
+            text = _read_text(folder / file_name, source, file_name, field=fields["file"])
             return importer(text, **values)
         return builder(**values)
     except SimcollError as error:
@@ -204,6 +205,8 @@ def _read_toml(path: Path, source: str) -> dict[str, Any]:
         raise ConfigError("no such file", source=source) from None
     except OSError as error:
         raise ConfigError(f"cannot read the file: {error.strerror}", source=source) from None
+    except ValueError as error:  # a NUL in the path
+        raise ConfigError(f"cannot read the file: {error}", source=source) from None
     try:
         text = raw.decode("utf-8").removeprefix("\ufeff")  # tolerate a byte-order mark
     except UnicodeDecodeError as error:
@@ -218,6 +221,9 @@ def _read_toml(path: Path, source: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise _toml_error(error, source) from None
+    except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
+        message = str(error).split(";")[0]
+        raise ConfigError(f"invalid TOML: {message}", source=source) from None
 
 
 def _toml_error(error: tomllib.TOMLDecodeError, source: str) -> ConfigError:
@@ -245,7 +251,7 @@ def _check_keys(document: dict[str, Any], valid: tuple[str, ...], source: str) -
     for key in document:
         if key not in valid:
             raise ConfigError(
-                f"unknown key; valid keys: {', '.join(valid)}", source=source, field=key
+                f"unknown key; valid keys: {', '.join(valid)}", source=source, field=key_text(key)
             )
 
 
@@ -274,7 +280,7 @@ def _apply_routing(graph: nx.DiGraph[str], table: object, source: str) -> None:
             f"must be a table ([routing]), got {_describe(table)}", source=source, field="routing"
         )
     for key, value in table.items():
-        field = f"routing.{key}"
+        field = f"routing.{key_text(key)}"
         if key == "rule":
             if value not in ROUTING_RULES:
                 valid = ", ".join(ROUTING_RULES)
@@ -304,16 +310,16 @@ def _refuse_overrides(overrides: Mapping[str, str] | None, source: str, what: st
         )
 
 
-def _read_text(path: Path, where: str, name: str) -> str:
+def _read_text(path: Path, source: str, name: str, *, field: str | None = None) -> str:
     """The UTF-8 text of a file an importer reads; errors name the key that names it."""
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(
-            f"no such file {name!r} (relative to the topology file)", source=where
+            f"no such file {name!r} (relative to the topology file)", source=source, field=field
         ) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read {name!r}: {error}", source=where) from None
+    except (OSError, ValueError) as error:  # ValueError: not UTF-8, or a NUL in the name
+        raise ConfigError(f"cannot read {name!r}: {error}", source=source, field=field) from None
 
 
 def _read_json(path: Path, source: str) -> Any:
@@ -326,6 +332,8 @@ def _read_json(path: Path, source: str) -> Any:
             source=source,
             field=f"line {error.lineno}, column {error.colno}",
         ) from None
+    except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise ConfigError(f"invalid JSON: {str(error).split(';')[0]}", source=source) from None
 
 
 def _builder_params(
@@ -397,8 +405,8 @@ def _collect(
     valid = ", ".join(params)
     values: dict[str, object] = {}
     fields: dict[str, str] = {}
-    items = [(f"params.{key}", key, value, False) for key, value in table.items()]
-    items += [(f"--set {key}", key, text, True) for key, text in overrides.items()]
+    items = [(f"params.{key_text(key)}", key, value, False) for key, value in table.items()]
+    items += [(f"--set {key_text(key)}", key, text, True) for key, text in overrides.items()]
     for field, key, raw, is_text in items:
         param = params.get(key)
         if param is None:
@@ -464,6 +472,8 @@ def _convert_value(param: _Param, value: object) -> object:
         if param.kind == "int":
             return value
         if param.kind == "float":
+            if abs(value) > sys.float_info.max:
+                raise ConfigError(f"expected a number, got an integer beyond floats: {value}")
             return float(value)
     if param.kind == "float" and isinstance(value, float):
         return value

@@ -15,7 +15,14 @@ from collections.abc import Callable
 import networkx as nx
 
 from simcoll.errors import ConfigError
-from simcoll.topology.builders import _add_duplex, _check_n_gpus, _check_number, _gpus
+from simcoll.topology.builders import (
+    MAX_LINKS,
+    _add_duplex,
+    _check_n_gpus,
+    _check_number,
+    _check_size,
+    _gpus,
+)
 from simcoll.topology.schema import LinkAttrs, LinkKind, NodeKind, validate
 
 __all__ = ["BUILDERS", "hybrid_cube_mesh", "nvswitch_node", "pcie_tree"]
@@ -305,6 +312,7 @@ def pcie_tree(
             "give a multiple of n_sockets",
             field="n_gpus",
         )
+    _check_size(links=n_sockets * (n_sockets - 1), field="n_sockets")  # every pair linked
     gpus_per_socket = n_gpus // n_sockets
     if gpus_per_switch and gpus_per_socket % gpus_per_switch:
         raise ConfigError(
@@ -373,6 +381,8 @@ def _link(kind: LinkKind, bandwidth_bytes_per_s: float, latency_s: float, name: 
 def _check_count(value: int, name: str, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"must be an integer >= {minimum}, got {value!r}", field=name)
+    if value > MAX_LINKS:  # no count of a design exceeds its number of links
+        raise ConfigError(f"must be at most {MAX_LINKS}, got {value!r}", field=name)
 
 
 def _check_bool(value: bool, name: str) -> None:

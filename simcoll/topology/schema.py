@@ -25,7 +25,8 @@ Optional attributes, checked when present:
 - graph ``p2p`` (bool, default True): False when GPU peer-to-peer is off, so copies
   between GPUs of one host bounce through host memory.
 
-Every GPU must be able to reach every other GPU along directed links.
+Every GPU must be able to reach every other GPU along directed links, on a path that
+crosses no ``transit=False`` node (as :mod:`simcoll.topology.routing` routes).
 
 >>> import networkx as nx
 >>> g = nx.DiGraph()
@@ -124,7 +125,9 @@ def validate(graph: nx.DiGraph[str], *, source: str | None = None) -> nx.DiGraph
     Reachability costs one forward and one reverse breadth-first search from the GPU
     of rank 0: if rank 0 reaches every GPU and every GPU reaches rank 0, every pair is
     connected through it. The pair reported is the first unreachable one in (source
-    rank, destination rank) order.
+    rank, destination rank) order. A graph with ``transit=False`` nodes is then searched
+    again around them, from a transit node next to rank 0 (two more searches), or, when
+    that node does not settle it, from every GPU.
     """
     p2p = graph.graph.get("p2p", True)
     if not isinstance(p2p, bool):
@@ -276,6 +279,44 @@ def _check_reachability(graph: nx.DiGraph[str], by_rank: list[str], source: str 
     for rank, node in enumerate(by_rank[1:], start=1):
         if node not in backward:
             _raise_unreachable(node, rank, root, 0, source)
+    blocked = {node for node, attrs in graph.nodes.items() if attrs.get("transit") is False}
+    if blocked and len(by_rank) > 1:
+        _check_routes_around(graph, by_rank, blocked, source)
+
+
+def _check_routes_around(
+    graph: nx.DiGraph[str], by_rank: list[str], blocked: set[str], source: str | None
+) -> None:
+    """Every GPU reaches every other without crossing a ``blocked`` (non-transit) node.
+
+    Usually one transit hub next to rank 0 reaches every GPU and is reached by every GPU
+    (two searches); otherwise each GPU is searched from, in rank order.
+    """
+    hubs = sorted(node for node in graph.successors(by_rank[0]) if node not in blocked)
+    if hubs:
+        forward = _reach(graph, hubs[0], blocked, reverse=False)
+        backward = _reach(graph, hubs[0], blocked, reverse=True)
+        if all(gpu in forward and gpu in backward for gpu in by_rank):
+            return
+    for rank, node in enumerate(by_rank):
+        reached = _reach(graph, node, blocked, reverse=False)
+        for other_rank, other in enumerate(by_rank):
+            if other != node and other not in reached:
+                _raise_unreachable(node, rank, other, other_rank, source)
+
+
+def _reach(graph: nx.DiGraph[str], start: str, blocked: set[str], *, reverse: bool) -> set[str]:
+    """The nodes ``start`` reaches (or, ``reverse``, that reach it) crossing no blocked node."""
+    step = graph.predecessors if reverse else graph.successors
+    seen = {start}
+    stack = [start]
+    while stack:
+        for node in step(stack.pop()):
+            if node not in seen:
+                seen.add(node)
+                if node not in blocked:
+                    stack.append(node)
+    return seen
 
 
 def _raise_unreachable(
