@@ -10,7 +10,8 @@ TOML, may be ``FILE: message``). Any other exception, a multi-line message or a 
 that takes longer than :data:`CASE_SECONDS` fails.
 
 The cases start from the shipped files (``topologies/*.toml``,
-``topologies/examples/*.toml``, ``scenarios/*.toml``):
+``topologies/examples/*.toml``, ``scenarios/*.toml``) and from a seed file for each builder
+no shipped file names (:data:`SEED_BUILDERS`):
 
 - deterministic mutations of every file: each key deleted or given a value of another
   type (string, number, list, table, boolean), negative, zero, NaN, infinite, huge
@@ -22,7 +23,9 @@ The cases start from the shipped files (``topologies/*.toml``,
   (non-UTF-8 bytes, truncation, an empty file, random bytes);
 - hypothesis properties over random mutations, random explicit graphs and random bytes.
 
-The long run loops over random cases until its time is up::
+The long run loops over random cases until its time is up and prints one line of counts;
+``SIMCOLL_FUZZ_SEED`` (default: the clock) picks the cases, and a failure shows the file's
+bytes::
 
     SIMCOLL_FUZZ_MINUTES=30 pytest -m slow tests/test_fuzz.py -k long -s
 """
