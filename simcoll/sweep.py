@@ -167,7 +167,7 @@ def _evaluate(
     scenario: Scenario, point: Point, *, timeline: bool
 ) -> tuple[list[dict[str, Any]], Timeline | None]:
     file, overrides, params = scenario.setup(point)
-    topology = _topology(str(file), tuple(sorted(overrides.items())))
+    topology = scenario_topology(scenario, file, overrides)
     n_gpus = len(gpu_nodes(topology))
     n_ranks = params.get("n_ranks")
     if isinstance(n_ranks, int) and not isinstance(n_ranks, bool) and n_ranks > n_gpus:
@@ -271,12 +271,34 @@ def check_scenario(scenario: Scenario) -> None:
                     field=where,
                 )
     if TOPOLOGY_FILE_AXIS not in scenario.axes:
-        overrides = dict(scenario.topology_set)
-        _located(
-            lambda: _topology(str(scenario.topology_file), tuple(sorted(overrides.items()))),
-            scenario,
-            "topology",
-        )
+        scenario_topology(scenario, scenario.topology_file, dict(scenario.topology_set))
+
+
+def scenario_topology(scenario: Scenario, file: Path, overrides: dict[str, str]) -> nx.DiGraph[str]:
+    """The topology of a point; errors that come from the scenario name its field.
+
+    A missing topology file is the scenario's ``topology.file``; a bad override is its
+    ``topology.set.NAME`` (or the ``topology.NAME`` axis of ``[sweep]``), not ``--set``.
+    """
+    try:
+        return _topology(str(file), tuple(sorted(overrides.items())))
+    except SimcollError as error:
+        field = error.field or ""
+        if field.startswith("--set "):
+            name = field.removeprefix("--set ")
+            axis = f"{TOPOLOGY_PREFIX}{name}"
+            where = f"sweep.{axis}" if axis in scenario.axes else f"topology.set.{name}"
+            raise ConfigError(
+                f"{error.message} (in {file})", source=scenario.source, field=where
+            ) from None
+        if error.source == str(file) and not field and error.message == "no such file":
+            swept = TOPOLOGY_FILE_AXIS in scenario.axes
+            raise ConfigError(
+                f"no such topology file {str(file)!r}",
+                source=scenario.source,
+                field="sweep.topology.file" if swept else "topology.file",
+            ) from None
+        raise
 
 
 def _located(action: Callable[[], _T], scenario: Scenario, field: str) -> _T:
@@ -305,7 +327,7 @@ def estimate_sweep(scenario: Scenario) -> tuple[float, int, int]:
         try:
             c = Collective.parse(str(params.get("collective")))
             n = params.get("n_ranks") or len(
-                gpu_nodes(_topology(str(file), tuple(sorted(overrides.items()))))
+                gpu_nodes(scenario_topology(scenario, file, overrides))
             )
             names = candidates(c, str(params.get("algorithm", DEFAULT_ALGORITHM)))
             size, chunks = params.get("size_bytes"), params.get("n_chunks")

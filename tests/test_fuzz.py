@@ -1235,7 +1235,7 @@ EXACT = [
     pytest.param(
         "scenario",
         _edited(DDP, "../topologies/h100-ib-fat-tree.toml", "nowhere.toml"),
-        "scenario/nowhere.toml: no such file",
+        "scenario/case.toml: topology.file: no such topology file 'scenario/nowhere.toml'",
         id="scenario: bad topology.file",
     ),
     pytest.param(

@@ -222,11 +222,24 @@ def test_names_that_would_fail_every_point_are_refused_before_any_runs(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_topology_that_does_not_load_is_refused_naming_its_file(tmp_path: Path) -> None:
+def test_topology_errors_name_the_scenario_field_they_come_from(tmp_path: Path) -> None:
+    (tmp_path / "star.toml").write_text(TOPOLOGY)
     path = tmp_path / "s.toml"
     path.write_text(
-        'schema = 1\n[topology]\nfile = "gone.toml"\n[workload]\ncollective = "allreduce"\n'
+        'schema = 1\n[topology]\nfile = "nowhere.toml"\n[workload]\ncollective = "allreduce"\n'
     )
     with pytest.raises(ConfigError) as info:
         run_sweep(load_scenario(path), workers=1)
-    assert str(info.value).startswith(f"{tmp_path / 'gone.toml'}: ")
+    assert str(info.value) == (
+        f"{path}: topology.file: no such topology file '{tmp_path / 'nowhere.toml'}'"
+    )
+    path.write_text(
+        'schema = 1\n[topology]\nfile = "star.toml"\nset = { n_gpus = -2 }\n'
+        '[workload]\ncollective = "allreduce"\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        run_sweep(load_scenario(path), workers=1)
+    assert str(info.value) == (
+        f"{path}: topology.set.n_gpus: must be an integer >= 1, got -2 "
+        f"(in {tmp_path / 'star.toml'})"
+    )
