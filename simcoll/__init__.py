@@ -13,11 +13,15 @@ a SimPy engine runs a schedule on a topology with max-min fair sharing of every 
 """
 
 from simcoll.algorithms import build_schedule
-from simcoll.api import run_scenario
-from simcoll.checks import check_schedule
-from simcoll.collectives import Collective
-from simcoll.engine import SimulationResult, simulate
-from simcoll.errors import (
+from simcoll.calibrate.measurements import (
+    Measurement,
+    MeasurementSet,
+    MeasurementWriter,
+    read_measurements,
+)
+from simcoll.core.checks import check_schedule
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import (
     ConfigError,
     ScheduleError,
     SimcollError,
@@ -25,10 +29,11 @@ from simcoll.errors import (
     TopologyError,
     UnitError,
 )
-from simcoll.measurements import Measurement, MeasurementSet, MeasurementWriter, read_measurements
-from simcoll.predict import predict
-from simcoll.results import Row
-from simcoll.schedule import Op, Schedule, ScheduleBuilder, Transfer
+from simcoll.core.schedule import Op, Schedule, ScheduleBuilder, Transfer
+from simcoll.output.results import Row
+from simcoll.prediction.pipeline import predict
+from simcoll.scenarios.api import run_scenario
+from simcoll.sim.engine import SimulationResult, simulate
 from simcoll.topology import load as load_topology
 
 __all__ = [

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from simcoll.core.units import GB, us
 from simcoll.topology import ring, switch_star
-from simcoll.units import GB, us
 
 REPO = Path(__file__).resolve().parents[1]
 TOPOLOGIES = REPO / "topologies"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from simcoll.algorithms.ring import ring_allreduce
-from simcoll.engine import simulate
-from simcoll.symmetry import simulate_ring_fast
+from simcoll.sim.engine import simulate
+from simcoll.sim.symmetry import simulate_ring_fast
 from simcoll.topology import load, switch_star
 
 TOPOLOGIES = Path(__file__).resolve().parent.parent / "topologies"

@@ -1,10 +1,10 @@
 """Fuzzing the file formats: topology TOML and scenario TOML, mutated and random.
 
 Every case is written to a file and loaded the way ``simcoll`` loads it
-(:func:`simcoll.topology.io.load`; :func:`simcoll.scenario.load_scenario` then
-:func:`simcoll.sweep.check_scenario`). The property: loading either succeeds, and the
+(:func:`simcoll.topology.io.load`; :func:`simcoll.scenarios.scenario.load_scenario` then
+:func:`simcoll.scenarios.sweep.check_scenario`). The property: loading either succeeds, and the
 result is a valid graph (every GPU routes to every other) or scenario, or it raises a
-:class:`~simcoll.errors.SimcollError` whose text is one line, starts with the file's path
+:class:`~simcoll.core.errors.SimcollError` whose text is one line, starts with the file's path
 and names the field (``FILE: FIELD: message``; a whole-file problem, not UTF-8 or not
 TOML, may be ``FILE: message``). Any other exception, a multi-line message or a load
 that takes longer than :data:`CASE_SECONDS` fails.
@@ -52,9 +52,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simcoll import sweep
-from simcoll.errors import SimcollError
-from simcoll.scenario import Scenario, load_scenario
+from simcoll.core.errors import SimcollError
+from simcoll.scenarios import sweep
+from simcoll.scenarios.scenario import Scenario, load_scenario
 from simcoll.topology.io import load
 from simcoll.topology.routing import Router
 from simcoll.topology.schema import gpu_nodes, validate

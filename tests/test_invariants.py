@@ -42,12 +42,12 @@ from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from simcoll.algorithms import ALGORITHMS, algorithm_names, build_schedule
-from simcoll.collectives import Collective
-from simcoll.engine import SimulationResult, simulate, switch_endpoints
-from simcoll.errors import ConfigError, ScheduleError
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError, ScheduleError
+from simcoll.core.schedule import Schedule
 from simcoll.network.fabric import Fabric
-from simcoll.schedule import Schedule
-from simcoll.session import Session
+from simcoll.sim.engine import SimulationResult, simulate, switch_endpoints
+from simcoll.sim.session import Session
 from simcoll.topology import (
     NodeKind,
     Router,
@@ -502,7 +502,7 @@ def bandwidths(topology: nx.DiGraph) -> FloatArray:
 def earliest_times(schedule: Schedule, p: Paths, nbytes: FloatArray) -> tuple[FloatArray, ...]:
     """Earliest issue, start and end of every transfer that the engine's rules allow.
 
-    The rules (:mod:`simcoll.schedule`): a transfer is issued after its dependencies
+    The rules (:mod:`simcoll.core.schedule`): a transfer is issued after its dependencies
     arrive, after the previous transfer of its connection (same src, dst, channel) is
     issued, and after the transfer ``max_in_flight`` places before it in the connection
     arrives (at most that many in flight); it starts moving bytes after its route latency

@@ -1,4 +1,5 @@
-"""The import direction of DESIGN's layers, checked on the source (not by importing)."""
+"""The layering of ARCHITECTURE.md, checked on the source (importing would hide it: importing
+any submodule runs ``simcoll/__init__.py``, which imports nearly everything)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,35 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "simcoll"
-PURE = ["topology", "algorithms", "analytical", "schedule.py", "checks.py", "units.py",
-        "collectives.py", "errors.py", "results.py", "protocols.py", "numeric.py",
-        "network/fairshare.py", "trace.py", "timeline.py", "scenario.py"]  # fmt: skip
-ENGINE_ONLY = ("simpy",)
-FORBIDDEN_IN_PURE = ("simpy", "matplotlib", "simcoll.engine", "simcoll.network.fabric",
-                     "simcoll.network.packet", "simcoll.plot", "simcoll.cli", "torch",
-                     "validation")  # fmt: skip
+
+
+def _names(text: str) -> set[str]:
+    return set(text.split())
+
+
+#: Which layer may import which (besides itself), bottom to top. A layer may import any
+#: layer listed for it and nothing else of simcoll; the table is ARCHITECTURE.md's.
+MAY_IMPORT: dict[str, set[str]] = {
+    "core": set(),
+    "topology": {"core"},
+    "plan": {"core", "topology"},
+    "algorithms": {"core", "plan"},
+    "network": {"core"},
+    "sim": _names("core topology plan algorithms network"),
+    "models": _names("core topology plan algorithms"),
+    "output": _names("core topology sim"),
+    "prediction": _names("core topology plan algorithms sim models output"),
+    "calibrate": _names("core topology plan algorithms output prediction"),
+    "scenarios": _names("core topology plan algorithms sim models output prediction"),
+    "cli": _names("core topology plan algorithms sim models output prediction calibrate scenarios"),
+}
+#: Only these import simpy: the engine and the session (the engine of many calls on one
+#: clock), and the fabrics (flows and packets). Workloads reach SimPy through the session.
+SIMPY_USERS = {"sim/engine.py", "sim/session.py", "network/fabric.py", "network/packet.py"}
 
 
 def imports_of(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth (function-level imports included)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -27,21 +47,47 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-def _files(names: list[str]) -> list[Path]:
-    out: list[Path] = []
-    for name in names:
-        path = PACKAGE / name
-        out += sorted(path.rglob("*.py")) if path.is_dir() else [path]
-    return out
+def _layer(module: str) -> str | None:
+    """The layer of a ``simcoll.<layer>...`` module name (None for simcoll itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
 
 
-@pytest.mark.parametrize("path", _files(PURE), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_pure_layers_do_not_reach_the_engine(path):
-    bad = sorted(n for n in imports_of(path) if n.startswith(FORBIDDEN_IN_PURE))
-    assert not bad, f"{path} imports {bad}"
+LAYER_FILES = sorted(p for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE)
 
 
-def test_only_the_engine_and_the_fabric_import_simpy_and_only_plot_matplotlib():
+def test_every_subpackage_is_a_layer_of_the_table():
+    layers = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert layers == set(MAY_IMPORT)
+
+
+@pytest.mark.parametrize("path", LAYER_FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_layer_imports_only_the_layers_below_it(path):
+    layer = path.relative_to(PACKAGE).parts[0]
+    bad = sorted(
+        name
+        for name in imports_of(path)
+        if (name == "simcoll" or name.startswith("simcoll."))
+        and _layer(name) != layer
+        and _layer(name) not in MAY_IMPORT[layer]
+    )
+    assert not bad, f"{path.relative_to(PACKAGE)} ({layer}) imports {bad}"
+
+
+def test_the_table_has_no_cycle():
+    seen: dict[str, int] = {}
+
+    def depth(layer: str, stack: tuple[str, ...] = ()) -> int:
+        assert layer not in stack, f"cycle: {' -> '.join((*stack, layer))}"
+        if layer not in seen:
+            seen[layer] = 1 + max((depth(d, (*stack, layer)) for d in MAY_IMPORT[layer]), default=0)
+        return seen[layer]
+
+    for layer in MAY_IMPORT:
+        depth(layer)
+
+
+def test_only_the_engine_and_the_fabrics_import_simpy_and_only_plots_matplotlib():
     simpy_users, mpl_users = set(), set()
     for path in PACKAGE.rglob("*.py"):
         names = imports_of(path)
@@ -50,16 +96,22 @@ def test_only_the_engine_and_the_fabric_import_simpy_and_only_plot_matplotlib():
             simpy_users.add(rel)
         if any(n.startswith("matplotlib") for n in names):
             mpl_users.add(rel)
-    # The fabric of the packet model is a fabric too (DESIGN: only engine and fabric), and
-    # the session is the engine of workloads (many calls on one clock and one fabric):
-    # workloads are SimPy processes but reach SimPy only through the session.
-    assert simpy_users == {"engine.py", "session.py", "network/fabric.py", "network/packet.py"}
+    assert simpy_users == SIMPY_USERS
     assert mpl_users
-    assert all(rel.startswith("plot/") for rel in mpl_users), sorted(mpl_users)
+    assert all(rel.startswith("output/plot/") for rel in mpl_users), sorted(mpl_users)
 
 
-def test_nothing_in_the_library_imports_torch_or_reads_the_environment():
+def test_nothing_in_the_library_imports_torch_or_validation_or_reads_the_environment():
     for path in PACKAGE.rglob("*.py"):
-        source = path.read_text()
-        assert "import torch" not in source, path
-        assert "os.environ" not in source, path
+        names = imports_of(path)
+        assert not any(n.split(".")[0] in ("torch", "validation") for n in names), path
+        assert "os.environ" not in path.read_text(), path
+
+
+@pytest.mark.parametrize(
+    "path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_every_module_says_what_it_holds(path):
+    docstring = ast.get_docstring(ast.parse(path.read_text()))
+    assert docstring, f"{path.relative_to(PACKAGE)} has no module docstring"
+    assert docstring.split("\n", 1)[0].strip(), "the first line says what the module holds"

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from simcoll.algorithms import algorithm_names, build_schedule
-from simcoll.checks import check_schedule
-from simcoll.collectives import Collective
-from simcoll.engine import simulate
-from simcoll.errors import ConfigError
-from simcoll.predict import predict
+from simcoll.core.checks import check_schedule
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError
+from simcoll.prediction.pipeline import predict
+from simcoll.sim.engine import simulate
 from simcoll.topology import ring, switch_star
 
 BANDWIDTH_BYTES_PER_S = 1e10

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simcoll.collectives import Collective
-from simcoll.errors import SimcollError
-from simcoll.measurements import Measurement, MeasurementWriter
-from simcoll.predict import parse_sizes
+from simcoll.calibrate.measurements import Measurement, MeasurementWriter
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import SimcollError
+from simcoll.prediction.pipeline import parse_sizes
 
 __all__ = ["ReplayConfig", "main", "metadata", "run_rank"]
 

@@ -46,9 +46,9 @@ from simcoll.algorithms.ring import (
     ring_reduce,
     ring_reducescatter,
 )
-from simcoll.collectives import Collective
-from simcoll.errors import ConfigError
-from simcoll.schedule import Schedule
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError
+from simcoll.core.schedule import Schedule
 
 __all__ = ["ALGORITHMS", "AlgorithmFn", "algorithm_names", "build_schedule"]
 
@@ -109,7 +109,7 @@ def build_schedule(
     >>> build_schedule("sendrecv", "ring", n_ranks=4, size_bytes=64)
     Traceback (most recent call last):
     ...
-    simcoll.errors.ConfigError: sendrecv has no algorithm 'ring'; valid: direct
+    simcoll.core.errors.ConfigError: sendrecv has no algorithm 'ring'; valid: direct
     """
     c = _collective(collective)
     fn = ALGORITHMS.get((c, algorithm))

@@ -1,6 +1,6 @@
 """Dependencies derived from the data: a helper for algorithms with irregular patterns.
 
-:class:`Dataflow` wraps a :class:`~simcoll.schedule.ScheduleBuilder`. For every
+:class:`Dataflow` wraps a :class:`~simcoll.core.schedule.ScheduleBuilder`. For every
 (rank, piece) it keeps the last copy into it, the reductions since and the reads since; a
 new transfer then depends on the writes of what it reads (read after write) and on the
 reads and writes of what it overwrites (write after read, write after write), while
@@ -8,8 +8,8 @@ reductions into one piece may run concurrently. Algorithms whose steps are easie
 as "who sends what" than as explicit dependency lists (halving-doubling, hierarchical)
 add their transfers through it.
 
->>> from simcoll.collectives import Collective
->>> from simcoll.schedule import Op, ScheduleBuilder
+>>> from simcoll.core.collectives import Collective
+>>> from simcoll.core.schedule import Op, ScheduleBuilder
 >>> flow = Dataflow(ScheduleBuilder(Collective.ALLGATHER, "demo", n_ranks=3, size_bytes=3,
 ...                                 pieces_per_block=1))
 >>> flow.add(0, 1, [0], Op.COPY, 0), flow.add(1, 2, [0], Op.COPY, 0)
@@ -20,7 +20,7 @@ add their transfers through it.
 
 from __future__ import annotations
 
-from simcoll.schedule import Op, ScheduleBuilder
+from simcoll.core.schedule import Op, ScheduleBuilder
 
 __all__ = ["Dataflow"]
 

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simcoll.collectives import Collective
-from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Schedule, ScheduleBuilder
+from simcoll.core.collectives import Collective
+from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Schedule, ScheduleBuilder
 
 __all__ = ["ALGORITHMS", "bruck_allgather", "pairwise_alltoall"]
 

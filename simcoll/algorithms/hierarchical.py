@@ -47,9 +47,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 from simcoll.algorithms._dataflow import Dataflow
 from simcoll.algorithms.ring import _ring_phase
-from simcoll.collectives import Collective
-from simcoll.errors import ScheduleError
-from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ScheduleError
+from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 
 __all__ = ["ALGORITHMS", "hierarchical_allreduce", "reducescatter_allgather_allreduce"]
 
@@ -120,7 +120,7 @@ def hierarchical_allreduce(
     >>> hierarchical_allreduce(12, 96, gpus_per_node=8)
     Traceback (most recent call last):
     ...
-    simcoll.errors.ScheduleError: hierarchical: 12 ranks do not split into nodes of \
+    simcoll.core.errors.ScheduleError: hierarchical: 12 ranks do not split into nodes of \
 gpus_per_node = 8 GPUs; use a gpus_per_node that divides 12
     """
     g = min(gpus_per_node, n_ranks)

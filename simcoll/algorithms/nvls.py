@@ -4,7 +4,7 @@ On a third-generation NVSwitch (DGX H100 and later) the switch itself adds up wh
 GPUs send it and multicasts results (NVIDIA/nccl ``src/device/all_reduce.h``,
 ``runRing``'s NVLS sibling ``runNvls``; the NVLS rows of the tuning model in
 ``shared/reference/state-of-the-art.md``). The schedule names the switch as an extra
-endpoint, number ``n_ranks`` (see :mod:`simcoll.schedule`), and the engine places it on a
+endpoint, number ``n_ranks`` (see :mod:`simcoll.core.schedule`), and the engine places it on a
 switch whose ``reduces`` attribute is true::
 
     gpu0   gpu1   gpu2   gpu3         up:   every GPU sends each piece once, the switch
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simcoll.collectives import Collective
-from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
+from simcoll.core.collectives import Collective
+from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 
 __all__ = ["ALGORITHMS", "nvls_allgather", "nvls_allreduce", "nvls_reducescatter"]
 

@@ -10,7 +10,7 @@ Each block of the buffer is cut into ``n_channels`` parts, one per channel (NCCL
 ring per channel, in parallel), and each part into ``n_chunks`` pieces that flow around the
 ring one after another. A piece is forwarded as soon as it has arrived, so pieces of one
 step overlap the next step: this is the pipelining the fabric honours through each
-connection's send order and in-flight window (see :mod:`simcoll.schedule`).
+connection's send order and in-flight window (see :mod:`simcoll.core.schedule`).
 
 Bandwidth-optimal volumes per rank (nccl-tests ``doc/PERFORMANCE.md``): all-reduce sends
 2(n-1)/n x S, reduce-scatter and all-gather (n-1)/n x S, broadcast and reduce S (every rank
@@ -19,8 +19,8 @@ but one end of the chain).
 
 from __future__ import annotations
 
-from simcoll.collectives import Collective
-from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
+from simcoll.core.collectives import Collective
+from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 
 __all__ = [
     "ring_allgather",

@@ -5,7 +5,7 @@ COMHPC 2016) builds an aggregation tree of InfiniBand switches: each leaf switch
 what the hosts below it send, passes one partial sum up to the root, and the root's
 result flows back down the same tree. NCCL reaches it through its CollNet algorithms.
 
-simcoll's schedule uses switch endpoints (:mod:`simcoll.schedule`): with
+simcoll's schedule uses switch endpoints (:mod:`simcoll.core.schedule`): with
 ``ranks_per_switch = g`` the ranks are grouped g at a time under one first-level switch
 (endpoint ``n_ranks + j`` for group j), and the group switches under one root (the last
 endpoint)::
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simcoll.collectives import Collective
-from simcoll.errors import ScheduleError
-from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ScheduleError
+from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 
 __all__ = ["ALGORITHMS", "sharp_allreduce"]
 
@@ -54,7 +54,7 @@ def sharp_allreduce(
     >>> sharp_allreduce(6, 24, ranks_per_switch=4)
     Traceback (most recent call last):
     ...
-    simcoll.errors.ScheduleError: sharp: ranks_per_switch 4 does not divide 6 ranks
+    simcoll.core.errors.ScheduleError: sharp: ranks_per_switch 4 does not divide 6 ranks
     """
     g = ranks_per_switch if 0 < ranks_per_switch < n_ranks else n_ranks
     if n_ranks % g:

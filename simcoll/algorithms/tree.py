@@ -55,9 +55,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from simcoll.collectives import Collective
-from simcoll.errors import ScheduleError
-from simcoll.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ScheduleError
+from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 
 __all__ = [
     "ALGORITHMS",

@@ -66,7 +66,7 @@ class Fabric:
 
     A flow may use a link several times over per unit of its rate (``weights`` of
     :meth:`send`): the symmetric fast path sends one flow for many identical ones, over
-    classes of identical links (:mod:`simcoll.symmetry`).
+    classes of identical links (:mod:`simcoll.sim.symmetry`).
     """
 
     def __init__(

@@ -18,7 +18,7 @@ Each round raises all unfrozen rates by ``min_l (c_l - used_l) / n_l`` over link
 there are at most as many rounds as distinct bottleneck levels. A per-flow rate cap (a
 sender that cannot go faster than some throughput) is a private link of that capacity.
 
-Weighted incidences serve the symmetric fast path (:mod:`simcoll.symmetry`): a flow that
+Weighted incidences serve the symmetric fast path (:mod:`simcoll.sim.symmetry`): a flow that
 stands for w identical flows on a link (one per rank shift and channel copy), or a link
 class whose links each carry w copies of it, uses ``w`` times its rate there. Progressive
 filling is unchanged except that link ``l`` fills at ``sum_f w_fl`` per unit of rate.

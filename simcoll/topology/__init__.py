@@ -7,7 +7,7 @@ import the machine you have (:mod:`~simcoll.topology.importers`), or load a
 ``topologies/*.toml`` file; route on it with a :class:`Router`; inspect it with
 :mod:`~simcoll.topology.inspect`.
 
->>> from simcoll.units import GB, us
+>>> from simcoll.core.units import GB, us
 >>> g = nvswitch_node(4, nvlinks_per_gpu=18, nvlink_bandwidth_bytes_per_s=25 * GB,
 ...                   nvlink_latency_s=0.5 * us, nvls=True)
 >>> gpu_nodes(g)

@@ -27,7 +27,7 @@ from typing import Any, cast
 
 import networkx as nx
 
-from simcoll.errors import ConfigError
+from simcoll.core.errors import ConfigError
 from simcoll.topology.builders import MAX_LINKS, _check_kind, _check_number
 from simcoll.topology.schema import LinkAttrs, LinkKind, NodeKind
 

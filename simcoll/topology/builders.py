@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import networkx as nx
 
-from simcoll.errors import ConfigError
+from simcoll.core.errors import ConfigError
 from simcoll.topology.schema import LinkAttrs, LinkKind, NodeKind, validate
 
 __all__ = ["BUILDERS", "MAX_GPUS", "MAX_LINKS", "full_mesh", "ring", "switch_star"]
@@ -77,7 +77,7 @@ def switch_star(
 
     Examples
     --------
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> g = switch_star(8, link_bandwidth_bytes_per_s=300 * GB, link_latency_s=0.5 * us)
     >>> g.number_of_nodes(), g.number_of_edges(), g.graph["name"]
     (9, 16, 'switch_star_8')
@@ -137,7 +137,7 @@ def ring(
 
     Examples
     --------
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> g = ring(4, link_bandwidth_bytes_per_s=50 * GB, link_latency_s=1 * us)
     >>> g.number_of_edges(), sorted(g.successors("gpu0"))
     (8, ['gpu1', 'gpu3'])
@@ -200,7 +200,7 @@ def full_mesh(
 
     Examples
     --------
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> full_mesh(4, link_bandwidth_bytes_per_s=64 * GB, link_latency_s=1 * us).number_of_edges()
     12
     """

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import networkx as nx
 
-from simcoll.errors import ConfigError
+from simcoll.core.errors import ConfigError
 from simcoll.topology._machine_box import (
     Edges,
     add_machines,
@@ -130,7 +130,7 @@ def fat_tree(
 
     Examples
     --------
-    >>> from simcoll.units import GB, Gbit, us
+    >>> from simcoll.core.units import GB, Gbit, us
     >>> g = fat_tree(8, nvlinks_per_gpu=18, nvlink_bandwidth_bytes_per_s=25 * GB,
     ...     nvlink_latency_s=0.5 * us, nic_bandwidth_bytes_per_s=400 * Gbit,
     ...     nic_latency_s=1 * us, pcie_bandwidth_bytes_per_s=63 * GB, pcie_latency_s=0.5 * us,
@@ -253,7 +253,7 @@ def rail_optimized(
 
     Examples
     --------
-    >>> from simcoll.units import GB, Gbit, us
+    >>> from simcoll.core.units import GB, Gbit, us
     >>> g = rail_optimized(4, gpus_per_node=2, nics_per_node=2, nvlinks_per_gpu=18,
     ...     nvlink_bandwidth_bytes_per_s=25 * GB, nvlink_latency_s=0.5 * us,
     ...     nic_bandwidth_bytes_per_s=400 * Gbit, nic_latency_s=1 * us,
@@ -350,7 +350,7 @@ def torus(
 
     Examples
     --------
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> g = torus(dim_x=4, dim_y=4, dim_z=4, link_bandwidth_bytes_per_s=50 * GB,
     ...     link_latency_s=0.5 * us)
     >>> g.graph["name"], g.number_of_nodes(), g.number_of_edges()
@@ -448,7 +448,7 @@ def dragonfly(
 
     Examples
     --------
-    >>> from simcoll.units import Gbit, us
+    >>> from simcoll.core.units import Gbit, us
     >>> speed = {f"{name}_bandwidth_bytes_per_s": 200 * Gbit
     ...     for name in ("injection", "local", "global")}
     >>> g = dragonfly(routers_per_group=4, gpus_per_router=2, global_links_per_router=2,

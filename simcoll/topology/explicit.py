@@ -30,7 +30,7 @@ A node takes ``id`` and ``kind`` and, as the schema allows, ``rank`` (GPUs), ``h
 >>> from_document(document, source="my.toml")
 Traceback (most recent call last):
 ...
-simcoll.errors.ConfigError: my.toml: links[0].to: no node 'gpu9' is defined in [[nodes]]
+simcoll.core.errors.ConfigError: my.toml: links[0].to: no node 'gpu9' is defined in [[nodes]]
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from typing import Any
 
 import networkx as nx
 
-from simcoll.errors import ConfigError, UnitError
+from simcoll.core.errors import ConfigError, UnitError
+from simcoll.core.units import parse_bandwidth_bytes_per_s, parse_time_s
 from simcoll.topology.schema import LinkKind, NodeKind, validate
-from simcoll.units import parse_bandwidth_bytes_per_s, parse_time_s
 
 __all__ = ["from_document"]
 

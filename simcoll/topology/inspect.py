@@ -12,7 +12,7 @@ Three views, each a pure function of a validated graph:
   in us). :func:`report` puts them together, as ``simcoll topo show`` prints it.
 
 >>> from simcoll.topology.builders import switch_star
->>> from simcoll.units import GB, us
+>>> from simcoll.core.units import GB, us
 >>> g = switch_star(4, link_bandwidth_bytes_per_s=100 * GB, link_latency_s=1 * us)
 >>> bisection_bandwidth_bytes_per_s(g)  # ranks 0-1 send to ranks 2-3 over 2 links
 200000000000.0
@@ -34,9 +34,9 @@ import networkx as nx
 import numpy as np
 from numpy.typing import NDArray
 
+from simcoll.core.units import GB, us
 from simcoll.topology.routing import Router, route_bandwidth_bytes_per_s, route_latency_s
 from simcoll.topology.schema import LinkKind, NodeKind, gpu_nodes
-from simcoll.units import GB, us
 
 __all__ = [
     "MATRIX_MAX_GPUS",
@@ -136,7 +136,7 @@ def bisection_bandwidth_bytes_per_s(graph: nx.DiGraph[str]) -> float:
     GPU can start at that GPU instead, and one through an upper-half GPU can end there.
 
     >>> from simcoll.topology.builders import ring
-    >>> from simcoll.units import GB
+    >>> from simcoll.core.units import GB
     >>> bisection_bandwidth_bytes_per_s(ring(6, link_bandwidth_bytes_per_s=50 * GB,
     ...                                       link_latency_s=0.0))  # cuts 2 ring links
     100000000000.0
@@ -170,7 +170,7 @@ def path_matrix(graph: nx.DiGraph[str], router: Router | None = None) -> PathMat
         The router to use (and whose route cache to fill); by default a new one.
 
     >>> from simcoll.topology.builders import ring
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> m = path_matrix(ring(4, link_bandwidth_bytes_per_s=50 * GB, link_latency_s=1 * us))
     >>> m.hops
     array([[0, 1, 2, 1],
@@ -207,7 +207,7 @@ def pair_classes(graph: nx.DiGraph[str], router: Router | None = None) -> tuple[
         Sorted by bandwidth, descending; then latency and hops, ascending.
 
     >>> from simcoll.topology.builders import ring
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> g = ring(5, link_bandwidth_bytes_per_s=50 * GB, link_latency_s=1 * us)
     >>> [(c.latency_s, c.hops, c.n_pairs) for c in pair_classes(g)]
     [(1e-06, 1, 4), (2e-06, 2, 4)]
@@ -272,7 +272,7 @@ def format_summary(summary: TopologySummary, paths: PathMatrix | Sequence[PairCl
     of pair classes.
 
     >>> from simcoll.topology.builders import ring
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> g = ring(3, link_bandwidth_bytes_per_s=50 * GB, link_latency_s=1 * us)
     >>> print(format_summary(summarize(g), path_matrix(g)))
     topology: ring_3

@@ -15,8 +15,8 @@ argument ``link_bandwidth_bytes_per_s`` is written ``link_bandwidth`` and its va
 bandwidth string, ``*_s`` arguments take durations and ``*_bytes`` arguments sizes. The
 mapping is read from the builder's signature, so a new builder needs no table here.
 
-Every problem is a :class:`~simcoll.errors.ConfigError` (or, from the builder or the
-schema, a :class:`~simcoll.errors.TopologyError`) that renders as one line naming the
+Every problem is a :class:`~simcoll.core.errors.ConfigError` (or, from the builder or the
+schema, a :class:`~simcoll.core.errors.TopologyError`) that renders as one line naming the
 file and the key, e.g. ``dgx.toml: params.link_bandwidth: ...``.
 
 >>> parse_overrides(["n_gpus=4", "link_bandwidth = 100 GB/s"])
@@ -39,13 +39,13 @@ from typing import Any, Literal
 
 import networkx as nx
 
-from simcoll.errors import ConfigError, SimcollError
+from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.core.units import parse_bandwidth_bytes_per_s, parse_size_bytes, parse_time_s
 from simcoll.topology.catalog import BUILDERS, IMPORTERS
 from simcoll.topology.explicit import from_document, key_text
 from simcoll.topology.nodelink import from_node_link
 from simcoll.topology.routing import ROUTING_RULES
 from simcoll.topology.schema import validate
-from simcoll.units import parse_bandwidth_bytes_per_s, parse_size_bytes, parse_time_s
 
 __all__ = ["SCHEMA_VERSION", "load", "parse_overrides"]
 
@@ -181,7 +181,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, str]:
     >>> parse_overrides(["n_gpus"])
     Traceback (most recent call last):
     ...
-    simcoll.errors.ConfigError: --set: expected KEY=VALUE (e.g. n_gpus=4), got 'n_gpus'
+    simcoll.core.errors.ConfigError: --set: expected KEY=VALUE (e.g. n_gpus=4), got 'n_gpus'
     """
     overrides: dict[str, str] = {}
     for item in items:

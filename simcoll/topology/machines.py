@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import networkx as nx
 
-from simcoll.errors import ConfigError
+from simcoll.core.errors import ConfigError
 from simcoll.topology.builders import (
     MAX_LINKS,
     _add_duplex,
@@ -91,7 +91,7 @@ def nvswitch_node(
 
     Examples
     --------
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> g = nvswitch_node(
     ...     8, nvlinks_per_gpu=18, nvlink_bandwidth_bytes_per_s=25 * GB,
     ...     nvlink_latency_s=0.5 * us, nvls=True,
@@ -184,7 +184,7 @@ def hybrid_cube_mesh(
 
     Examples
     --------
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> g = hybrid_cube_mesh(
     ...     nvlink_bandwidth_bytes_per_s=25 * GB, nvlink_latency_s=0.7 * us,
     ...     pcie_bandwidth_bytes_per_s=15.75 * GB, pcie_latency_s=1 * us,
@@ -290,7 +290,7 @@ def pcie_tree(
 
     Examples
     --------
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> g = pcie_tree(
     ...     8, gpus_per_switch=2, pcie_bandwidth_bytes_per_s=31.5 * GB, pcie_latency_s=1 * us,
     ...     cpu_link_bandwidth_bytes_per_s=67.2 * GB, cpu_link_latency_s=1 * us, p2p=False,

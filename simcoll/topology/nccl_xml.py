@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from simcoll.errors import ConfigError
+from simcoll.core.errors import ConfigError
 from simcoll.topology._hardware import (
     HOST,
     NVLINK_BANDWIDTH_BYTES_PER_S_BY_SM,
@@ -127,7 +127,7 @@ def from_nccl_xml(
     Examples
     --------
     >>> from pathlib import Path
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> g = from_nccl_xml(
     ...     Path("topologies/examples/dgx1-v100.nccl.xml").read_text(),
     ...     cpu_link_bandwidth_bytes_per_s=38.4 * GB, cpu_link_latency_s=1 * us,

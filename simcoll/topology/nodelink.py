@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 import networkx as nx
 
-from simcoll.errors import ConfigError
+from simcoll.core.errors import ConfigError
 from simcoll.topology.schema import LinkKind, NodeKind, validate
 
 __all__ = ["dumps", "from_node_link", "to_node_link"]
@@ -114,7 +114,7 @@ def from_node_link(data: object, *, source: str | None = None) -> nx.DiGraph[str
     ...                 "links": [{"source": "gpu0", "target": "sw"}]}, source="x.json")
     Traceback (most recent call last):
     ...
-    simcoll.errors.ConfigError: x.json: links[0].target: no node 'sw' among the nodes
+    simcoll.core.errors.ConfigError: x.json: links[0].target: no node 'sw' among the nodes
     """
     document = _mapping(data, "node-link data", source, None)
     _check_flag(document, "directed", True, source)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from simcoll.errors import ConfigError
+from simcoll.core.errors import ConfigError
 from simcoll.topology._hardware import _MAX_NVLINKS_PER_GPU, HOST, _checked, _times
 from simcoll.topology.builders import _add_duplex
 from simcoll.topology.schema import LinkAttrs, LinkKind, NodeKind, validate
@@ -111,7 +111,7 @@ def from_nvidia_smi(
 
     Examples
     --------
-    >>> from simcoll.units import GB, us
+    >>> from simcoll.core.units import GB, us
     >>> text = '''
     ...         GPU0    GPU1    NIC0    CPU Affinity    NUMA Affinity
     ... GPU0     X      NV4     PIX     0-31            0

@@ -64,7 +64,7 @@ from collections.abc import Sequence
 
 import networkx as nx
 
-from simcoll.errors import TopologyError
+from simcoll.core.errors import TopologyError
 from simcoll.topology.schema import NodeKind
 
 __all__ = [

@@ -33,10 +33,10 @@ crosses no ``transit=False`` node (as :mod:`simcoll.topology.routing` routes).
 >>> g.add_node("gpu0", kind=NodeKind.GPU, rank=0)
 >>> g.add_node("gpu1", kind=NodeKind.GPU, rank=1)
 >>> g.add_edge("gpu0", "gpu1", kind=LinkKind.NVLINK, bandwidth_bytes_per_s=3e11, latency_s=0.0)
->>> validate(g, source="pair.toml")
+>>> validate(g)
 Traceback (most recent call last):
 ...
-simcoll.errors.TopologyError: pair.toml: gpu1: GPU 'gpu1' (rank 1) cannot reach GPU 'gpu0' (rank 0)
+simcoll.core.errors.TopologyError: gpu1: GPU 'gpu1' (rank 1) cannot reach GPU 'gpu0' (rank 0)
 >>> g.add_edge("gpu1", "gpu0", kind=LinkKind.NVLINK, bandwidth_bytes_per_s=3e11, latency_s=0.0)
 >>> gpu_nodes(validate(g))
 ['gpu0', 'gpu1']
@@ -52,7 +52,7 @@ from typing import Any, NotRequired, TypedDict, TypeVar
 
 import networkx as nx
 
-from simcoll.errors import TopologyError
+from simcoll.core.errors import TopologyError
 
 __all__ = ["LinkAttrs", "LinkKind", "NodeAttrs", "NodeKind", "gpu_nodes", "validate"]
 

@@ -15,9 +15,9 @@ import math
 import pytest
 
 from simcoll.algorithms.bruck import ALGORITHMS, bruck_allgather, pairwise_alltoall
-from simcoll.checks import check_schedule
-from simcoll.collectives import Collective
-from simcoll.engine import simulate
+from simcoll.core.checks import check_schedule
+from simcoll.core.collectives import Collective
+from simcoll.sim.engine import simulate
 from simcoll.topology import full_mesh, switch_star
 
 B = 100e9  # bytes/s per direction

@@ -20,9 +20,9 @@ from simcoll.algorithms.doubling import (
     halving_doubling_allreduce,
     halving_doubling_reducescatter,
 )
-from simcoll.checks import check_schedule
-from simcoll.collectives import Collective
-from simcoll.engine import simulate
+from simcoll.core.checks import check_schedule
+from simcoll.core.collectives import Collective
+from simcoll.sim.engine import simulate
 from simcoll.topology import full_mesh, switch_star
 
 B = 100e9  # bytes/s per direction

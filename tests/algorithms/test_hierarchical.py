@@ -19,10 +19,10 @@ from simcoll.algorithms.hierarchical import (
     reducescatter_allgather_allreduce,
 )
 from simcoll.algorithms.ring import ring_allreduce
-from simcoll.checks import check_schedule
-from simcoll.collectives import Collective
-from simcoll.engine import simulate
-from simcoll.errors import ScheduleError
+from simcoll.core.checks import check_schedule
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ScheduleError
+from simcoll.sim.engine import simulate
 from simcoll.topology import switch_star
 from simcoll.topology.clusters import rail_optimized
 

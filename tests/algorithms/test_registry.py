@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from simcoll.algorithms import ALGORITHMS, algorithm_names, build_schedule
-from simcoll.collectives import Collective
-from simcoll.errors import ConfigError
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError
 
 
 def test_names_per_collective():

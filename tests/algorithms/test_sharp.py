@@ -7,10 +7,10 @@ import pytest
 
 from simcoll.algorithms import build_schedule
 from simcoll.algorithms.sharp import sharp_allreduce
-from simcoll.checks import check_schedule
-from simcoll.engine import simulate
-from simcoll.errors import ConfigError
-from simcoll.predict import predict, ranks_per_reducing_switch
+from simcoll.core.checks import check_schedule
+from simcoll.core.errors import ConfigError
+from simcoll.prediction.pipeline import predict, ranks_per_reducing_switch
+from simcoll.sim.engine import simulate
 from simcoll.topology.io import load
 from simcoll.topology.schema import LinkKind, NodeKind, validate
 

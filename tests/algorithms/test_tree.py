@@ -39,11 +39,11 @@ from simcoll.algorithms.tree import (
     tree_reduce,
     tree_scatter,
 )
-from simcoll.checks import check_schedule
-from simcoll.collectives import Collective
-from simcoll.engine import simulate
-from simcoll.errors import ScheduleError
-from simcoll.schedule import Op
+from simcoll.core.checks import check_schedule
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ScheduleError
+from simcoll.core.schedule import Op
+from simcoll.sim.engine import simulate
 from simcoll.topology import full_mesh
 
 B = 100e9  # bytes/s per direction

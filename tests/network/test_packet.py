@@ -7,8 +7,8 @@ import pytest
 import simpy
 
 from simcoll.algorithms import build_schedule
-from simcoll.engine import simulate
 from simcoll.network.packet import PacketFabric
+from simcoll.sim.engine import simulate
 from simcoll.topology.builders import switch_star
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from simcoll.errors import ConfigError
+from simcoll.core.errors import ConfigError
 from simcoll.topology.builders import BUILDERS, full_mesh, ring, switch_star
 from simcoll.topology.schema import LinkKind, NodeKind, gpu_nodes, validate
 

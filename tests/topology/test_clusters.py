@@ -12,7 +12,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from simcoll.errors import ConfigError
+from simcoll.core.errors import ConfigError
 from simcoll.topology import builders, io
 from simcoll.topology.clusters import BUILDERS, dragonfly, fat_tree, rail_optimized, torus
 from simcoll.topology.schema import LinkKind, NodeKind, gpu_nodes

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simcoll.errors import SimcollError
+from simcoll.core.errors import SimcollError
 from simcoll.topology.io import load
 from simcoll.topology.routing import Router
 from simcoll.topology.schema import LinkKind, NodeKind, gpu_nodes

@@ -11,7 +11,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from simcoll.errors import ConfigError, TopologyError
+from simcoll.core.errors import ConfigError, TopologyError
 from simcoll.topology.importers import (
     NVLINK_BANDWIDTH_BYTES_PER_S_BY_SM,
     from_nccl_xml,

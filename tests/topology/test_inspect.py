@@ -290,7 +290,7 @@ def test_path_matrix_type() -> None:
     assert math.isinf(m.bandwidth_bytes_per_s[0, 0])
 
 
-# --- drawing (simcoll.plot.plot_topology) -----------------------------------------------------
+# --- drawing (simcoll.output.plot.plot_topology) ------------------------------------------
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -319,7 +319,7 @@ def two_tier_cluster() -> nx.DiGraph[str]:
     ids=["star", "two_tier", "star70_unlabelled"],
 )
 def test_plot_topology_writes_a_png(tmp_path: Path, graph: nx.DiGraph[str]) -> None:
-    from simcoll.plot import plot_topology  # noqa: PLC0415 - matplotlib only in this test
+    from simcoll.output.plot import plot_topology  # noqa: PLC0415 - matplotlib only in this test
 
     out = plot_topology(graph, tmp_path / "topology.png")
     assert out == tmp_path / "topology.png"
@@ -329,7 +329,7 @@ def test_plot_topology_writes_a_png(tmp_path: Path, graph: nx.DiGraph[str]) -> N
 
 
 def test_topology_layers_go_up_by_kind_and_tier() -> None:
-    from simcoll.plot.topology import _layers, _positions  # noqa: PLC0415
+    from simcoll.output.plot.topology import _layers, _positions  # noqa: PLC0415
 
     graph = two_tier_cluster()
     rows = _layers(graph)
@@ -350,7 +350,7 @@ def test_topology_layers_go_up_by_kind_and_tier() -> None:
 
 
 def test_topology_layers_sort_ids_naturally() -> None:
-    from simcoll.plot.topology import _layers  # noqa: PLC0415
+    from simcoll.output.plot.topology import _layers  # noqa: PLC0415
 
     (gpu_layer, gpus), (switch_layer, switches) = _layers(switch_star(12, **LINK))
     assert (gpu_layer, switch_layer) == (0, 1)  # GPUs, then NVSwitches

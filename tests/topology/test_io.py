@@ -7,7 +7,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from simcoll.errors import ConfigError, SimcollError, TopologyError
+from simcoll.core.errors import ConfigError, SimcollError, TopologyError
 from simcoll.topology import catalog
 from simcoll.topology.io import load, parse_overrides
 from simcoll.topology.schema import LinkKind, NodeKind, gpu_nodes

@@ -12,7 +12,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from simcoll.errors import ConfigError
+from simcoll.core.errors import ConfigError
 from simcoll.topology import builders, machines
 from simcoll.topology.io import load, parse_overrides
 from simcoll.topology.machines import BUILDERS, hybrid_cube_mesh, nvswitch_node, pcie_tree

@@ -11,7 +11,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from simcoll.errors import ConfigError, TopologyError
+from simcoll.core.errors import ConfigError, TopologyError
 from simcoll.topology import load
 from simcoll.topology.builders import full_mesh, ring, switch_star
 from simcoll.topology.nodelink import dumps, from_node_link, to_node_link

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import networkx as nx
 import pytest
 
-from simcoll.errors import TopologyError
+from simcoll.core.errors import TopologyError
 from simcoll.topology import routing
 from simcoll.topology.builders import full_mesh, ring, switch_star
 from simcoll.topology.routing import (

@@ -9,7 +9,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from simcoll.errors import TopologyError
+from simcoll.core.errors import TopologyError
 from simcoll.topology.builders import switch_star
 from simcoll.topology.schema import LinkKind, NodeKind, gpu_nodes, validate
 

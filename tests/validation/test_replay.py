@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from simcoll.collectives import Collective
-from simcoll.measurements import read_measurements
+from simcoll.calibrate.measurements import read_measurements
+from simcoll.core.collectives import Collective
 
 pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[validation]')")
 

@@ -21,7 +21,7 @@ import pytest
 
 import validation.testbed as tb
 from simcoll import load_topology
-from simcoll.errors import ConfigError
+from simcoll.core.errors import ConfigError
 from simcoll.topology import LinkKind, NodeKind, ring, switch_star
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from typing import Any
 
 import networkx as nx
 
-from simcoll.errors import ConfigError, SimcollError
+from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.topology import gpu_nodes, load
 
 STATE_DIRS = (Path("/run/simcoll-testbed"), Path(tempfile.gettempdir()) / "simcoll-testbed")

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from simcoll.errors import ConfigError, SimcollError
+from simcoll.core.errors import ConfigError, SimcollError
 from validation.testbed._system import (
     STATE_DIRS,
     cleanup_leftovers,

@@ -1,0 +1,341 @@
+"""Least-squares calibration: fit a :class:`~simcoll.topology.calibration.Calibration`
+to measured runs.
+
+The model is simcoll itself: for a parameter vector, every measured point (collective,
+ranks, size) is simulated with :func:`simcoll.prediction.predict` and the residual is
+``log(simulated / measured)``, so a 10 % miss at 4 KiB weighs what it weighs at 1 GiB.
+The variables are ``1 / efficiency`` and the latencies in seconds, in which a collective
+without shared links is exactly linear (time = latencies + bytes / (efficiency x
+bandwidth)); the fit is Levenberg-Marquardt with a forward-difference Jacobian, kept to
+physical values (efficiency in [0.05, 4], times at least 0), a handful of simulations
+per iteration.
+
+Which parameters are fitted is decided by the data, not by hand: a parameter enters only
+if its Jacobian column adds rank. From point-to-point runs over routes of one length, a
+per-link latency and a per-transfer step latency move every time alike; only the first
+(link latency) is fitted and the other is reported as not identifiable and left at its
+uncalibrated value (0). Parameters of link classes no measured route crosses have zero
+columns and drop out the same way.
+
+>>> from simcoll.topology import switch_star
+>>> from simcoll.topology import LinkKind, NodeKind
+>>> star = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6,
+...                    link_kind=LinkKind.ETHERNET, switch_kind=NodeKind.SWITCH)
+>>> # "measured": 80 % of the wire and 20 us per link (closed form, 2 links per route)
+>>> points = [FitPoint("sendrecv", 2, s, 2 * 20e-6 + s / 0.8e9) for s in (1000, 10**5, 10**7)]
+>>> result = fit(star, points, recipe=lambda c, n, s: "direct")
+>>> {k: round(v, 9) for k, v in result.calibration.values.items()}
+{'efficiency.net': 0.8, 'link_latency_s.ethernet': 2e-05}
+>>> result.not_identifiable
+['step_latency_s.net', 'launch_s']
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from simcoll.calibrate.gloo import Recipe
+from simcoll.core.errors import ConfigError
+from simcoll.core.protocols import link_class
+from simcoll.prediction.pipeline import predict
+from simcoll.topology.calibration import LINK_CLASSES, PROTOCOL_NAMES, Calibration
+
+__all__ = [
+    "ALL_GROUPS",
+    "PARAMETER_GROUPS",
+    "FitPoint",
+    "FitResult",
+    "Model",
+    "fit",
+    "simulate_points",
+]
+
+_TIME_SCALE_S = 1e-6  # scale of a time variable that starts at 0
+_STEP = 1e-3  # forward-difference step, a fraction of the variable's scale
+_MAX_ITERATIONS = 30
+#: What is fitted by default, in priority order.
+PARAMETER_GROUPS = ("efficiency", "link_latency_s", "step_latency_s", "launch_s")
+#: Groups that can be asked for (``protocol_efficiency`` only means something with NCCL's
+#: protocols, so it is not fitted unless asked).
+ALL_GROUPS = (*PARAMETER_GROUPS, "protocol_efficiency")
+_EFFICIENCIES = ("efficiency.", "protocol_efficiency.")
+
+
+@dataclass(frozen=True)
+class FitPoint:
+    """One measured time: what the fit reproduces."""
+
+    collective: str
+    n_ranks: int
+    size_bytes: int
+    time_s: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """The fitted parameters, what could not be fitted, and the residual per point."""
+
+    calibration: Calibration
+    fitted: list[str]
+    not_identifiable: list[str]
+    simulated_s: list[float]
+    points: list[FitPoint]
+    iterations: int
+    history: list[float] = field(default_factory=list)
+
+    @property
+    def relative_errors(self) -> list[float]:
+        """``simulated / measured - 1`` per point."""
+        return [s / p.time_s - 1 for s, p in zip(self.simulated_s, self.points, strict=True)]
+
+    def residual_rows(self) -> list[dict[str, Any]]:
+        """One dict per point, for the params file."""
+        return [
+            {
+                "source": p.source,
+                "collective": p.collective,
+                "n_ranks": p.n_ranks,
+                "size_bytes": p.size_bytes,
+                "measured_s": p.time_s,
+                "simulated_s": s,
+                "error": s / p.time_s - 1,
+            }
+            for p, s in zip(self.points, self.simulated_s, strict=True)
+        ]
+
+
+#: What to simulate for a measured point: ``(collective, n_ranks, size_bytes)`` to a
+#: :class:`~simcoll.calibrate.gloo.Recipe` or just an algorithm name.
+Model = Callable[[str, int, int], "Recipe | str"]
+
+
+def simulate_points(
+    topology: nx.DiGraph[str],
+    points: Sequence[FitPoint],
+    calibration: Calibration | None,
+    *,
+    recipe: Model,
+    protocol: str | None = None,
+    model: str = "flow",
+) -> list[float]:
+    """Simulated seconds for every point (one ``predict`` call per recipe and n);
+    NaN for a size too small to cut into the algorithm's pieces (4 B over 8 ranks)."""
+    groups: dict[tuple[str, int, Recipe], list[int]] = defaultdict(list)
+    for i, p in enumerate(points):
+        found = recipe(p.collective, p.n_ranks, p.size_bytes)
+        chosen = Recipe(found) if isinstance(found, str) else found
+        groups[chosen.simulate_as or p.collective, p.n_ranks, chosen].append(i)
+    out = [math.nan] * len(points)
+    for (collective, n_ranks, chosen), members in groups.items():
+        sizes = sorted({points[i].size_bytes for i in members})
+        rows = predict(
+            topology, collective, sizes, algorithm=chosen.algorithm, protocol=protocol,
+            model=model, n_ranks=n_ranks, params=dict(chosen.params) or None,
+            calibration=calibration, skip_too_small=True,
+        ).rows  # fmt: skip
+        by_size = {row.size_bytes: row.time_s for row in rows}
+        for i in members:
+            out[i] = by_size.get(points[i].size_bytes, math.nan)
+    return out
+
+
+def fit(
+    topology: nx.DiGraph[str],
+    points: Sequence[FitPoint],
+    *,
+    recipe: Model,
+    protocol: str | None = None,
+    model: str = "flow",
+    parameters: Sequence[str] = PARAMETER_GROUPS,
+) -> FitResult:
+    """Fit efficiency, link latency and step latency per class/kind to ``points``.
+
+    Parameters
+    ----------
+    recipe
+        What models each measured call as the library ran it: an algorithm name (e.g.
+        ``lambda c, n, s: "ring"``) or a :class:`~simcoll.calibrate.gloo.Recipe` (gloo's, from
+        :func:`simcoll.calibrate.gloo.recipe_for`).
+    protocol
+        Base protocol the calibration refines (``None``: the bare links, as for gloo).
+    parameters
+        The parameter groups that may be fitted, in priority order (a subset of
+        :data:`PARAMETER_GROUPS`). Where two move the times alike (a link latency and a
+        launch cost, from one collective's runs), the earlier one is fitted: the order is
+        the modeller's statement of which cause is real.
+
+    Raises
+    ------
+    ConfigError
+        With no points, a point of zero time or size, or when nothing is identifiable.
+    """
+    points = [p for p in points if p.size_bytes > 0]
+    if not points:
+        raise ConfigError("nothing to fit: no measured point with a size above 0 bytes")
+    if any(p.time_s <= 0 for p in points):
+        raise ConfigError("a measured time is 0 or negative; cannot fit a log error")
+    for group in parameters:
+        if group not in ALL_GROUPS:
+            valid = ", ".join(ALL_GROUPS)
+            raise ConfigError(f"unknown parameter group {group!r}; valid: {valid}")
+    names, start, scale = _parameters(topology)
+    order = [i for group in parameters for i, n in enumerate(names) if n.split(".")[0] == group]
+    first = simulate_points(topology, points, None, recipe=recipe, protocol=protocol,
+                            model=model)  # fmt: skip
+    points = [p for p, t in zip(points, first, strict=True) if math.isfinite(t)]
+    if not points:
+        raise ConfigError("nothing to fit: every size is too small to cut for its algorithm")
+    measured = np.log([p.time_s for p in points])
+
+    def calibration_of(theta: np.ndarray, active: list[int]) -> Calibration:
+        return Calibration.from_values({names[i]: _value(names[i], theta[i]) for i in active})
+
+    def residual(theta: np.ndarray, active: list[int]) -> np.ndarray:
+        simulated = simulate_points(
+            topology, points, calibration_of(theta, active), recipe=recipe,
+            protocol=protocol, model=model,
+        )  # fmt: skip
+        return np.log(simulated) - measured
+
+    everything = list(range(len(names)))
+    base = residual(start, everything)
+    jacobian = _jacobian(residual, start, base, everything, everything, scale)
+    active = _identifiable(jacobian, order)
+    if not active:
+        raise ConfigError("no parameter changes the simulated times of these points")
+    n_efficiency = sum(name.startswith(_EFFICIENCIES) for name in names)
+    theta, history = _levenberg_marquardt(residual, start, active, scale, n_efficiency)
+    calibration = calibration_of(theta, active)
+    simulated = simulate_points(
+        topology, points, calibration, recipe=recipe, protocol=protocol, model=model
+    )
+    fitted = [names[i] for i in active]
+    dropped = [names[i] for i in order if i not in active]
+    return FitResult(
+        calibration=calibration,
+        fitted=fitted,
+        not_identifiable=dropped,
+        simulated_s=simulated,
+        points=list(points),
+        iterations=len(history),
+        history=history,
+    )
+
+
+def _parameters(topology: nx.DiGraph[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Names, starting values and scales of the fit's variables.
+
+    The variables are linear in time where links are not shared: ``1 / efficiency`` per
+    link class and per protocol (start at 1), each link kind's latency (starts at the
+    topology's mean), the step latency per class and the launch cost (start at 0), in
+    seconds.
+    """
+    kinds: dict[str, list[float]] = defaultdict(list)
+    for _, _, attrs in topology.edges(data=True):
+        kinds[attrs["kind"].value].append(float(attrs["latency_s"]))
+    classes = sorted({link_class([k]) for k in kinds}, key=LINK_CLASSES.index)
+    names = [f"efficiency.{c}" for c in classes]
+    names += [f"protocol_efficiency.{p}" for p in PROTOCOL_NAMES]
+    start = [1.0] * len(names)
+    scale = [1.0] * len(names)
+    for kind, latencies in sorted(kinds.items()):
+        names.append(f"link_latency_s.{kind}")
+        start.append(float(np.mean(latencies)))
+        scale.append(max(float(np.mean(latencies)), _TIME_SCALE_S))
+    names += [f"step_latency_s.{c}" for c in classes]
+    names.append("launch_s")
+    start += [0.0] * (len(classes) + 1)
+    scale += [_TIME_SCALE_S] * (len(classes) + 1)
+    return names, np.array(start), np.array(scale)
+
+
+def _value(name: str, variable: float) -> float:
+    """A parameter's value from its fit variable (efficiency is fitted as its inverse)."""
+    return 1 / variable if name.startswith(_EFFICIENCIES) else variable
+
+
+def _clip(theta: np.ndarray, n_efficiency: int) -> np.ndarray:
+    """Keep variables physical: 1/efficiency in [0.25, 20], times at least 0."""
+    out: np.ndarray = np.maximum(theta, 0.0)
+    out[:n_efficiency] = np.clip(out[:n_efficiency], 0.25, 20.0)
+    return out
+
+
+def _jacobian(  # noqa: PLR0917 - the fit's state, passed through
+    residual: Callable[[np.ndarray, list[int]], np.ndarray],
+    theta: np.ndarray,
+    base: np.ndarray,
+    columns: list[int],
+    active: list[int],
+    scale: np.ndarray,
+) -> np.ndarray:
+    """d residual / d variable, by forward differences of a fraction of each scale."""
+    jacobian = np.zeros((len(base), len(theta)))
+    for j in columns:
+        step = theta.copy()
+        h = _STEP * scale[j]
+        step[j] += h
+        jacobian[:, j] = (residual(step, active) - base) / h
+    return jacobian
+
+
+def _identifiable(jacobian: np.ndarray, order: list[int]) -> list[int]:
+    """The columns, taken in ``order``, that add rank."""
+    chosen: list[int] = []
+    for j in order:
+        column = jacobian[:, j]
+        if np.linalg.norm(column) < 1e-12:
+            continue
+        trial = jacobian[:, [*chosen, j]]
+        trial = trial / np.linalg.norm(trial, axis=0)
+        singular = np.linalg.svd(trial, compute_uv=False)
+        if singular[-1] > 1e-3 * singular[0]:
+            chosen.append(j)
+    return chosen
+
+
+def _levenberg_marquardt(
+    residual: Callable[[np.ndarray, list[int]], np.ndarray],
+    theta: np.ndarray,
+    active: list[int],
+    scale: np.ndarray,
+    n_efficiency: int,
+) -> tuple[np.ndarray, list[float]]:
+    """Minimise ``|residual|^2`` over the ``active`` variables, kept physical (the first
+    ``n_efficiency`` are inverse efficiencies)."""
+    r = residual(theta, active)
+    cost = float(r @ r)
+    history = [cost]
+    damping = 1e-3
+    for _ in range(_MAX_ITERATIONS):
+        jac = _jacobian(residual, theta, r, active, active, scale)[:, active]
+        normal = jac.T @ jac
+        gradient = jac.T @ r
+        improved = done = False
+        delta = np.zeros(len(active))
+        while damping < 1e8:
+            lhs = normal + damping * np.diag(np.diag(normal) + 1e-30)
+            delta = np.linalg.solve(lhs, -gradient)
+            trial = theta.copy()
+            trial[active] += delta
+            trial = _clip(trial, n_efficiency)
+            r_trial = residual(trial, active)
+            cost_trial = float(r_trial @ r_trial)
+            if cost_trial < cost:
+                done = cost - cost_trial < 1e-12 * max(cost, 1e-30) or cost_trial < 1e-24
+                theta, r, cost, improved = trial, r_trial, cost_trial, True
+                damping = max(damping / 3, 1e-12)
+                break
+            damping *= 4
+        history.append(cost)
+        if not improved or done:
+            break
+    return theta, history

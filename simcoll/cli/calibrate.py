@@ -1,0 +1,270 @@
+"""``simcoll calibrate`` and ``simcoll compare``: measured runs in, parameters and errors out."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from simcoll.calibrate.compare import REGIMES, compare, format_summary, regime_of, summarise
+from simcoll.calibrate.fit import ALL_GROUPS, PARAMETER_GROUPS, FitPoint, Model, fit
+from simcoll.calibrate.gloo import BACKENDS, Recipe, default_protocol, recipe_for
+from simcoll.calibrate.measurements import MeasurementSet, read_measurements
+from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.topology.calibration import Calibration, read_calibration, write_calibration
+from simcoll.topology.io import load, parse_overrides
+
+__all__ = ["add_calibrate", "add_compare"]
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("measurements", nargs="+", metavar="MEASUREMENTS",
+                   help="measurement CSV files (with sidecar JSON) or nccl-tests logs")  # fmt: skip
+    p.add_argument("--topology", required=True, metavar="TOPOLOGY",
+                   help="topology TOML the runs were made on")  # fmt: skip
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                   help="override a builder parameter of the topology (repeatable)")  # fmt: skip
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="library that made the runs: decides the algorithm per collective "
+                   "(gloo: gloo's fixed ones; nccl: auto) and the protocol (gloo: none; "
+                   "nccl: auto). Default: the sidecar's 'backend', else nccl")  # fmt: skip
+    p.add_argument("--algorithm", metavar="NAME|auto", default=None,
+                   help="simulate every collective with this algorithm instead")  # fmt: skip
+    p.add_argument("--protocol", metavar="NAME|auto|none", default=None,
+                   help="NCCL protocol to simulate (default from --backend)")  # fmt: skip
+    p.add_argument("--model", choices=("flow", "ideal"), default="flow",
+                   help="simulation model (default flow)")  # fmt: skip
+    p.add_argument("--collective", metavar="NAME", default=None,
+                   help="collective of files that do not say it (nccl-tests logs); in a "
+                   "measurement CSV, use only this collective's rows")  # fmt: skip
+    p.add_argument("--ranks", type=int, metavar="N", default=None,
+                   help="rank count of files that do not say it")  # fmt: skip
+    p.add_argument(
+        "--in-place",
+        action="store_true",
+        help="use the in-place half of nccl-tests data (default: out-of-place)",
+    )
+
+
+def add_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
+    """Register ``simcoll calibrate``."""
+    p = sub.add_parser(
+        "calibrate",
+        help="fit link efficiency, latency and overheads to measured runs",
+        description="Fit simcoll's calibration parameters (efficiency per link class, "
+        "latency per link kind, step latency per class, launch cost per call) to measured "
+        "times by least squares on log(simulated/measured), and write them with their "
+        "provenance and residuals to a params TOML for `simcoll compare --params` and "
+        "`simcoll predict --params`.",
+        epilog="example: simcoll calibrate validation/data/testbed/star4-1gbit.csv "
+        "--collective sendrecv --topology validation/topologies/star4-1gbit.toml "
+        "-o star4.params.toml",
+    )
+    _common(p)
+    p.add_argument("-o", "--output", required=True, type=Path, metavar="PARAMS.toml",
+                   help="params file to write")  # fmt: skip
+    p.add_argument("--fit", default=",".join(PARAMETER_GROUPS), metavar="GROUPS",
+                   help="parameter groups that may be fitted, in priority order where two "
+                   f"move the times alike (default {','.join(PARAMETER_GROUPS)}; also "
+                   "protocol_efficiency, a factor per NCCL protocol)")  # fmt: skip
+    p.add_argument("--regimes", default="latency,middle,bandwidth", metavar="NAMES",
+                   help="size regimes whose points are fitted (latency < 64 KiB <= middle "
+                   "< 64 MiB <= bandwidth; default all three)")  # fmt: skip
+    p.set_defaults(run=_calibrate)
+
+
+def add_compare(sub: argparse._SubParsersAction[Any]) -> None:
+    """Register ``simcoll compare``."""
+    p = sub.add_parser(
+        "compare",
+        help="simulate measured points and report the error per size regime",
+        description="Simulate every measured point and print signed and absolute errors "
+        "of time and busbw per file, collective and size regime (latency < 64 KiB, middle, "
+        "bandwidth >= 64 MiB). With --out, also writes points.csv, summary.csv and "
+        "compare.png (measured vs simulated busbw over size).",
+        epilog="example: simcoll compare validation/data/nccl-tests-logs/"
+        "nccl_allgather_8xA100_nvswitch_superbench.log --topology topologies/dgx-a100.toml "
+        "--params a100.params.toml --out compare-a100",
+    )
+    _common(p)
+    p.add_argument("--params", type=Path, metavar="PARAMS.toml",
+                   help="calibration from `simcoll calibrate` (default: none)")  # fmt: skip
+    p.add_argument("--out", type=Path, metavar="DIR", help="folder for CSVs and the plot")
+    p.add_argument("--min-size", default="0", metavar="BYTES",
+                   help="leave out smaller sizes (e.g. 1M)")  # fmt: skip
+    p.set_defaults(run=_compare)
+
+
+def _inputs(args: argparse.Namespace) -> tuple[nx.DiGraph[str], list[MeasurementSet]]:
+    topology = load(args.topology, parse_overrides(args.set))
+    sets = [
+        read_measurements(path, collective=args.collective, n_ranks=args.ranks)
+        for path in args.measurements
+    ]
+    return topology, sets
+
+
+def _points(sets: list[MeasurementSet], in_place: bool) -> list[FitPoint]:
+    points = [
+        FitPoint(m.collective, m.n_ranks, m.size_bytes, m.time_s, Path(s.source).name)
+        for s in sets
+        for m in s.rows
+        if m.in_place == in_place
+    ]
+    if not points:
+        half = "in-place" if in_place else "out-of-place"
+        raise ConfigError(f"{sets[0].source}: no {half} rows to use")
+    return points
+
+
+def _choices(args: argparse.Namespace, sets: list[MeasurementSet]) -> tuple[Model, str | None, str]:
+    """What to simulate per point, the protocol, and the backend they came from."""
+    backend = args.backend or str(sets[0].metadata.get("backend", "nccl"))
+    if backend not in BACKENDS:
+        raise ConfigError(f"{sets[0].source}: backend {backend!r} is not one of "
+                          f"{', '.join(BACKENDS)}; pass --backend")  # fmt: skip
+    fixed = args.algorithm
+
+    def recipe(collective: str, n_ranks: int, size_bytes: int) -> Recipe:
+        return Recipe(fixed) if fixed else recipe_for(backend, collective, n_ranks, size_bytes)
+
+    protocol = default_protocol(backend) if args.protocol is None else args.protocol
+    if protocol == "none":
+        protocol = None
+    return recipe, protocol, backend
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    folder = args.output.parent
+    if not folder.is_dir():  # say so before the fit, not after it
+        raise ConfigError(f"-o {args.output}: no such folder {folder}")
+    groups = [g.strip() for g in args.fit.split(",") if g.strip()]
+    for group in groups:
+        if group not in ALL_GROUPS:
+            raise ConfigError(f"--fit: unknown parameter group {group!r}; valid: "
+                              f"{', '.join(ALL_GROUPS)}")  # fmt: skip
+    topology, sets = _inputs(args)
+    regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
+    names = [name for name, _, _ in REGIMES]
+    for r in regimes:
+        if r not in names:
+            raise ConfigError(f"--regimes: unknown regime {r!r}; valid: {', '.join(names)}")
+    points = [p for p in _points(sets, args.in_place) if regime_of(p.size_bytes) in regimes]
+    recipe, protocol, backend = _choices(args, sets)
+    result = fit(topology, points, recipe=recipe, protocol=protocol, model=args.model,
+                 parameters=groups)  # fmt: skip
+    errors = sorted(abs(e) for e in result.relative_errors)
+    provenance = {
+        "inputs": [str(s.source) for s in sets],
+        "topology": str(args.topology),
+        "overrides": list(args.set),
+        "backend": backend,
+        "algorithms": _recipes(recipe, result.points),
+        "protocol": protocol or "none",
+        "model": args.model,
+        "regimes": regimes,
+        "points": len(result.points),
+        "fitted": result.fitted,
+        "not_identifiable": result.not_identifiable,
+        "iterations": result.iterations,
+        "median_abs_error": errors[len(errors) // 2],
+        "max_abs_error": errors[-1],
+    }
+    calibration = Calibration(**{**_sections(result.calibration), "provenance": provenance})
+    write_calibration(args.output, calibration, result.residual_rows())
+    print(f"fitted on {len(result.points)} points ({backend}, protocol {protocol or 'none'}):")
+    for name, value in result.calibration.values.items():
+        unit = "" if "efficiency" in name else " s"
+        print(f"  {name} = {value:.6g}{unit}")
+    if result.not_identifiable:
+        print("  not identifiable from these runs (left uncalibrated): "
+              + ", ".join(result.not_identifiable))  # fmt: skip
+    print(f"  |error| median {100 * provenance['median_abs_error']:.1f} %, "
+          f"max {100 * provenance['max_abs_error']:.1f} %")  # fmt: skip
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _recipes(recipe: Model, points: list[FitPoint]) -> dict[str, list[str]]:
+    """Per collective, the recipes its points were simulated with, in words."""
+    out: dict[str, list[str]] = {}
+    for p in points:
+        text = _describe(recipe(p.collective, p.n_ranks, p.size_bytes))
+        if text not in out.setdefault(p.collective, []):
+            out[p.collective].append(text)
+    return out
+
+
+def _describe(recipe: Recipe | str) -> str:
+    """A recipe in words for the params file: 'ring (n_chunks=2, max_in_flight=2)'."""
+    if isinstance(recipe, str):
+        return recipe
+    text = recipe.algorithm
+    if recipe.params:
+        text += " (" + ", ".join(f"{k}={v}" for k, v in recipe.params) + ")"
+    if recipe.simulate_as:
+        text += f" as {recipe.simulate_as}"
+    return text
+
+
+def _sections(calibration: Calibration) -> dict[str, Any]:
+    return {
+        "efficiency": dict(calibration.efficiency),
+        "protocol_efficiency": dict(calibration.protocol_efficiency),
+        "step_latency_s": dict(calibration.step_latency_s),
+        "link_latency_s": dict(calibration.link_latency_s),
+        "launch_s": calibration.launch_s,
+    }
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from simcoll.core.units import parse_size_bytes  # noqa: PLC0415
+
+    topology, sets = _inputs(args)
+    calibration = read_calibration(args.params) if args.params else None
+    recipe, protocol, _ = _choices(args, sets)
+    try:
+        min_size = parse_size_bytes(args.min_size)
+    except SimcollError as error:
+        raise ConfigError(f"--min-size: {error.message}") from None
+    points = [p for p in _points(sets, args.in_place) if p.size_bytes >= min_size]
+    compared = compare(topology, points, recipe=recipe, protocol=protocol,
+                       model=args.model, calibration=calibration)  # fmt: skip
+    if not compared:
+        raise ConfigError(f"{sets[0].source}: no point could be simulated")
+    summary = summarise(compared)
+    params = f"params {args.params}" if args.params else "uncalibrated"
+    print(f"simcoll compare on {args.topology} ({params}); errors: simulated vs measured, "
+          "time err = sim/meas - 1")  # fmt: skip
+    print(format_summary(summary))
+    if args.out:
+        _write_outputs(args.out, compared, summary)
+    return 0
+
+
+def _write_outputs(out: Path, compared: list[Any], summary: list[dict[str, Any]]) -> None:
+    from simcoll.output.plot import plot_comparison  # noqa: PLC0415 - matplotlib only when asked
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [
+        {
+            **asdict(p),
+            "regime": p.regime,
+            "time_error": p.time_error,
+            "busbw_error": p.busbw_error,
+        }
+        for p in compared
+    ]
+    for name, table in (("points.csv", rows), ("summary.csv", summary)):
+        with (out / name).open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+            writer.writeheader()
+            writer.writerows(table)
+    plot_comparison(compared, out / "compare.png")
+    print(f"wrote {out / 'points.csv'}, {out / 'summary.csv'}, {out / 'compare.png'}",
+          file=sys.stderr)  # fmt: skip

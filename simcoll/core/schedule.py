@@ -1,0 +1,365 @@
+"""Schedules: a collective call as frozen data.
+
+A :class:`Schedule` lists the *transfers* of one collective call. Each transfer moves some
+*pieces* of the collective's logical buffer from a source rank to a destination rank,
+either copying them (``Op.COPY``) or reducing them into what the destination holds
+(``Op.REDUCE``), on a *channel*. It starts only after the transfers it depends on have
+arrived.
+
+Send order and in-flight window
+    Transfers from one rank to another on one channel form a *connection*. A connection
+    issues its transfers in schedule order, keeps at most ``max_in_flight`` of them
+    issued but not yet arrived (NCCL's step slots), and puts their bytes on the wire one
+    transfer after another. Latency of a later transfer therefore overlaps the
+    transmission of earlier ones: that is how chunk pipelining hides latency.
+
+Logical buffer
+    The buffer a collective works on is split into ``collective.n_blocks(n)`` blocks (one
+    per rank for all-gather, one per rank pair for all-to-all, ...), and each block into
+    the same number of pieces. ``piece_bytes[p]`` is the size of piece ``p``; piece ``p``
+    belongs to block ``p // pieces_per_block``.
+
+In-network reduction
+    A schedule may also name ``n_switches`` switch *endpoints*, numbered after the ranks
+    (``n_ranks`` .. ``n_ranks + n_switches - 1``): switches that reduce in the network
+    (NVLink SHARP on an NVSwitch, SHARP on an InfiniBand switch). They start with no data,
+    owe none at the end, and a reduction into what a switch does not hold yet stores it
+    (the switch accumulates from zero). The engine maps them to switch nodes whose
+    ``reduces`` attribute is true.
+
+Schedules are built by algorithm functions with :class:`ScheduleBuilder`, and are plain
+data: they can be checked (:mod:`simcoll.core.checks`), costed and simulated on any topology.
+
+>>> from simcoll.core.collectives import Collective
+>>> b = ScheduleBuilder(Collective.SENDRECV, "direct", n_ranks=2, size_bytes=8,
+...                     pieces_per_block=1)
+>>> first = b.add(src=0, dst=1, pieces=[0])
+>>> second = b.add(src=1, dst=0, pieces=[1])
+>>> s = b.build()
+>>> s.n_transfers, s.transfer_bytes.tolist(), s.transfer(1)
+(2, [8, 8], Transfer(index=1, src=1, dst=0, pieces=(1,), size_bytes=8, op=<Op.COPY: 'copy'>, \
+channel=0, deps=()))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ScheduleError
+
+__all__ = ["Op", "Schedule", "ScheduleBuilder", "Transfer", "split_bytes"]
+
+IntArray = npt.NDArray[np.int64]
+
+#: NCCL keeps NCCL_STEPS = 8 slots per connection (src/include/device.h).
+DEFAULT_MAX_IN_FLIGHT = 8
+
+
+class Op(Enum):
+    """What a transfer does with the pieces it delivers."""
+
+    COPY = "copy"  # the destination's pieces become the source's
+    REDUCE = "reduce"  # the destination combines the source's pieces into its own
+
+
+_OP_CODES = {Op.COPY: 0, Op.REDUCE: 1}
+_OPS = (Op.COPY, Op.REDUCE)
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """One transfer of a schedule, as a readable record (see :meth:`Schedule.transfer`)."""
+
+    index: int
+    src: int
+    dst: int
+    pieces: tuple[int, ...]
+    size_bytes: int
+    op: Op
+    channel: int
+    deps: tuple[int, ...]
+
+
+def split_bytes(size_bytes: int, n_parts: int) -> list[int]:
+    """Split ``size_bytes`` into ``n_parts`` whole-byte parts that differ by at most one.
+
+    The first ``size_bytes % n_parts`` parts get the extra byte.
+
+    >>> split_bytes(10, 4)
+    [3, 3, 2, 2]
+    """
+    base, extra = divmod(size_bytes, n_parts)
+    return [base + 1] * extra + [base] * (n_parts - extra)
+
+
+def _frozen(values: Iterable[int] | IntArray) -> IntArray:
+    array = np.asarray(values, dtype=np.int64)
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Schedule:
+    """The transfers of one collective call, as columns (one entry per transfer).
+
+    Build one with :class:`ScheduleBuilder`; the constructor only stores validated arrays.
+    ``pieces_indptr``/``pieces`` and ``deps_indptr``/``deps`` are CSR lists: the pieces of
+    transfer ``t`` are ``pieces[pieces_indptr[t]:pieces_indptr[t + 1]]``.
+    """
+
+    collective: Collective
+    algorithm: str
+    n_ranks: int
+    size_bytes: int
+    root: int
+    piece_bytes: IntArray
+    pieces_per_block: int
+    src: IntArray
+    dst: IntArray
+    op: IntArray
+    channel: IntArray
+    pieces_indptr: IntArray
+    pieces: IntArray
+    deps_indptr: IntArray
+    deps: IntArray
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    params: dict[str, Any] = field(default_factory=dict)
+    n_switches: int = 0
+
+    @property
+    def n_endpoints(self) -> int:
+        """Ranks plus in-network switch endpoints: the range of ``src`` and ``dst``."""
+        return self.n_ranks + self.n_switches
+
+    @property
+    def n_transfers(self) -> int:
+        """Number of transfers."""
+        return len(self.src)
+
+    @property
+    def n_pieces(self) -> int:
+        """Number of pieces of the logical buffer."""
+        return len(self.piece_bytes)
+
+    @property
+    def n_channels(self) -> int:
+        """Number of channels used (1 + the largest channel index)."""
+        return int(self.channel.max()) + 1 if self.n_transfers else 0
+
+    @property
+    def transfer_bytes(self) -> IntArray:
+        """Bytes each transfer moves: the sum of its pieces' sizes."""
+        sums = (
+            np.add.reduceat(self.piece_bytes[self.pieces], self.pieces_indptr[:-1])
+            if len(self.pieces)
+            else np.zeros(0, dtype=np.int64)
+        )
+        return _frozen(sums)
+
+    def pieces_of(self, index: int) -> IntArray:
+        """The pieces transfer ``index`` moves."""
+        return self.pieces[self.pieces_indptr[index] : self.pieces_indptr[index + 1]]
+
+    def deps_of(self, index: int) -> IntArray:
+        """The transfers that must arrive before transfer ``index`` may be issued."""
+        return self.deps[self.deps_indptr[index] : self.deps_indptr[index + 1]]
+
+    def transfer(self, index: int) -> Transfer:
+        """Transfer ``index`` as a readable record."""
+        pieces = tuple(int(p) for p in self.pieces_of(index))
+        return Transfer(
+            index=index,
+            src=int(self.src[index]),
+            dst=int(self.dst[index]),
+            pieces=pieces,
+            size_bytes=int(self.piece_bytes[list(pieces)].sum()),
+            op=_OPS[int(self.op[index])],
+            channel=int(self.channel[index]),
+            deps=tuple(int(d) for d in self.deps_of(index)),
+        )
+
+    def transfers(self) -> Iterator[Transfer]:
+        """All transfers in schedule order, as readable records."""
+        return (self.transfer(i) for i in range(self.n_transfers))
+
+    def block_of_piece(self, piece: int) -> int:
+        """The block (unit of ownership, see :meth:`Collective.n_blocks`) a piece is in."""
+        return piece // self.pieces_per_block
+
+    def bytes_sent_per_rank(self) -> IntArray:
+        """Bytes each endpoint (ranks, then switches) sends over the whole schedule."""
+        sent = np.bincount(self.src, weights=self.transfer_bytes, minlength=self.n_endpoints)
+        return _frozen(sent.astype(np.int64))
+
+    def bytes_received_per_rank(self) -> IntArray:
+        """Bytes each endpoint (ranks, then switches) receives over the whole schedule."""
+        received = np.bincount(self.dst, weights=self.transfer_bytes, minlength=self.n_endpoints)
+        return _frozen(received.astype(np.int64))
+
+
+class ScheduleBuilder:
+    """Collects transfers for one :class:`Schedule`; algorithms use it and call ``build``.
+
+    Parameters
+    ----------
+    collective, algorithm, n_ranks, size_bytes
+        What the schedule computes; ``size_bytes`` follows nccl-tests.
+    pieces_per_block
+        How many pieces each block of the logical buffer is cut into; piece sizes are the
+        block's bytes split as evenly as whole bytes allow (:func:`split_bytes`).
+    root
+        Root rank of rooted collectives (ignored otherwise).
+    max_in_flight
+        Per-connection window: transfers issued but not yet arrived.
+    """
+
+    def __init__(
+        self,
+        collective: Collective,
+        algorithm: str,
+        *,
+        n_ranks: int,
+        size_bytes: int,
+        pieces_per_block: int,
+        root: int = 0,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        params: dict[str, Any] | None = None,
+        n_switches: int = 0,
+    ) -> None:
+        if n_switches < 0:
+            raise ScheduleError(f"n_switches must not be negative, got {n_switches}")
+        self.n_switches = n_switches
+        _check_header(collective, n_ranks, size_bytes, pieces_per_block, root, max_in_flight)
+        block_bytes = collective.block_bytes(size_bytes, n_ranks)
+        n_blocks = collective.n_blocks(n_ranks)
+        self.collective = collective
+        self.algorithm = algorithm
+        self.n_ranks = n_ranks
+        self.size_bytes = size_bytes
+        self.root = root
+        self.pieces_per_block = pieces_per_block
+        self.max_in_flight = max_in_flight
+        self.params = dict(params or {})
+        self.piece_bytes = split_bytes(block_bytes, pieces_per_block) * n_blocks
+        self._src: list[int] = []
+        self._dst: list[int] = []
+        self._op: list[int] = []
+        self._channel: list[int] = []
+        self._pieces: list[int] = []
+        self._pieces_indptr: list[int] = [0]
+        self._deps: list[int] = []
+        self._deps_indptr: list[int] = [0]
+
+    @property
+    def n_transfers(self) -> int:
+        """Transfers added so far."""
+        return len(self._src)
+
+    def piece(self, block: int, index: int = 0) -> int:
+        """The global piece number of piece ``index`` of ``block``."""
+        return block * self.pieces_per_block + index
+
+    def add(
+        self,
+        *,
+        src: int,
+        dst: int,
+        pieces: Sequence[int],
+        op: Op = Op.COPY,
+        channel: int = 0,
+        deps: Iterable[int] = (),
+    ) -> int:
+        """Append one transfer and return its index (for later transfers' ``deps``)."""
+        index = len(self._src)
+        self._src.append(src)
+        self._dst.append(dst)
+        self._op.append(_OP_CODES[op])
+        self._channel.append(channel)
+        self._pieces.extend(pieces)
+        self._pieces_indptr.append(len(self._pieces))
+        self._deps.extend(d for d in deps if d is not None)
+        self._deps_indptr.append(len(self._deps))
+        return index
+
+    def build(self) -> Schedule:
+        """Freeze and validate the schedule (see :func:`_check_transfers`)."""
+        schedule = Schedule(
+            collective=self.collective,
+            algorithm=self.algorithm,
+            n_ranks=self.n_ranks,
+            size_bytes=self.size_bytes,
+            root=self.root,
+            piece_bytes=_frozen(self.piece_bytes),
+            pieces_per_block=self.pieces_per_block,
+            src=_frozen(self._src),
+            dst=_frozen(self._dst),
+            op=_frozen(self._op),
+            channel=_frozen(self._channel),
+            pieces_indptr=_frozen(self._pieces_indptr),
+            pieces=_frozen(self._pieces),
+            deps_indptr=_frozen(self._deps_indptr),
+            deps=_frozen(self._deps),
+            max_in_flight=self.max_in_flight,
+            params=self.params,
+            n_switches=self.n_switches,
+        )
+        _check_transfers(schedule)
+        return schedule
+
+
+def _check_header(  # noqa: PLR0917 - a private check of the builder's own arguments
+    collective: Collective,
+    n_ranks: int,
+    size_bytes: int,
+    pieces_per_block: int,
+    root: int,
+    max_in_flight: int,
+) -> None:
+    if n_ranks < 1:
+        raise ScheduleError(f"n_ranks must be at least 1, got {n_ranks}")
+    if size_bytes < 0:
+        raise ScheduleError(f"size_bytes must not be negative, got {size_bytes}")
+    if pieces_per_block < 1:
+        raise ScheduleError(f"pieces_per_block must be at least 1, got {pieces_per_block}")
+    if not 0 <= root < n_ranks:
+        raise ScheduleError(f"root {root} is not a rank of a {n_ranks}-rank collective")
+    if max_in_flight < 1:
+        raise ScheduleError(f"max_in_flight must be at least 1, got {max_in_flight}")
+    block_bytes = collective.block_bytes(size_bytes, n_ranks)
+    if 0 < block_bytes < pieces_per_block:
+        raise ScheduleError(
+            f"{collective.value} of {size_bytes} B over {n_ranks} ranks has {block_bytes} B per "
+            f"block, fewer than the {pieces_per_block} pieces asked for; use fewer chunks or "
+            "channels, or a larger size"
+        )
+
+
+def _check_transfers(s: Schedule) -> None:
+    """Structural checks: endpoints in range, no self-transfers, pieces and deps in range."""
+    n = s.n_transfers
+    for name, ranks in (("src", s.src), ("dst", s.dst)):
+        bad = np.flatnonzero((ranks < 0) | (ranks >= s.n_endpoints))
+        if len(bad):
+            t = int(bad[0])
+            raise ScheduleError(f"transfer {t}: {name} rank {int(ranks[t])} is out of range")
+    selfish = np.flatnonzero(s.src == s.dst)
+    if len(selfish):
+        raise ScheduleError(
+            f"transfer {int(selfish[0])}: sends from rank {int(s.src[selfish[0]])} to itself"
+        )
+    if len(s.pieces) and (s.pieces.min() < 0 or s.pieces.max() >= s.n_pieces):
+        raise ScheduleError(f"a transfer names a piece outside 0..{s.n_pieces - 1}")
+    empty = np.flatnonzero(np.diff(s.pieces_indptr) == 0)
+    if len(empty):
+        raise ScheduleError(f"transfer {int(empty[0])} moves no pieces")
+    if len(s.deps) and (s.deps.min() < 0 or s.deps.max() >= n):
+        raise ScheduleError(f"a transfer depends on a transfer outside 0..{n - 1}")
+    if len(s.channel) and s.channel.min() < 0:
+        raise ScheduleError("channel numbers must not be negative")

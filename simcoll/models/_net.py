@@ -1,0 +1,245 @@
+"""What the analytical models read off a topology: ranks on GPUs, routes, and link loads.
+
+Private to :mod:`simcoll.models`. A *pattern* is a set of (source, destination) node
+pairs that communicate at the same time, each carrying the same bytes. Its cost is an
+alpha (the largest route latency among the pairs) and a per-pair bandwidth: the pace of
+the most loaded link, ``min over links of bandwidth / (pairs routed over it)``
+(DESIGN.md: a ring "runs at the pace of its most loaded link"). That is exactly what the
+flow model gives when the pairs start together and are symmetric, and an estimate
+otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+
+from simcoll.core.errors import ConfigError, TopologyError
+from simcoll.core.protocols import Protocol
+from simcoll.topology import NodeKind, Router
+from simcoll.topology.routing import Route, route_latency_s
+
+__all__ = [
+    "Network",
+    "PatternCost",
+    "fabric_switches",
+    "hosts_of",
+    "reducing_switch",
+]
+
+NodePair = tuple[str, str]
+
+
+def hosts_of(topology: nx.DiGraph[str], nodes: Sequence[str]) -> list[list[int]]:
+    """Ranks grouped by the ``host`` of their GPU, hosts in order of their lowest rank.
+
+    GPUs without a ``host`` count as one host together (a bare switch or ring builder).
+    """
+    groups: dict[object, list[int]] = {}
+    for rank, node in enumerate(nodes):
+        groups.setdefault(topology.nodes[node].get("host"), []).append(rank)
+    return list(groups.values())
+
+
+def reducing_switch(topology: nx.DiGraph[str], nodes: Sequence[str], algorithm: str) -> str:
+    """The switch an in-network reduction runs on (the engine's rule for NVLS endpoints).
+
+    A switch qualifies when its ``reduces`` attribute is true and it has a link to and
+    from every rank's GPU; the first by node id is taken.
+
+    Raises
+    ------
+    ConfigError
+        If no switch qualifies.
+    """
+    for node in sorted(topology.nodes):
+        if topology.nodes[node].get("reduces") is True and all(
+            topology.has_edge(gpu, node) and topology.has_edge(node, gpu) for gpu in nodes
+        ):
+            return str(node)
+    name = topology.graph.get("source") or topology.graph.get("name", "topology")
+    raise ConfigError(
+        f"{algorithm} needs a switch that reduces in the network (reduces = true, e.g. an "
+        f"NVSwitch with NVLink SHARP such as dgx-h100's) linked to all {len(nodes)} GPUs; "
+        f"{name} has none"
+    )
+
+
+def fabric_switches(
+    topology: nx.DiGraph[str],
+    nodes: Sequence[str],
+    groups: Sequence[Sequence[int]],
+    algorithm: str,
+    router: Router | None = None,
+) -> list[str]:
+    """The reducing fabric switch of each group of ranks (the engine's rule for SHARP).
+
+    Group j gets the fabric switch (kind ``switch``, ``reduces`` true) nearest to its
+    GPUs: fewest hops to the farthest of them (both ways), then fewest in all, then the
+    smallest id; each switch serves one group.
+
+    Raises
+    ------
+    ConfigError
+        If a group finds no such switch.
+    """
+    router = router if router is not None else Router(topology)
+    candidates = sorted(
+        node
+        for node in topology.nodes
+        if topology.nodes[node].get("reduces") is True
+        and topology.nodes[node]["kind"] is NodeKind.SWITCH
+    )
+    chosen: list[str] = []
+    for group in groups:
+        best: tuple[int, int, str] | None = None
+        for switch in candidates:
+            if switch in chosen:
+                continue
+            try:
+                hops = [len(router.route(nodes[r], switch)) for r in group]
+                hops += [len(router.route(switch, nodes[r])) for r in group]
+            except TopologyError:
+                continue
+            key = (max(hops), sum(hops), switch)
+            best = key if best is None or key < best else best
+        if best is None:
+            name = topology.graph.get("source") or topology.graph.get("name", "topology")
+            raise ConfigError(
+                f"{algorithm} needs a switch that reduces in the network (reduces = true, "
+                f"e.g. sharp = true in a fat-tree file) reachable from all {len(nodes)} GPUs; "
+                f"{name} has none"
+            )
+        chosen.append(best[2])
+    return chosen
+
+
+@dataclass(frozen=True)
+class PatternCost:
+    """Alpha-beta parameters of a communication pattern (pairs that move data at once).
+
+    Attributes
+    ----------
+    alpha_s
+        The largest latency of the pairs' routes (plus the protocol's step latency).
+    bandwidth_bytes_per_s
+        Bandwidth one pair gets: the smallest ``bandwidth / load`` over the links the
+        pattern uses, where ``load`` is how many of its pairs a link carries (1 for every
+        link without contention), times the protocol's efficiency.
+    k_max
+        The largest number of the pattern's pairs routed over one link.
+    busiest_link
+        The link that sets ``bandwidth_bytes_per_s`` (None for an empty pattern).
+    """
+
+    alpha_s: float
+    bandwidth_bytes_per_s: float
+    k_max: int
+    busiest_link: tuple[str, str] | None
+
+
+EMPTY = PatternCost(alpha_s=0.0, bandwidth_bytes_per_s=math.inf, k_max=0, busiest_link=None)
+
+
+class Network:
+    """Routes and pattern costs on one topology, with an optional protocol cost.
+
+    Parameters
+    ----------
+    topology
+        A validated topology.
+    protocol
+        An NCCL protocol (:mod:`simcoll.core.protocols`): every route pays its step latency and
+        bandwidth is scaled by its efficiency, as :func:`simcoll.sim.engine.simulate` does.
+    contention
+        True (the flow model): pairs routed over one link share it. False (the ``ideal``
+        model): every pair gets its route's bottleneck bandwidth.
+    router
+        A router of ``topology`` to reuse (it caches routes); a new one by default.
+    """
+
+    def __init__(
+        self,
+        topology: nx.DiGraph[str],
+        *,
+        protocol: Protocol | None,
+        contention: bool,
+        router: Router | None = None,
+    ) -> None:
+        if router is not None and router.graph is not topology:
+            raise ConfigError("router routes another topology than the one given")
+        self.topology = topology
+        self.router = router if router is not None else Router(topology)
+        self.protocol = protocol
+        self.contention = contention
+
+    def route(self, pair: NodePair) -> Route:
+        """The route of one pair (cached by the router)."""
+        return self.router.route(*pair)
+
+    def latency_s(self, pair: NodePair) -> float:
+        """Route latency of one pair, plus the protocol's step latency."""
+        edges = self.route(pair)
+        latency = route_latency_s(self.topology, edges)
+        if self.protocol is not None:
+            kinds = [self.topology.edges[e]["kind"].value for e in edges]
+            latency += self.protocol.latency_s(kinds, self._endpoint(pair))
+        return latency
+
+    def _endpoint(self, pair: NodePair) -> str | None:
+        """``"nvls"`` or ``"collnet"`` for a pair with an in-network switch, as the engine."""
+        for node in pair:
+            kind = self.topology.nodes[node]["kind"]
+            if kind is not NodeKind.GPU:
+                return "nvls" if kind is NodeKind.NVSWITCH else "collnet"
+        return None
+
+    def load(self, pairs: Iterable[NodePair]) -> Counter[tuple[str, str]]:
+        """How many of ``pairs`` each link carries."""
+        load: Counter[tuple[str, str]] = Counter()
+        for pair in pairs:
+            load.update(self.route(pair))
+        return load
+
+    def cost(
+        self,
+        pairs: Iterable[NodePair],
+        *,
+        share: bool = True,
+        load: Counter[tuple[str, str]] | None = None,
+    ) -> PatternCost:
+        """Alpha, per-pair bandwidth and k_max of pairs that communicate at once.
+
+        ``load`` counts the pairs on each link when more pairs than these run at the same
+        time (the other hops of a pipelined chain); by default it is these pairs' own.
+        ``share=False`` ignores sharing even under contention (for textbook formulas that
+        already count a rank's several transfers themselves).
+        """
+        pairs = list(pairs)
+        if not pairs:
+            return EMPTY
+        if load is None:
+            load = self.load(pairs)
+        links = {link for pair in pairs for link in self.route(pair)}
+        alpha_s = max(self.latency_s(pair) for pair in pairs)
+        if not links:  # every pair is a node to itself: nothing limits it
+            return PatternCost(alpha_s, math.inf, 0, None)
+        edges = self.topology.edges
+        shared = share and self.contention
+
+        def pace(link: tuple[str, str]) -> tuple[float, int, tuple[str, str]]:
+            count = load[link] if shared else 1
+            return float(edges[link]["bandwidth_bytes_per_s"]) / count, -load[link], link
+
+        bandwidth, _, busiest = min(pace(link) for link in links)
+        efficiency = self.protocol.efficiency if self.protocol is not None else 1.0
+        return PatternCost(
+            alpha_s=alpha_s,
+            bandwidth_bytes_per_s=bandwidth * efficiency,
+            k_max=max(load[link] for link in links),
+            busiest_link=busiest,
+        )

@@ -1,0 +1,744 @@
+r"""Closed-form alpha-beta times of simcoll's algorithms, with alpha and B read off the topology.
+
+Each algorithm is costed from the pairs of ranks it makes talk at once (a *pattern*):
+alpha is the largest route latency among them (plus the protocol's step latency) and B the
+bandwidth one pair gets, ``min over links of bandwidth / load`` with ``load`` the number of
+the pattern's pairs routed over the link (see :func:`pattern_cost`). For a ring whose
+edges share links that is DESIGN.md's rule, ``T = 2(N-1)(alpha_max + k_max (M/N) / B)``:
+the ring runs at the pace of its most loaded link. (With links of unequal speed,
+``min bandwidth / load`` is the most loaded link's pace; it is ``B / k_max`` when they
+are equal.)
+
+Notation: n ranks, S = ``size_bytes`` (nccl-tests convention: the whole buffer for
+all-gather and reduce-scatter), k = ``n_chunks``, W = ``max_in_flight``, tau the time one
+chunk of one pair takes on the wire (with contention the channels of a pair share its
+bandwidth, so tau does not depend on ``n_channels``). The pipelined form used throughout
+is the longest path through a connection's transfers (derived in ``tests/test_engine.py``
+for W = 1 and W unbounded)::
+
+    P(m, k) = alpha + m k tau + floor((m k - 1) / w) max(0, alpha - (w - 1) tau),  w = min(W, k)
+
+m steps of k chunks each, every chunk waiting for its predecessor of the step before:
+with W >= k it is ``alpha + m k tau + (m - 1) max(0, alpha - (k - 1) tau)`` (latency
+hidden behind the k - 1 chunks in flight), with W = 1 it is ``m k (alpha + tau)``. A chain
+of h hops (a pipelined broadcast, Thakur et al. 2005) is
+``C(h, k) = h (alpha + tau) + (k - 1) tau + floor((k - 1) / w) max(0, alpha - (w - 1) tau)``
+when the hops are alike; hops with their own alpha and tau (a ring broadcast that leaves
+a server, SHARP's levels) are costed by the same longest path, hop by hop, which for
+k = 1 is the sum of ``alpha_h + tau_h``. Chunked, a chain's hops run at once and share
+the links they have in common; unchunked, each hop runs alone.
+
+=====================================  =============================================  ==========
+algorithm                              time                                           tau
+=====================================  =============================================  ==========
+ring all-reduce                        P(2(n-1), k)                                   S / (n k B)
+ring all-gather, reduce-scatter        P(n-1, k)                                      S / (n k B)
+ring broadcast, reduce                 C(n-1, k), hop by hop                          S / (k B)
+direct all-gather, reduce-scatter,     P(1, k): every pair at once; a star uplink     S / (n k B)
+all-to-all, gather, scatter            carries n - 1 of them, so B = link / (n - 1)
+direct broadcast, reduce, send/recv    P(1, k)                                        S / (k B)
+direct all-reduce                      P(2, k): reduce-scatter, then all-gather       S / (n k B)
+reduce_broadcast all-reduce            C(2, k): direct reduce, then direct broadcast  S / (k B)
+nvls all-reduce                        C(2, k): up to the switch, down (-> 2 alpha +  S / (k B)
+                                       S / B for many chunks)
+nvls reduce-scatter                    P(1, n k) + alpha + tau                        S / (n k B)
+nvls all-gather                        alpha + tau + P(1, (n-1) k)                    S / (n k B)
+sharp all-reduce                       C(2, k) or, with two levels of switches,       S / (k B)
+                                       C(4, k): rank -> group switch (-> root ->
+                                       group switch) -> rank, hop by hop
+=====================================  =============================================  ==========
+
+These are exact against the flow simulator when each hop's pattern is symmetric (every
+pair sees the same latency and load), piece sizes divide evenly and, for ``nvls``, the
+reducing switch's links are the GPUs' own (tests/test_analytical.py holds them to 1e-9).
+Otherwise alpha_max and the busiest link make them an estimate from above for rings.
+
+Textbook formulas for the algorithms with several peers per rank, summed over the
+algorithm's steps, each step costed as its own pattern (a step that crosses the network
+pays the network's alpha and B). They assume one step after the other and do not change
+with ``n_chunks`` (unless stated), since a rank's steps would share its links if
+pipelined; for k = 1 and n a power of two they equal the simulator on a switch:
+
+===============================  =====================================================
+``tree`` all-reduce              double binary tree (Sanders, Speck & Traeff 2009; NCCL's
+                                 ``src/graph/trees.cc``), each tree S/2, pipelined in k
+                                 chunks: ``2 D (alpha + tau) + 2 (k - 1) tau``, tau =
+                                 S/(k B), D the deeper tree's depth (= ceil(log2 n)); for
+                                 many chunks 2 D alpha + 2 S/B (a rank sends 2S in all)
+``tree`` broadcast, reduce       binomial tree, children served at once: a pipelined
+                                 chain of its floor(log2 n) levels, ``(alpha + S/B)`` per
+                                 level when nothing is shared
+``tree`` gather, scatter         binomial tree: ``ceil(log2 n) alpha + (n-1)/n S/B``
+``halving_doubling`` all-reduce  Rabenseifner (Thakur, Rabenseifner & Gropp 2005), halving
+                                 from distance n/2 (S/2) down to 1, doubling back up, as
+                                 :mod:`simcoll.algorithms.doubling` does:
+                                 ``2 log2(n) alpha + 2 (n-1)/n S/B``; for n not a power
+                                 of two MPICH folds n - p ranks onto p = 2^floor(log2 n)
+                                 with two extra steps of ``alpha + S/B`` (an estimate:
+                                 the fold overlaps the first step in the simulator)
+``halving_doubling``             recursive halving / doubling:
+reduce-scatter, all-gather       ``log2(n) alpha + (n-1)/n S/B`` (+ the fold's steps)
+``bruck`` all-gather             ``ceil(log2 n) alpha + (n-1)/n S/B`` (Bruck et al. 1997)
+``bruck`` all-to-all             ``ceil(log2 n) (alpha + S/(2B))`` (powers of two)
+``pairwise`` all-to-all          ``(n-1) (alpha + S/(n B))``
+``hierarchical`` all-reduce      ring reduce-scatter inside each host, ring all-reduce of
+                                 S/g across hosts, ring all-gather inside each host
+                                 (BlueConnect, Cho et al. 2019): ``2 P(g-1, k) + P(2(N-1),
+                                 k)``, g ranks per host, N hosts
+``reducescatter_allgather``      a ring reduce-scatter, then a ring all-gather, not
+all-reduce                       overlapped: ``2 P(n-1, k)``
+===============================  =====================================================
+
+References: R. Thakur, R. Rabenseifner, W. Gropp, "Optimization of Collective
+Communication Operations in MPICH", IJHPCA 19(1), 2005; P. Sanders, J. Speck, J. L.
+Traeff, "Two-tree algorithms for full bandwidth broadcast, reduction and scan", Parallel
+Computing 35(12), 2009; J. Bruck et al., "Efficient algorithms for all-to-all
+communications in multiport message-passing systems", IEEE TPDS 8(11), 1997; M. Cho et
+al., "BlueConnect", SysML 2019; R. L. Graham et al., "Scalable Hierarchical Aggregation
+Protocol (SHArP)", COMHPC 2016.
+
+>>> from simcoll.topology import switch_star
+>>> star = switch_star(4, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
+>>> t = alphabeta_time_s(star, "allreduce", "ring", 4, 4_000_000)
+>>> round(t * 1e6, 6)  # 2 (n - 1) (alpha + S / (n B)) = 6 (2 us + 10 us)
+72.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+
+from simcoll.algorithms.tree import Tree, binomial_tree, msb_binomial_tree
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError
+from simcoll.core.protocols import Protocol, parse_protocol
+from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT
+from simcoll.models._net import (
+    Network,
+    NodePair,
+    PatternCost,
+    fabric_switches,
+    hosts_of,
+    reducing_switch,
+)
+from simcoll.plan.placement import map_ranks
+from simcoll.topology import Router
+
+__all__ = [
+    "ALPHABETA_ALGORITHMS",
+    "PatternCost",
+    "alphabeta_algorithm_names",
+    "alphabeta_time_s",
+    "chain_time_s",
+    "pattern_cost",
+    "pipeline_time_s",
+]
+
+RankPair = tuple[int, int]
+
+
+def pipeline_time_s(m: int, k: int, alpha_s: float, tau_s: float, window: int) -> float:
+    """P(m, k): m dependent steps of k chunks on one connection (see the module docstring).
+
+    >>> pipeline_time_s(3, 1, 2.0, 1.0, 8)  # m (alpha + tau)
+    9.0
+    >>> pipeline_time_s(3, 4, 2.0, 1.0, 8)  # alpha + m k tau: latency hidden
+    14.0
+    >>> pipeline_time_s(2, 3, 1.0, 1.0, 1)  # m k (alpha + tau)
+    12.0
+    """
+    if m <= 0 or k <= 0:
+        return 0.0
+    w = min(window, k)
+    return alpha_s + m * k * tau_s + (m * k - 1) // w * max(0.0, alpha_s - (w - 1) * tau_s)
+
+
+def chain_time_s(hops: int, k: int, alpha_s: float, tau_s: float, window: int) -> float:
+    """C(h, k): k chunks through h hops, each hop forwarding a chunk once it has arrived.
+
+    >>> chain_time_s(3, 1, 1.0, 2.0, 8)  # h (alpha + tau)
+    9.0
+    >>> chain_time_s(3, 4, 1.0, 2.0, 8)  # h (alpha + tau) + (k - 1) tau
+    15.0
+    """
+    if hops <= 0 or k <= 0:
+        return 0.0
+    w = min(window, k)
+    return (
+        hops * (alpha_s + tau_s)
+        + (k - 1) * tau_s
+        + (k - 1) // w * max(0.0, alpha_s - (w - 1) * tau_s)
+    )
+
+
+def _chain(hops: Sequence[tuple[float, float]], k: int, window: int) -> float:
+    """C(h, k) for hops of their own (alpha, tau), evaluated as its longest path.
+
+    Piece j leaves hop h once it has arrived from hop h - 1, once the window has room
+    (piece j - W of the hop has arrived) and after its route latency; its bytes follow
+    those of piece j - 1 on the wire. With equal hops this is :func:`chain_time_s`; with
+    k = 1 it is the sum of ``alpha + tau`` over the hops.
+    """
+    arrived = [0.0] * k  # at the hop before: the first hop's pieces are all there
+    for alpha, tau in hops:
+        here: list[float] = []
+        for j in range(k):
+            issue = max(arrived[j], here[j - window]) if j >= window else arrived[j]
+            start = max(issue + alpha, here[j - 1]) if j else issue + alpha
+            here.append(start + tau)
+        arrived = here
+    return arrived[-1] if hops and k else 0.0
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One costing request: the network, the ranks' GPUs and the algorithm's parameters."""
+
+    net: Network
+    nodes: tuple[str, ...]
+    size: int
+    ch: int
+    k: int
+    window: int
+    root: int
+    algorithm: str
+    ranks_per_switch: int = 0
+
+    @property
+    def n(self) -> int:
+        return len(self.nodes)
+
+    def node_pairs(self, pairs: Sequence[RankPair]) -> list[NodePair]:
+        return [(self.nodes[a], self.nodes[b]) for a, b in pairs]
+
+    def cost(self, pairs: Sequence[RankPair], *, share: bool = True) -> PatternCost:
+        return self.net.cost(self.node_pairs(pairs), share=share)
+
+    def chain(self, hops: Sequence[Sequence[NodePair]], bytes_per_pair: float) -> float:
+        """A pipelined chain whose hop h is the node pairs ``hops[h]``, each moving
+        ``bytes_per_pair`` in k chunks. Chunked, the hops run at once and share links;
+        unchunked, one after another, each hop alone."""
+        load = self.net.load(pair for hop in hops for pair in hop) if self.k > 1 else None
+        costs = [self.net.cost(hop, load=load) for hop in hops]
+        timing = [(cost.alpha_s, self.tau(bytes_per_pair / self.k, cost)) for cost in costs]
+        return _chain(timing, self.k, self.window)
+
+    def tau(self, bytes_per_pair: float, cost: PatternCost) -> float:
+        """Wire time of ``bytes_per_pair`` split over the channels of one pair.
+
+        With contention the channels of a pair share its bandwidth; without (the ideal
+        model) each channel gets the route's whole bandwidth.
+        """
+        spread = 1 if self.net.contention else self.ch
+        return bytes_per_pair / (cost.bandwidth_bytes_per_s * spread)
+
+    def steps(self, steps: Sequence[tuple[Sequence[RankPair], float]]) -> float:
+        """Sum of ``alpha + bytes / B`` over steps, each step costed as its own pattern."""
+        total = 0.0
+        for pairs, bytes_per_pair in steps:
+            if pairs:
+                cost = self.cost(pairs)
+                total += cost.alpha_s + self.tau(bytes_per_pair, cost)
+        return total
+
+
+Formula = Callable[[_Call], float]
+
+
+# --- ring -----------------------------------------------------------------------------------
+
+
+def _ring_pairs(ranks: Sequence[int]) -> list[RankPair]:
+    """Each rank to the next, cyclically (a 2-rank ring is the two directions of one pair)."""
+    g = len(ranks)
+    return [(ranks[i], ranks[(i + 1) % g]) for i in range(g)] if g > 1 else []
+
+
+def _ring(steps_of: Callable[[int], int]) -> Formula:
+    def formula(c: _Call) -> float:
+        if c.n == 1:
+            return 0.0
+        cost = c.cost(_ring_pairs(range(c.n)))
+        tau = c.tau(c.size / (c.n * c.k), cost)
+        return pipeline_time_s(steps_of(c.n), c.k, cost.alpha_s, tau, c.window)
+
+    return formula
+
+
+def _ring_chain(first: int) -> Formula:
+    """Ring broadcast (first hop from the root) or reduce (from root + 1, ending at root)."""
+
+    def formula(c: _Call) -> float:
+        n = c.n
+        hops = [((c.root + first + h) % n, (c.root + first + h + 1) % n) for h in range(n - 1)]
+        return c.chain([c.node_pairs([hop]) for hop in hops], c.size)
+
+    return formula
+
+
+# --- direct ---------------------------------------------------------------------------------
+
+
+def _all_pairs(c: _Call) -> list[RankPair]:
+    return [(s, d) for s in range(c.n) for d in range(c.n) if s != d]
+
+
+def _to_root(c: _Call) -> list[RankPair]:
+    return [(s, c.root) for s in range(c.n) if s != c.root]
+
+
+def _from_root(c: _Call) -> list[RankPair]:
+    return [(c.root, d) for d in range(c.n) if d != c.root]
+
+
+def _successor(c: _Call) -> list[RankPair]:
+    return _ring_pairs(range(c.n))
+
+
+def _direct(
+    pairs_of: Callable[[_Call], list[RankPair]], per_block: bool, steps: int = 1
+) -> Formula:
+    """Every pair at once, each moving S (or S / n with ``per_block``) in k chunks."""
+
+    def formula(c: _Call) -> float:
+        pairs = pairs_of(c)
+        if not pairs:
+            return 0.0
+        cost = c.cost(pairs)
+        block = c.size / c.n if per_block else c.size
+        return pipeline_time_s(steps, c.k, cost.alpha_s, c.tau(block / c.k, cost), c.window)
+
+    return formula
+
+
+def _reduce_broadcast(c: _Call) -> float:
+    if c.n == 1:
+        return 0.0
+    return c.chain([c.node_pairs(_to_root(c)), c.node_pairs(_from_root(c))], c.size)
+
+
+# --- nvls -----------------------------------------------------------------------------------
+
+
+def _nvls(collective: Collective) -> Formula:
+    def formula(c: _Call) -> float:
+        n = c.n
+        if n == 1:
+            return 0.0
+        switch = reducing_switch(c.net.topology, c.nodes, c.algorithm)
+        up = [(node, switch) for node in c.nodes]
+        down = [(switch, node) for node in c.nodes]
+        if collective is Collective.ALLREDUCE:  # every piece up, then down
+            return c.chain([up, down], c.size)
+        cost = c.net.cost(up + down)
+        alpha = cost.alpha_s
+        tau = c.tau(c.size / (n * c.k), cost)
+        if collective is Collective.REDUCESCATTER:  # all n blocks up, then block r down
+            return pipeline_time_s(1, n * c.k, alpha, tau, c.window) + alpha + tau
+        return alpha + tau + pipeline_time_s(1, (n - 1) * c.k, alpha, tau, c.window)
+
+    return formula
+
+
+def _sharp(c: _Call) -> float:
+    """SHARP: ranks -> group switch (+) [-> root switch (+) -> group switch] -> ranks."""
+    n = c.n
+    if n == 1:
+        return 0.0
+    g = c.ranks_per_switch if 0 < c.ranks_per_switch < n else n
+    if n % g:
+        raise ConfigError(f"{c.algorithm}: ranks_per_switch {g} does not divide {n} ranks")
+    groups = [list(range(first, first + g)) for first in range(0, n, g)]
+    two_levels = len(groups) > 1
+    every = [list(range(n))] * two_levels
+    switches = fabric_switches(c.net.topology, c.nodes, groups + every, c.algorithm, c.net.router)
+    up = [(c.nodes[r], switches[j]) for j, group in enumerate(groups) for r in group]
+    down = [(b, a) for a, b in up]
+    hops = [up, down]
+    if two_levels:
+        root = switches[-1]
+        to_root = [(switch, root) for switch in switches[:-1]]
+        hops = [up, to_root, [(b, a) for a, b in to_root], down]
+    return c.chain(hops, c.size)
+
+
+# --- textbook algorithms (per step) ---------------------------------------------------------
+
+
+def _log2_ceil(n: int) -> int:
+    return (n - 1).bit_length()
+
+
+def _binomial(towards_root: bool, build: Callable[[int, int], Tree] | None = None) -> Formula:
+    """Binomial broadcast (reduce): the tree of :mod:`simcoll.algorithms.tree` (MPICH's,
+    or ``build``'s), where a rank sends to all its children at once as soon as it has the
+    data, is a pipelined chain of its levels; the edges of one level run together (and
+    share links). Exact when no link is shared (and for broadcast on a star); a reduce on
+    shared links finishes earlier, since a parent's children do not all send at once
+    (leaves start at time 0)."""
+    make = build or binomial_tree
+
+    def formula(c: _Call) -> float:
+        if c.n == 1:
+            return 0.0
+        tree = make(c.n, c.root)
+        level = {tree.root: 0}
+        hops: list[list[RankPair]] = []
+        for rank in tree.top_down()[1:]:
+            parent = tree.parent[rank]
+            level[rank] = level[parent] + 1
+            if len(hops) < level[rank]:
+                hops.append([])
+            hops[level[rank] - 1].append((parent, rank))
+        if towards_root:
+            hops = [[(b, a) for a, b in hop] for hop in reversed(hops)]
+        return c.chain([c.node_pairs(hop) for hop in hops], c.size)
+
+    return formula
+
+
+def _binomial_blocks(towards_root: bool) -> Formula:
+    """Binomial scatter (or gather): a sender passes on the blocks of its whole subtree."""
+
+    def formula(c: _Call) -> float:
+        n, root, block = c.n, c.root, c.size / c.n
+        levels = _log2_ceil(n)
+        steps: list[tuple[list[RankPair], float]] = []
+        for i in range(levels):
+            d = 1 << (levels - 1 - i)
+            starts = [v for v in range(0, n, 2 * d) if v + d < n]
+            pairs = [((root + v) % n, (root + v + d) % n) for v in starts]
+            most = max((min(d, n - v - d) for v in starts), default=0)
+            if towards_root:
+                pairs = [(b, a) for a, b in pairs]
+            steps.append((pairs, most * block))
+        return c.steps(steps[::-1] if towards_root else steps)
+
+    return formula
+
+
+def _btree_parent(n: int, rank: int) -> int | None:
+    """Parent of ``rank`` in NCCL's binary tree (``ncclGetBtree``, src/graph/trees.cc)."""
+    if rank == 0:
+        return None
+    bit = rank & -rank  # lowest set bit
+    up = (rank ^ bit) | (bit << 1)
+    return rank ^ bit if up >= n else up
+
+
+def _dtree_parents(n: int, rank: int) -> tuple[int | None, int | None]:
+    """Parents of ``rank`` in NCCL's two trees: the second is the first shifted by one rank
+    (odd n) or mirrored (even n), as ``ncclGetDtree`` builds it."""
+    first = _btree_parent(n, rank)
+    if n % 2:
+        p = _btree_parent(n, (rank - 1) % n)
+        second = None if p is None else (p + 1) % n
+    else:
+        p = _btree_parent(n, n - 1 - rank)
+        second = None if p is None else n - 1 - p
+    return first, second
+
+
+def _tree_depth(n: int, tree: int) -> int:
+    """Edges from the root to the deepest rank of NCCL's tree ``tree`` (0 or 1)."""
+    deepest = 0
+    for rank in range(n):
+        depth, up = 0, _dtree_parents(n, rank)[tree]
+        while up is not None:
+            depth, up = depth + 1, _dtree_parents(n, up)[tree]
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _double_binary_tree(c: _Call) -> float:
+    n = c.n
+    if n == 1:
+        return 0.0
+    pairs: list[RankPair] = []
+    for rank in range(n):
+        for up in _dtree_parents(n, rank):
+            if up is not None:
+                pairs += [(rank, up), (up, rank)]
+    depth = max(_tree_depth(n, 0), _tree_depth(n, 1))
+    # A rank's own transfers (up to three per tree) are in the formula: no sharing on top.
+    cost = c.cost(pairs, share=False)
+    tau = c.tau(c.size / c.k, cost)
+    return 2 * depth * (cost.alpha_s + tau) + 2 * (c.k - 1) * tau
+
+
+def _fold(n: int) -> tuple[int, list[int]]:
+    """MPICH's fold onto p = 2^floor(log2 n) ranks (as ``simcoll.algorithms.doubling``):
+    position i is rank 2i + 1 for i < n - p (standing for rank 2i too), else rank i + n - p."""
+    p = 1 << (n.bit_length() - 1)
+    return p, [2 * i + 1 if i < n - p else i + n - p for i in range(p)]
+
+
+def _halving_doubling(collective: Collective) -> Formula:
+    """Recursive halving (distance p/2 first) and/or doubling (distance 1 first).
+
+    Each step is costed at its largest transfer: a position sends the blocks of the
+    positions it stands for, and a folded position stands for two ranks.
+    """
+
+    def formula(c: _Call) -> float:
+        n, size = c.n, float(c.size)
+        p, ranks = _fold(n)
+        extra = n - p
+        fold_in = [(2 * i, 2 * i + 1) for i in range(extra)]
+        fold_out = [(b, a) for a, b in fold_in]
+        # Blocks each position stands for, and the bytes of one block.
+        if collective is Collective.ALLREDUCE:
+            weight, block = [1] * p, size / p  # p sub-blocks of the whole buffer
+        else:
+            weight, block = [2 if i < extra else 1 for i in range(p)], size / n
+        dists = [1 << j for j in range(p.bit_length() - 1)]
+
+        def step(d: int, halving: bool) -> tuple[list[RankPair], float]:
+            # Halving: i sends the blocks of its partner's half; doubling: all it holds.
+            side = [i ^ d if halving else i for i in range(p)]
+            most = max(sum(weight[j] for j in range(p) if j // d == side[i] // d) for i in range(p))
+            return [(ranks[i], ranks[i ^ d]) for i in range(p)], most * block
+
+        halving = [step(d, halving=True) for d in reversed(dists)]
+        doubling = [step(d, halving=False) for d in dists]
+        if collective is Collective.ALLREDUCE:
+            steps = [(fold_in, size), *halving, *doubling, (fold_out, size)]
+        elif collective is Collective.REDUCESCATTER:
+            steps = [(fold_in, size), *halving, (fold_out, size / n)]
+        else:
+            steps = [(fold_in, size / n), *doubling, (fold_out, size * (n - 1) / n)]
+        return c.steps(steps)
+
+    return formula
+
+
+def _bruck(collective: Collective) -> Formula:
+    def formula(c: _Call) -> float:
+        n, block = c.n, c.size / c.n
+        steps: list[tuple[Sequence[RankPair], float]] = []
+        for i in range(_log2_ceil(n)):
+            d = 1 << i
+            if collective is Collective.ALLGATHER:  # send the 2^i blocks held so far
+                steps.append(([(r, (r - d) % n) for r in range(n)], min(d, n - d) * block))
+            else:  # all-to-all: the blocks whose distance has bit i set
+                count = sum(1 for j in range(n) if j & d)
+                steps.append(([(r, (r + d) % n) for r in range(n)], count * block))
+        return c.steps(steps)
+
+    return formula
+
+
+def _pairwise(c: _Call) -> float:
+    n = c.n
+    return c.steps([([(r, (r + i) % n) for r in range(n)], c.size / n) for i in range(1, n)])
+
+
+def _hierarchical(c: _Call) -> float:
+    groups = hosts_of(c.net.topology, c.nodes)
+    g, n_hosts = len(groups[0]), len(groups)
+    if any(len(group) != g for group in groups):
+        sizes = sorted({len(group) for group in groups})
+        raise ConfigError(
+            f"{c.algorithm} needs the same number of ranks on every host; got {sizes}"
+        )
+    intra = [pair for group in groups for pair in _ring_pairs(group)]
+    inter = [pair for local in range(g) for pair in _ring_pairs([h[local] for h in groups])]
+    total = 0.0
+    if g > 1:
+        cost = c.cost(intra)
+        tau = c.tau(c.size / (g * c.k), cost)
+        total += 2 * pipeline_time_s(g - 1, c.k, cost.alpha_s, tau, c.window)
+    if n_hosts > 1:
+        cost = c.cost(inter)
+        tau = c.tau(c.size / (g * n_hosts * c.k), cost)
+        total += pipeline_time_s(2 * (n_hosts - 1), c.k, cost.alpha_s, tau, c.window)
+    return total
+
+
+def _reducescatter_allgather(c: _Call) -> float:
+    return 2 * _ring(lambda n: n - 1)(c)
+
+
+C = Collective
+_FORMULAS: dict[tuple[Collective, str], Formula] = {
+    (C.ALLREDUCE, "ring"): _ring(lambda n: 2 * (n - 1)),
+    (C.ALLGATHER, "ring"): _ring(lambda n: n - 1),
+    (C.REDUCESCATTER, "ring"): _ring(lambda n: n - 1),
+    (C.BROADCAST, "ring"): _ring_chain(0),
+    (C.REDUCE, "ring"): _ring_chain(1),
+    (C.ALLREDUCE, "direct"): _direct(_all_pairs, per_block=True, steps=2),
+    (C.ALLGATHER, "direct"): _direct(_all_pairs, per_block=True),
+    (C.REDUCESCATTER, "direct"): _direct(_all_pairs, per_block=True),
+    (C.ALLTOALL, "direct"): _direct(_all_pairs, per_block=True),
+    (C.BROADCAST, "direct"): _direct(_from_root, per_block=False),
+    (C.REDUCE, "direct"): _direct(_to_root, per_block=False),
+    (C.GATHER, "direct"): _direct(_to_root, per_block=True),
+    (C.SCATTER, "direct"): _direct(_from_root, per_block=True),
+    (C.SENDRECV, "direct"): _direct(_successor, per_block=False),
+    (C.ALLREDUCE, "reduce_broadcast"): _reduce_broadcast,
+    (C.ALLREDUCE, "nvls"): _nvls(C.ALLREDUCE),
+    (C.REDUCESCATTER, "nvls"): _nvls(C.REDUCESCATTER),
+    (C.ALLGATHER, "nvls"): _nvls(C.ALLGATHER),
+    (C.ALLREDUCE, "sharp"): _sharp,
+    (C.ALLREDUCE, "tree"): _double_binary_tree,
+    (C.BROADCAST, "tree"): _binomial(towards_root=False),
+    (C.BROADCAST, "msb_tree"): _binomial(towards_root=False, build=msb_binomial_tree),
+    (C.REDUCE, "tree"): _binomial(towards_root=True),
+    (C.SCATTER, "tree"): _binomial_blocks(towards_root=False),
+    (C.GATHER, "tree"): _binomial_blocks(towards_root=True),
+    (C.ALLREDUCE, "halving_doubling"): _halving_doubling(C.ALLREDUCE),
+    (C.REDUCESCATTER, "halving_doubling"): _halving_doubling(C.REDUCESCATTER),
+    (C.ALLGATHER, "halving_doubling"): _halving_doubling(C.ALLGATHER),
+    (C.ALLGATHER, "bruck"): _bruck(C.ALLGATHER),
+    (C.ALLTOALL, "bruck"): _bruck(C.ALLTOALL),
+    (C.ALLTOALL, "pairwise"): _pairwise,
+    (C.ALLREDUCE, "hierarchical"): _hierarchical,
+    (C.ALLREDUCE, "reducescatter_allgather"): _reducescatter_allgather,
+}
+
+ALPHABETA_ALGORITHMS: frozenset[tuple[Collective, str]] = frozenset(_FORMULAS)
+"""The (collective, algorithm) pairs :func:`alphabeta_time_s` has a formula for."""
+
+
+def alphabeta_algorithm_names(collective: Collective | str) -> list[str]:
+    """Algorithms with an alpha-beta formula for a collective, sorted.
+
+    >>> alphabeta_algorithm_names("alltoall")
+    ['bruck', 'direct', 'pairwise']
+    """
+    c = collective if isinstance(collective, Collective) else Collective.parse(collective)
+    return sorted(name for coll, name in _FORMULAS if coll is c)
+
+
+def alphabeta_time_s(
+    topology: nx.DiGraph[str],
+    collective: Collective | str,
+    algorithm: str,
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    root: int = 0,
+    ranks_per_switch: int = 0,
+    protocol: Protocol | str | None = None,
+    contention: bool = True,
+    rank_nodes: tuple[str, ...] | None = None,
+    router: Router | None = None,
+) -> float:
+    """Time of one collective call by the alpha-beta formula of its algorithm, in seconds.
+
+    Parameters
+    ----------
+    topology
+        A validated topology; alpha and B come from the routes of the pairs the algorithm
+        uses (see the module docstring).
+    collective, algorithm
+        What to cost, by name; :func:`alphabeta_algorithm_names` lists the algorithms.
+    n_ranks
+        Ranks, on the GPUs with ``rank`` 0..n_ranks-1 (as :func:`simcoll.sim.engine.simulate`
+        places them) unless ``rank_nodes`` says otherwise.
+    size_bytes
+        Message size, nccl-tests convention; it must split into the collective's blocks.
+    n_channels, n_chunks, max_in_flight, root, ranks_per_switch
+        As the algorithm functions take them (:mod:`simcoll.algorithms`); an algorithm
+        ignores those it has no use for (``ranks_per_switch`` is ``sharp``'s).
+    protocol
+        An NCCL protocol (or its name): every transfer pays its step latency on top of
+        its route's and moves ``bytes / efficiency`` on the wire, as in ``simulate``.
+    contention
+        True models the ``flow`` engine (pairs share the links they cross); False the
+        ``ideal`` one (every transfer at its route's bottleneck bandwidth).
+    rank_nodes
+        GPU node of each rank, for a placement other than by ``rank``.
+    router
+        A :class:`~simcoll.topology.Router` of ``topology`` to reuse across calls (a size
+        sweep): routing is most of the cost on a large fabric, and the router caches it.
+
+    Raises
+    ------
+    ConfigError
+        On an unknown collective or algorithm (the message lists the valid ones), a size
+        that does not split into blocks, bad parameters, more ranks than GPUs, or an
+        ``nvls`` algorithm on a topology without a reducing switch.
+
+    Examples
+    --------
+    >>> from simcoll.topology import switch_star
+    >>> star = switch_star(8, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
+    >>> t = alphabeta_time_s(star, "broadcast", "direct", 8, 10**6)
+    >>> round(t * 1e6, 6)  # alpha + (n - 1) S / B: the root's uplink carries 7 copies
+    72.0
+    >>> alphabeta_time_s(star, "allreduce", "rings", 8, 64)
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: no alpha-beta formula for allreduce/rings; valid: direct, \
+halving_doubling, hierarchical, nvls, reduce_broadcast, reducescatter_allgather, ring, sharp, tree
+    """
+    c = collective if isinstance(collective, Collective) else Collective.parse(collective)
+    formula = _FORMULAS.get((c, algorithm))
+    if formula is None:
+        valid = ", ".join(alphabeta_algorithm_names(c))
+        raise ConfigError(f"no alpha-beta formula for {c.value}/{algorithm}; valid: {valid}")
+    for name, value in (("n_channels", n_channels), ("n_chunks", n_chunks),
+                        ("max_in_flight", max_in_flight)):  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
+        raise ConfigError(f"size_bytes must be a non-negative integer, got {size_bytes!r}")
+    nodes = map_ranks(topology, n_ranks) if rank_nodes is None else tuple(rank_nodes)
+    if len(nodes) != n_ranks:
+        raise ConfigError(f"rank_nodes names {len(nodes)} GPUs for {n_ranks} ranks")
+    if isinstance(ranks_per_switch, bool) or not isinstance(ranks_per_switch, int):
+        raise ConfigError(f"ranks_per_switch must be an integer, got {ranks_per_switch!r}")
+    if not 0 <= root < n_ranks:
+        raise ConfigError(f"{c.value}: root {root} is not a rank of {n_ranks}")
+    c.block_bytes(size_bytes, n_ranks)  # refuses what the schedule builders refuse
+    if isinstance(protocol, str):
+        protocol = parse_protocol(protocol)
+    call = _Call(
+        net=Network(topology, protocol=protocol, contention=contention, router=router),
+        nodes=nodes,
+        size=size_bytes,
+        ch=n_channels,
+        k=n_chunks,
+        window=max_in_flight,
+        root=root,
+        algorithm=algorithm,
+        ranks_per_switch=ranks_per_switch,
+    )
+    return formula(call)
+
+
+def pattern_cost(
+    topology: nx.DiGraph[str],
+    pairs: Sequence[RankPair],
+    *,
+    n_ranks: int | None = None,
+    rank_nodes: tuple[str, ...] | None = None,
+    protocol: Protocol | str | None = None,
+    contention: bool = True,
+    router: Router | None = None,
+) -> PatternCost:
+    """Alpha, per-pair bandwidth and k_max of rank pairs that communicate at once.
+
+    Ranks map to GPUs as in :func:`alphabeta_time_s` (``n_ranks`` defaults to one past
+    the largest rank named).
+
+    >>> from simcoll.topology import switch_star
+    >>> star = switch_star(4, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
+    >>> cost = pattern_cost(star, [(0, 1), (0, 2), (0, 3)])  # rank 0 sends to three peers
+    >>> cost.k_max, cost.busiest_link, round(cost.bandwidth_bytes_per_s / 1e9, 6)
+    (3, ('gpu0', 'sw'), 33.333333)
+    """
+    if rank_nodes is None:
+        needed = n_ranks if n_ranks is not None else 1 + max((max(p) for p in pairs), default=0)
+        rank_nodes = map_ranks(topology, needed)
+    if isinstance(protocol, str):
+        protocol = parse_protocol(protocol)
+    net = Network(topology, protocol=protocol, contention=contention, router=router)
+    return net.cost([(rank_nodes[a], rank_nodes[b]) for a, b in pairs])

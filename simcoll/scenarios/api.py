@@ -1,0 +1,73 @@
+"""The notebook entry point: run a scenario from Python and get plain tables back.
+
+>>> import simcoll
+>>> result = simcoll.run_scenario({
+...     "schema": 1,
+...     "topology": {"file": "topologies/dgx-a100.toml"},
+...     "workload": {"collective": "allreduce", "algorithm": "ring", "size_bytes": "1 GiB"},
+...     "sweep": {"n_ranks": [2, 4, 8]},
+... })
+>>> # a ring all-reduce runs at the 300 GB/s of one NVLink direction per GPU: busbw 300
+>>> [(row["n_ranks"], round(row["busbw_bytes_per_s"] / 1e9)) for row in result.rows]
+[(2, 300), (4, 300), (8, 300)]
+>>> result.column("n_ranks").tolist()
+[2, 4, 8]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from simcoll.scenarios.scenario import load_scenario, parse_scenario
+from simcoll.scenarios.sweep import PointResult, SweepResult, run_sweep
+
+__all__ = ["run_scenario"]
+
+
+def run_scenario(
+    scenario: str | Path | Mapping[str, Any],
+    *,
+    out: str | Path | None = None,
+    workers: int | None = 1,
+    scheduler: str | None = None,
+    force: bool = False,
+    base: str | Path = ".",
+) -> SweepResult:
+    """Run a scenario (a TOML file, or the same data as a dict) and return its results.
+
+    Parameters
+    ----------
+    scenario
+        A path to a scenario file, or its contents as a mapping (paths inside resolve
+        against ``base``).
+    out
+        A folder for the same files ``simcoll run --out`` writes (tables, plots, traces,
+        and ``results.jsonl`` for resuming); None keeps everything in memory.
+    workers, scheduler, force
+        As for ``simcoll run``; ``workers=1`` (the default here) runs in this process.
+
+    Returns
+    -------
+    SweepResult
+        ``.rows`` (a list of dicts: DESIGN's columns, the workload's metrics and the axis
+        values), ``.column(name)`` (a numpy array), ``.to_pandas()`` (with pandas
+        installed), ``.failures`` (points that failed, with their errors).
+    """
+    if isinstance(scenario, Mapping):
+        spec = parse_scenario(scenario, source="<scenario>", base=Path(base))
+    else:
+        spec = load_scenario(scenario)
+    timelines: list[PointResult] = []
+    result = run_sweep(
+        spec, out, workers=workers, scheduler=scheduler, force=force, on_point=timelines.append
+    )
+    if out is not None:
+        from simcoll.scenarios.report import write_report, write_timeline  # noqa: PLC0415
+
+        for point in timelines:
+            if point.timeline is not None:
+                write_timeline(point.timeline, point.point, spec, Path(out))
+        write_report(result, out)
+    return result

@@ -1,0 +1,287 @@
+"""``simcoll bench``: a fixed suite of speed and scale cases, measured, never asserted.
+
+Each case runs in its own process (so its peak memory is its own, and a case that runs
+past its time limit is stopped without losing the rows already printed) and reports:
+
+- ``ranks``: GPUs of the collective;
+- ``transfers``: transfers of the whole schedule (a 16,384-GPU ring all-reduce has 4.3
+  billion), ``simulated``: those the engine ran (representatives, on the symmetric path);
+- ``events``: distinct simulated instants at which flows started or finished;
+- ``sim_time_ms``: simulated time of the collective (for the sweep: summed over its sizes);
+- ``wall_s``: wall-clock seconds of the case (topology, schedule, routing, simulation);
+- ``events_per_s``: events / wall_s; ``peak_MiB``: peak resident memory of the process;
+- ``busbw_GB/s``: nccl-tests bus bandwidth (for the sweep: at its largest size);
+- ``path``: ``symmetric`` (exact quotient, :mod:`simcoll.sim.symmetry`) or ``general``.
+
+The cases and their targets (issue 5) are in :data:`CASES`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import multiprocessing
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import networkx as nx
+import numpy as np
+
+from simcoll.algorithms import build_schedule
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError
+from simcoll.prediction.pipeline import ring_chunks
+from simcoll.sim.engine import SimulationResult, simulate
+from simcoll.sim.symmetry import simulate_ring_fast
+from simcoll.topology import gpu_nodes
+from simcoll.topology import load as load_topology
+
+__all__ = ["CASES", "BenchRow", "Case", "run_bench"]
+
+TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+GIB = 2**30
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case: what it runs and the wall-time target it is held to."""
+
+    name: str
+    description: str
+    target_wall_s: float | None
+    run: Callable[[], BenchRow]
+
+
+@dataclass
+class BenchRow:
+    """What one case measured (see the module docstring for each field)."""
+
+    case: str
+    ranks: int
+    transfers: int
+    simulated: int
+    events: int
+    sim_time_ms: float
+    wall_s: float = math.nan
+    events_per_s: float = math.nan
+    peak_MiB: float = math.nan  # noqa: N815 - the unit's own spelling
+    busbw_GBps: float = math.nan  # noqa: N815 - GB/s
+    path: str = ""
+    target_wall_s: float | None = None
+    status: str = "ok"
+
+
+def _topology(file: str, n_nodes: int | None = None, routing: str | None = None) -> nx.DiGraph[str]:
+    overrides = {} if n_nodes is None else {"n_nodes": str(n_nodes)}
+    graph = load_topology(TOPOLOGIES / file, overrides=overrides)
+    if routing is not None:
+        graph.graph["routing"] = routing
+    return graph
+
+
+def _ring_case(name: str, file: str, n_nodes: int | None) -> BenchRow:
+    """Ring all-reduce of 1 GiB, 8 channels, on the symmetric path (d-mod-k routing)."""
+    graph = _topology(file, n_nodes, routing="dmodk")
+    n = len(gpu_nodes(graph))
+    found = simulate_ring_fast(graph, "allreduce", n, GIB, n_channels=8)
+    if found is None:
+        raise ConfigError(f"{file}: the ring is not symmetric on this fabric")
+    result, sym = found
+    return _row(name, result, transfers=sym.n_transfers, path="symmetric")
+
+
+def _general_case(  # noqa: PLR0917 - a case's own description
+    name: str, file: str, n_nodes: int, collective: str, algorithm: str, size_bytes: int
+) -> BenchRow:
+    graph = _topology(file, n_nodes, routing="dmodk")
+    n = len(gpu_nodes(graph))
+    params = {"gpus_per_node": 8} if algorithm == "tree" else {}
+    schedule = build_schedule(collective, algorithm, n_ranks=n, size_bytes=size_bytes, **params)
+    result = simulate(graph, schedule)
+    return _row(name, result, transfers=schedule.n_transfers, path="general")
+
+
+def _sweep_case(name: str) -> BenchRow:
+    """64 sizes of ring all-reduce, 1 MiB..1 GiB, 128 GPUs, 8 channels, chunks as predict."""
+    graph = _topology("h100-rail-optimized.toml", 16, routing="dmodk")
+    n, channels = 128, 8
+    grain = n * channels * 64  # every size splits evenly into the pieces of any chunking
+    sizes = np.unique(np.round(np.logspace(20, 30, 64, base=2) / grain).astype(np.int64) * grain)
+    transfers = simulated = events = 0
+    sim_time_s = 0.0
+    busbw = math.nan
+    for size in sizes.tolist():
+        chunks = ring_chunks(Collective.ALLREDUCE, n, size, channels)
+        found = simulate_ring_fast(
+            graph, "allreduce", n, size, n_channels=channels, n_chunks=chunks
+        )
+        if found is None:
+            raise ConfigError("the 128-GPU ring is not symmetric on this fabric")
+        result, sym = found
+        transfers += sym.n_transfers
+        simulated += sym.representatives.n_transfers
+        events += result.stats.instants
+        sim_time_s += result.time_s
+        busbw = result.busbw_bytes_per_s / 1e9
+    return BenchRow(
+        case=f"{name} ({len(sizes)} sizes)",
+        ranks=n,
+        transfers=transfers,
+        simulated=simulated,
+        events=events,
+        sim_time_ms=sim_time_s * 1e3,
+        busbw_GBps=busbw,
+        path="symmetric",
+    )
+
+
+def _row(name: str, result: SimulationResult, *, transfers: int, path: str) -> BenchRow:
+    return BenchRow(
+        case=name,
+        ranks=result.schedule.n_ranks,
+        transfers=transfers,
+        simulated=result.schedule.n_transfers,
+        events=result.stats.instants,
+        sim_time_ms=result.time_s * 1e3,
+        busbw_GBps=result.busbw_bytes_per_s / 1e9,
+        path=path,
+    )
+
+
+CASES: tuple[Case, ...] = (
+    Case(
+        "ring-8",
+        "ring all-reduce 1 GiB, 8 channels, one DGX H100 (NVSwitch)",
+        None,
+        lambda: _ring_case("ring-8", "dgx-h100.toml", None),
+    ),
+    Case(
+        "ring-1024",
+        "ring all-reduce 1 GiB, 8 channels, 128 DGX H100 on a rail-optimized fat-tree",
+        10.0,
+        lambda: _ring_case("ring-1024", "h100-rail-optimized.toml", 128),
+    ),
+    Case(
+        "ring-16384",
+        "ring all-reduce 1 GiB, 8 channels, 2,048 DGX H100 on a rail-optimized fat-tree",
+        300.0,
+        lambda: _ring_case("ring-16384", "h100-rail-optimized.toml", 2048),
+    ),
+    Case(
+        "alltoall-1024",
+        "all-to-all 256 MiB, 128 A100 nodes on a 2:1 oversubscribed RoCE fat-tree",
+        60.0,
+        lambda: _general_case(
+            "alltoall-1024", "a100-roce-2to1.toml", 128, "alltoall", "direct", 256 * MIB
+        ),
+    ),
+    Case(
+        "tree-1024",
+        "double binary tree all-reduce 1 GiB, 128 DGX H100, rail-optimized fat-tree",
+        None,
+        lambda: _general_case(
+            "tree-1024", "h100-rail-optimized.toml", 128, "allreduce", "tree", GIB
+        ),
+    ),
+    Case(
+        "sweep-128",
+        "ring all-reduce at 64 sizes (1 MiB..1 GiB), 16 DGX H100, 8 channels",
+        30.0,
+        lambda: _sweep_case("sweep-128"),
+    ),
+)
+
+
+def _child(index: int, queue: multiprocessing.Queue[Any]) -> None:  # pragma: no cover
+    start = time.perf_counter()
+    try:
+        row = CASES[index].run()
+    except Exception as error:  # reported as the case's status, not lost
+        queue.put(("error", f"{type(error).__name__}: {error}"))
+        return
+    row.wall_s = time.perf_counter() - start
+    row.peak_MiB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    queue.put(("ok", asdict(row)))
+
+
+def run_bench(names: list[str] | None = None, *, timeout_s: float = 600.0) -> Iterator[BenchRow]:
+    """Run the cases named (all by default), each in a fresh process; yield rows as done.
+
+    A case that fails or runs past ``timeout_s`` yields a row whose ``status`` says so.
+    """
+    chosen = [c for c in CASES if names is None or c.name in names]
+    context = multiprocessing.get_context("spawn")
+    for case in chosen:
+        index = CASES.index(case)
+        queue: multiprocessing.Queue[Any] = context.Queue()
+        process = context.Process(target=_child, args=(index, queue), daemon=True)
+        start = time.perf_counter()
+        process.start()
+        try:
+            status, payload = queue.get(timeout=timeout_s)
+        except Exception:  # queue.Empty: the case ran out of time
+            status, payload = "timeout", f"stopped after {timeout_s:g} s"
+        process.kill()
+        process.join()
+        if status == "ok":
+            row = BenchRow(**payload)
+        else:
+            row = BenchRow(case.name, 0, 0, 0, 0, math.nan, status=f"{status}: {payload}")
+            row.wall_s = time.perf_counter() - start
+        row.target_wall_s = case.target_wall_s
+        if row.wall_s > 0 and row.events:
+            row.events_per_s = row.events / row.wall_s
+        yield row
+
+
+COLUMNS = (
+    ("case", "case", "{}"),
+    ("ranks", "ranks", "{:,}"),
+    ("transfers", "transfers", "{:,}"),
+    ("simulated", "simulated", "{:,}"),
+    ("events", "events", "{:,}"),
+    ("sim_time_ms", "sim time (ms)", "{:.3f}"),
+    ("wall_s", "wall (s)", "{:.3f}"),
+    ("events_per_s", "events/s", "{:,.0f}"),
+    ("peak_MiB", "peak mem (MiB)", "{:,.0f}"),
+    ("busbw_GBps", "busbw (GB/s)", "{:.2f}"),
+    ("path", "path", "{}"),
+    ("target_wall_s", "target (s)", "{:g}"),
+    ("status", "status", "{}"),
+)
+
+
+def _cell(row: BenchRow, key: str, fmt: str) -> str:
+    value = getattr(row, key)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if key == "status" and value == "ok" and row.target_wall_s is not None:
+        return "ok" if row.wall_s <= row.target_wall_s else "over target"
+    return fmt.format(value)
+
+
+def print_rows(rows: Iterator[BenchRow], fmt: str, out: TextIO = sys.stdout) -> list[BenchRow]:
+    """Print rows as they come (table, csv or json lines); return them."""
+    done = []
+    if fmt == "csv":
+        writer = csv.writer(out)
+        writer.writerow([key for key, _, _ in COLUMNS])
+    elif fmt == "table":
+        out.write("  ".join(f"{title:>14}" for _, title, _ in COLUMNS) + "\n")
+    for row in rows:
+        done.append(row)
+        if fmt == "csv":
+            writer.writerow([getattr(row, key) for key, _, _ in COLUMNS])
+        elif fmt == "json":
+            out.write(json.dumps(asdict(row)) + "\n")
+        else:
+            out.write("  ".join(f"{_cell(row, k, f):>14}" for k, _, f in COLUMNS) + "\n")
+        out.flush()
+    return done

@@ -1,0 +1,350 @@
+"""Scenario files: one question about a cluster design as TOML data.
+
+A scenario names a topology (a file of ``topologies/`` and overrides of its parameters), a
+workload (one collective, or a training step from :mod:`simcoll.scenarios.workloads`), the axes to
+sweep, and the outputs wanted. ``simcoll run SCENARIO`` runs it (:mod:`simcoll.scenarios.sweep`).
+The schema, with every key, is in ``scenarios/README.md``::
+
+    schema = 1
+    title = "Ring all-reduce bus bandwidth vs GPU count"
+
+    [topology]
+    file = "../topologies/h100-ib-fat-tree.toml"   # relative to this file
+    set = { n_nodes = 2 }                         # optional overrides of its [params]
+
+    [workload]
+    kind = "collective"                           # or ddp, fsdp, p2p, ... (workloads)
+    collective = "allreduce"
+    algorithm = "ring"
+
+    [sweep]                                        # every key is an axis; points = product
+    size_bytes = "1M:1G"                           # nccl-tests range, or a list
+    n_ranks = [2, 4, 8, 16]
+    "topology.nic_bandwidth" = ["200 Gbit/s", "400 Gbit/s"]   # or "topology.file" = [...]
+
+    [output]
+    plots = ["busbw_vs_size", "scaling"]
+
+Values whose key ends in ``_bytes_per_s``, ``_bytes`` or ``_s`` (or has ``_bytes_per_`` or
+``_s_per_`` inside, as ``backward_s_per_layer``) may be written with units (``"400 Gbit/s"``,
+``"25 MiB"``, ``"3 ms"``). Scenarios are data: nothing in them is
+executed.
+
+>>> spec = parse_scenario({"schema": 1, "topology": {"file": "t.toml"},
+...     "workload": {"collective": "allgather"}, "sweep": {"size_bytes": "1K:4K"}},
+...     source="demo.toml")
+>>> [p.values for p in spec.points()]
+[{'size_bytes': 1024}, {'size_bytes': 2048}, {'size_bytes': 4096}]
+>>> parse_scenario({"schema": 1, "topology": {"file": "t.toml"},
+...     "sweep": {"n_ranks": 8}}, source="demo.toml")
+Traceback (most recent call last):
+...
+simcoll.core.errors.ConfigError: demo.toml: sweep.n_ranks: must be a list of values (or a size \
+range such as "8:8G"), got 8
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.core.units import parse_bandwidth_bytes_per_s, parse_size_bytes, parse_time_s
+from simcoll.prediction.pipeline import parse_sizes
+
+__all__ = ["SCENARIO_SCHEMA", "Point", "Scenario", "load_scenario", "parse_scenario"]
+
+SCENARIO_SCHEMA = 1
+_TOP_KEYS = ("schema", "title", "description", "topology", "workload", "sweep", "output")
+_TOPOLOGY_KEYS = ("file", "set")
+#: Workload keys the engine reads; the rest go to the workload function.
+ENGINE_KEYS = ("kind", "model", "protocol", "calibration")
+PLOTS = (
+    "busbw_vs_size",
+    "scaling",
+    "crossover",
+    "metric",
+    "gantt",
+    "link_utilisation",
+)
+_OUTPUT_KEYS = ("plots", "timelines", "x", "y", "series", "reference_bytes_per_s")
+TIMELINE_CHOICES = ("none", "first", "all")
+TOPOLOGY_PREFIX = "topology."
+TOPOLOGY_FILE_AXIS = "topology.file"
+Value = int | float | str | bool | list[Any]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of a sweep: its index, and the value of every axis."""
+
+    index: int
+    values: dict[str, Value]
+
+    @property
+    def key(self) -> str:
+        """A stable identity of the point's values (for resuming a sweep)."""
+        return json.dumps(self.values, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def label(self) -> str:
+        """``axis=value`` pairs, for messages and file names."""
+        return ", ".join(f"{k}={v}" for k, v in self.values.items()) or "the only point"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A parsed, validated scenario (see the module docstring)."""
+
+    source: str
+    title: str
+    description: str
+    topology_file: Path
+    topology_set: dict[str, str]
+    workload: dict[str, Value]
+    axes: dict[str, list[Value]]
+    output: dict[str, Any] = field(default_factory=dict)
+    base: Path = Path()  # the scenario file's folder: relative paths start here
+
+    @property
+    def kind(self) -> str:
+        """The workload kind (``"collective"`` unless the file says otherwise)."""
+        return str(self.workload.get("kind", "collective"))
+
+    def points(self) -> list[Point]:
+        """Every point of the sweep, the last axis varying fastest."""
+        names = list(self.axes)
+        combos = itertools.product(*(self.axes[n] for n in names))
+        return [Point(i, dict(zip(names, combo, strict=True))) for i, combo in enumerate(combos)]
+
+    @property
+    def digest(self) -> str:
+        """A hash of everything that decides the results (not the outputs wanted)."""
+        text = json.dumps(
+            [str(self.topology_file), self.topology_set, self.workload, self.axes],
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def setup(self, point: Point) -> tuple[Path, dict[str, str], dict[str, Value]]:
+        """The topology file, its overrides and the workload parameters at ``point``.
+
+        A ``topology.file`` axis switches the file (paths relative to the scenario's
+        folder); any other ``topology.NAME`` axis overrides the parameter NAME.
+        """
+        file = self.topology_file
+        overrides = dict(self.topology_set)
+        params = dict(self.workload)
+        for name, value in point.values.items():
+            if name == TOPOLOGY_FILE_AXIS:
+                file = self.base / str(value)
+            elif name.startswith(TOPOLOGY_PREFIX):
+                overrides[name.removeprefix(TOPOLOGY_PREFIX)] = _override_text(
+                    value, f"sweep.{name}"
+                )
+            else:
+                params[name] = value
+        return file, overrides, params
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; errors name the file and the field."""
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("no such scenario file", source=source) from None
+    except OSError as error:
+        raise ConfigError(f"cannot read: {error.strerror}", source=source) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"not UTF-8 (byte {error.start})", source=source) from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"not valid TOML: {error}", source=source) from None
+    except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise ConfigError(f"not valid TOML: {str(error).split(';')[0]}", source=source) from None
+    return parse_scenario(data, source=source, base=Path(path).parent)
+
+
+def parse_scenario(data: Mapping[str, Any], *, source: str, base: Path | None = None) -> Scenario:
+    """Validate scenario data (as read from TOML); file paths resolve against ``base``."""
+    try:
+        return _parse(data, source, base or Path())
+    except SimcollError as error:
+        raise error.located(source=source) from None
+
+
+def _parse(data: Mapping[str, Any], source: str, base: Path) -> Scenario:
+    _known(data, _TOP_KEYS, "")
+    schema = data.get("schema")
+    if schema != SCENARIO_SCHEMA:
+        raise ConfigError(f"must be {SCENARIO_SCHEMA}, got {schema!r}", field="schema")
+    topology = _table(data, "topology", required=True)
+    _known(topology, _TOPOLOGY_KEYS, "topology.")
+    file = topology.get("file")
+    if not isinstance(file, str) or not file:
+        raise ConfigError("must name a topology file (a string)", field="topology.file")
+    if not file.isprintable():
+        raise ConfigError(f"has a control character: {file!r}", field="topology.file")
+    overrides = _table(topology, "set", prefix="topology.")
+    workload = _table(data, "workload")
+    sweep = _table(data, "sweep")
+    for table, prefix in ((overrides, "topology.set."), (workload, "workload."), (sweep, "sweep.")):
+        for key in table:
+            if _field(prefix, key) != f"{prefix}{key}":
+                raise ConfigError("is not a parameter name", field=_field(prefix, key))
+    kind = workload.get("kind", "collective")
+    if not isinstance(kind, str):
+        raise ConfigError(f"must be a string, got {kind!r}", field="workload.kind")
+    params = {k: _value(v, f"workload.{k}") for k, v in workload.items()}
+    if isinstance(params.get("calibration"), str):
+        params["calibration"] = str(base / str(params["calibration"]))
+    axes = {k: _axis(k, v) for k, v in sweep.items()}
+    for name in axes:
+        if name in ENGINE_KEYS[:1]:
+            raise ConfigError("the workload kind cannot be swept", field=f"sweep.{name}")
+    output = _output(_table(data, "output"))
+    return Scenario(
+        source=source,
+        title=_text(data, "title", Path(source).stem),
+        description=_text(data, "description", ""),
+        topology_file=base / file,
+        topology_set={
+            k: _override_text(_value(v, f"topology.set.{k}"), f"topology.set.{k}")
+            for k, v in overrides.items()
+        },
+        workload=params,
+        axes=axes,
+        output=output,
+        base=base,
+    )
+
+
+def _known(table: Mapping[str, Any], keys: tuple[str, ...], prefix: str) -> None:
+    for key in table:
+        if key not in keys:
+            raise ConfigError(f"unknown key; valid: {', '.join(keys)}", field=_field(prefix, key))
+
+
+def _field(prefix: str, key: str) -> str:
+    """``prefix`` and ``key``; a key that is empty, has a control character (a line break)
+    or spaces around it is quoted, so that the error stays one readable line."""
+    plain = key and key.isprintable() and key.strip() == key
+    return f"{prefix}{key}" if plain else f"{prefix}{key!r}"
+
+
+def _table(
+    data: Mapping[str, Any], name: str, *, required: bool = False, prefix: str = ""
+) -> dict[str, Any]:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise ConfigError("missing table", field=f"{prefix}{name}")
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"must be a table, got {value!r}", field=f"{prefix}{name}")
+    return value
+
+
+def _text(data: Mapping[str, Any], name: str, default: str) -> str:
+    value = data.get(name, default)
+    if not isinstance(value, str):
+        raise ConfigError(f"must be a string, got {value!r}", field=name)
+    return value
+
+
+def _value(value: Any, where: str) -> Value:
+    """A scalar or list from TOML, with unit strings parsed by the key's unit suffix."""
+    name = where.rsplit(".", 1)[-1]
+    if isinstance(value, list):
+        return [_value(v, where) for v in value]
+    if isinstance(value, dict):
+        raise ConfigError(f"must be a number, string or list, got a table {value!r}", field=where)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"must be a finite number, got {value!r}", field=where)
+    if isinstance(value, int) and abs(value) > sys.float_info.max:
+        raise ConfigError(
+            f"must be a finite number, got an integer of {len(str(value))} digits", field=where
+        )
+    try:
+        if isinstance(value, str) and name.endswith("_bytes_per_s"):
+            return parse_bandwidth_bytes_per_s(value)
+        if isinstance(value, str) and (name.endswith("_bytes") or "_bytes_per_" in name):
+            return parse_size_bytes(value)
+        if isinstance(value, str) and (name.endswith("_s") or "_s_per_" in name):
+            return parse_time_s(value)
+    except SimcollError as error:
+        raise ConfigError(error.message, field=where) from None
+    if not isinstance(value, int | float | str | bool):
+        raise ConfigError(f"must be a number, string or list, got {value!r}", field=where)
+    return value
+
+
+def _axis(name: str, value: Any) -> list[Value]:
+    where = f"sweep.{name}"
+    if isinstance(value, str) and ":" in value and name.endswith("_bytes"):
+        try:
+            sizes, _ = parse_sizes(value)
+        except SimcollError as error:
+            raise ConfigError(error.message.removeprefix("--sizes: "), field=where) from None
+        return list(sizes)
+    if not isinstance(value, list) or not value:
+        raise ConfigError(
+            f'must be a list of values (or a size range such as "8:8G"), got {value!r}',
+            field=where,
+        )
+    values = _value(value, where)
+    assert isinstance(values, list)
+    if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
+        raise ConfigError(f"has a value twice: {value!r}", field=where)
+    return values
+
+
+def _output(table: dict[str, Any]) -> dict[str, Any]:
+    _known(table, _OUTPUT_KEYS, "output.")
+    plots = table.get("plots")
+    if plots is not None:
+        if not isinstance(plots, list) or not all(isinstance(p, str) for p in plots):
+            raise ConfigError(f"must be a list of plot names, got {plots!r}", field="output.plots")
+        for plot in plots:
+            if plot not in PLOTS:
+                raise ConfigError(
+                    f"unknown plot {plot!r}; valid: {', '.join(PLOTS)}", field="output.plots"
+                )
+    timelines = table.get("timelines", "first")  # collectives: "none" unless asked
+    if timelines not in TIMELINE_CHOICES:
+        raise ConfigError(
+            f"must be one of {', '.join(TIMELINE_CHOICES)}, got {timelines!r}",
+            field="output.timelines",
+        )
+    for key in ("x", "y", "series"):
+        if key in table and not isinstance(table[key], str):
+            raise ConfigError(f"must be a column name, got {table[key]!r}", field=f"output.{key}")
+    if "reference_bytes_per_s" in table:
+        where = "output.reference_bytes_per_s"
+        value = _value(table["reference_bytes_per_s"], where)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ConfigError(f"must be a positive bandwidth, got {value!r}", field=where)
+        table = {**table, "reference_bytes_per_s": float(value)}
+    return table
+
+
+def _override_text(value: Value, where: str) -> str:
+    """A topology override as ``--set`` would give it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        raise ConfigError(
+            f"a topology parameter must be a single value, got {value!r}", field=where
+        )
+    return str(value)

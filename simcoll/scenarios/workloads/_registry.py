@@ -1,0 +1,90 @@
+"""The workloads by name, and :func:`run_workload`, which checks parameter names.
+
+>>> sorted(WORKLOADS)
+['collective', 'concurrent', 'ddp', 'fsdp', 'moe', 'p2p', 'pipeline', 'tensor_parallel_mlp']
+>>> workload_params("p2p")
+['src_rank', 'dst_ranks', 'size_bytes', 'n_copies']
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import networkx as nx
+
+from simcoll.core.errors import ConfigError
+from simcoll.scenarios.workloads._base import WorkloadResult
+from simcoll.scenarios.workloads.collective import collective
+from simcoll.scenarios.workloads.concurrent import concurrent
+from simcoll.scenarios.workloads.ddp import ddp
+from simcoll.scenarios.workloads.fsdp import fsdp
+from simcoll.scenarios.workloads.moe import moe
+from simcoll.scenarios.workloads.p2p import p2p
+from simcoll.scenarios.workloads.pipeline import pipeline
+from simcoll.scenarios.workloads.tensor_parallel import tensor_parallel_mlp
+from simcoll.topology.calibration import Calibration
+
+__all__ = ["WORKLOADS", "run_workload", "workload_params"]
+
+WORKLOADS: dict[str, Callable[..., WorkloadResult]] = {
+    "collective": collective,
+    "ddp": ddp,
+    "tensor_parallel_mlp": tensor_parallel_mlp,
+    "fsdp": fsdp,
+    "moe": moe,
+    "pipeline": pipeline,
+    "concurrent": concurrent,
+    "p2p": p2p,
+}
+"""Workload functions by the name a scenario's ``workload.kind`` gives."""
+
+_ENGINE_PARAMS = ("model", "protocol", "calibration")
+
+
+def _workload(name: str) -> Callable[..., WorkloadResult]:
+    fn = WORKLOADS.get(name)
+    if fn is None:
+        raise ConfigError(f"unknown workload {name!r}; valid: {', '.join(sorted(WORKLOADS))}")
+    return fn
+
+
+def workload_params(name: str) -> list[str]:
+    """The parameters of a workload (beyond the engine's), in signature order."""
+    params = inspect.signature(_workload(name)).parameters.values()
+    return [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name not in _ENGINE_PARAMS]
+
+
+def run_workload(
+    name: str,
+    topology: nx.DiGraph[str],
+    *,
+    model: str = "flow",
+    protocol: str | None = None,
+    calibration: Calibration | None = None,
+    **params: Any,
+) -> WorkloadResult:
+    """Run the workload called ``name`` on ``topology`` with ``params``.
+
+    Raises
+    ------
+    ConfigError
+        If the workload is unknown, a parameter is not one it takes (the message lists
+        those it takes), or a value is wrong (the message names the parameter).
+
+    >>> from simcoll.topology import ring
+    >>> run_workload("ddp", ring(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0),
+    ...              bucket_size=1)
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: ddp has no parameter 'bucket_size'; valid: \
+layer_params_bytes, n_layers, params_bytes, forward_s_per_layer, backward_s_per_layer, \
+bucket_bytes, first_bucket_bytes, optimizer_s, n_ranks, algorithm
+    """
+    valid = workload_params(name)
+    for key in params:
+        if key not in valid:
+            raise ConfigError(f"{name} has no parameter {key!r}; valid: {', '.join(valid)}")
+    fn = WORKLOADS[name]
+    return fn(topology, model=model, protocol=protocol, calibration=calibration, **params)

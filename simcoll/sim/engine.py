@@ -1,0 +1,508 @@
+"""The engine: run a schedule on a topology and record when every transfer arrives.
+
+:func:`simulate` maps ranks to GPU nodes, routes every transfer, and releases transfers
+as the rules of :mod:`simcoll.core.schedule` allow: a transfer is *issued* once all of its
+dependencies have arrived, it is the next of its connection, and the connection has fewer
+than ``max_in_flight`` transfers in flight; it *starts* moving bytes once its route latency
+has passed and the connection's previous transfer has finished moving its bytes; it
+*arrives* when its last byte is through. Bandwidth is shared by the
+:class:`~simcoll.network.fabric.Fabric`.
+
+Everything is deterministic: the same inputs give the same floats, bit for bit.
+
+>>> from simcoll.algorithms import build_schedule
+>>> from simcoll.topology import ring
+>>> topo = ring(4, link_bandwidth_bytes_per_s=100e9, link_latency_s=2e-6)
+>>> result = simulate(topo, build_schedule("allgather", "ring", n_ranks=4, size_bytes=8_000_000))
+>>> round(result.time_s * 1e6, 6)  # 3 steps of (2 us + 2 MB / 100 GB/s)
+66.0
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import networkx as nx
+import numpy as np
+import numpy.typing as npt
+import simpy
+
+from simcoll.core.errors import ConfigError, SimulationError, TopologyError
+from simcoll.core.protocols import Protocol
+from simcoll.core.schedule import Schedule
+from simcoll.network.fabric import Fabric, FabricStats
+from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
+from simcoll.plan.placement import map_ranks
+from simcoll.topology import NodeKind, Router
+from simcoll.topology.routing import Route
+
+__all__ = ["Model", "SimulationResult", "simulate"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+Model = Literal["flow", "ideal", "packet"]
+MODELS: tuple[str, ...] = ("flow", "ideal", "packet")
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class SimulationResult:
+    """What one simulated collective call did.
+
+    Per-transfer arrays are indexed like the schedule's transfers; per-link arrays like
+    ``links`` (directed edges of the topology, in graph order).
+    """
+
+    schedule: Schedule
+    model: str
+    time_s: float
+    issue_s: FloatArray  # dependencies met and window open
+    start_s: FloatArray  # first byte moves (latency paid, connection's turn)
+    end_s: FloatArray  # last byte arrived
+    rank_nodes: tuple[str, ...]
+    links: tuple[tuple[str, str], ...]
+    link_bytes: FloatArray
+    link_busy_s: FloatArray
+    stats: FabricStats
+
+    @property
+    def algbw_bytes_per_s(self) -> float:
+        """nccl-tests algorithm bandwidth: size_bytes / time_s (0 when time is 0)."""
+        return self.schedule.size_bytes / self.time_s if self.time_s > 0 else 0.0
+
+    @property
+    def busbw_bytes_per_s(self) -> float:
+        """nccl-tests bus bandwidth: algbw times the collective's factor."""
+        s = self.schedule
+        return self.algbw_bytes_per_s * s.collective.busbw_factor(s.n_ranks)
+
+    protocol: str | None = None
+
+    @property
+    def bytes_sent_per_rank(self) -> IntArray:
+        """Data bytes each rank sent (then each in-network switch endpoint, if any)."""
+        return self.schedule.bytes_sent_per_rank()
+
+    @property
+    def bytes_received_per_rank(self) -> IntArray:
+        """Data bytes each rank received (then each in-network switch endpoint, if any)."""
+        return self.schedule.bytes_received_per_rank()
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Routes:
+    """Where each transfer's bytes go, as the fabric sees it.
+
+    On the general path fabric links are the topology's directed edges and every weight
+    is 1; on the symmetric path (:mod:`simcoll.sim.symmetry`) they are classes of identical
+    links, and a weight is how many copies of the flow load each link of the class.
+    """
+
+    pair_of: IntArray  # per transfer: index of its (src, dst) pair
+    pair_links: list[IntArray]  # per pair: fabric links crossed
+    pair_weights: list[FloatArray | None]  # per pair: weight per link, None for all 1
+    latency_s: FloatArray  # per pair: route (and protocol) latency
+    capacity_bytes_per_s: FloatArray  # per fabric link
+    # per pair: data fraction of the wire, where a calibrated protocol sets it per class
+    efficiency: FloatArray | None = None
+
+
+def route_pair(router: Router, nodes: tuple[str, ...], src: int, dst: int) -> Route:
+    """The route of rank (or endpoint) ``src`` to ``dst``; no route is a SimulationError."""
+    try:
+        return router.route(nodes[src], nodes[dst])
+    except TopologyError as error:
+        raise SimulationError(
+            f"rank {src} ({nodes[src]}) -> rank {dst} ({nodes[dst]}): {error.message}"
+        ) from None
+
+
+def pair_latency_s(  # noqa: PLR0917 - one pair's facts, all needed
+    topology: nx.DiGraph[str],
+    edges: Route,
+    src: int,
+    dst: int,
+    schedule: Schedule,
+    nodes: tuple[str, ...],
+    protocol: Protocol | None,
+) -> float:
+    """Route latency of one pair, plus the protocol's step latency if any.
+
+    An in-network endpoint (NVLS, SHARP) pays that protocol's endpoint latency.
+    """
+    latency_s = sum(topology.edges[e]["latency_s"] for e in edges)
+    if protocol is None:
+        return float(latency_s)
+    kinds = [topology.edges[e]["kind"].value for e in edges]
+    switch = max(src, dst)
+    if switch < schedule.n_ranks:
+        return float(latency_s + protocol.latency_s(kinds))
+    kind = topology.nodes[nodes[switch]]["kind"]
+    endpoint = "nvls" if kind is NodeKind.NVSWITCH else "collnet"
+    if endpoint not in protocol.step_latency_s:
+        raise ConfigError(
+            f"{schedule.algorithm} runs with the simple protocol only, not {protocol.name}"
+        )
+    return float(latency_s + protocol.latency_s(kinds, endpoint))
+
+
+def pair_efficiency(topology: nx.DiGraph[str], edges: Route, protocol: Protocol | None) -> float:
+    """The data fraction of the wire for one pair's route (1 without a protocol)."""
+    if protocol is None:
+        return 1.0
+    return protocol.efficiency_of(topology.edges[e]["kind"].value for e in edges)
+
+
+def switch_endpoints(
+    topology: nx.DiGraph[str], rank_nodes: tuple[str, ...], schedule: Schedule
+) -> tuple[str, ...]:
+    """The switches that serve a schedule's in-network endpoints.
+
+    Only switches whose ``reduces`` attribute is true qualify. Without
+    ``schedule.params["switch_groups"]`` (NVLS) an endpoint needs a switch with a link to
+    and from every rank's GPU (the NVSwitch of the node). With it (SHARP), endpoint j goes
+    to the qualifying fabric switch (kind ``switch``) nearest to the GPUs of group j: the
+    fewest hops to the farthest of them, then to all of them, then the smallest id; each
+    switch serves one endpoint.
+
+    Raises
+    ------
+    ConfigError
+        If an endpoint finds no qualifying switch; the message says what is needed.
+    """
+    if schedule.n_switches == 0:
+        return ()
+    groups = schedule.params.get("switch_groups")
+    reducing = sorted(
+        node for node in topology.nodes if topology.nodes[node].get("reduces") is True
+    )
+    if groups is None:
+        chosen = [
+            node
+            for node in reducing
+            if all(topology.has_edge(g, node) and topology.has_edge(node, g) for g in rank_nodes)
+        ][: schedule.n_switches]
+        what = "an NVSwitch with NVLink SHARP such as dgx-h100's) linked to all"
+    else:
+        fabric = [n for n in reducing if topology.nodes[n]["kind"] is NodeKind.SWITCH]
+        chosen = _nearest_switches(topology, rank_nodes, groups, fabric)
+        what = "sharp = true in a fat-tree file) reachable from all"
+    if len(chosen) < schedule.n_switches:
+        name = topology.graph.get("source") or topology.graph.get("name", "topology")
+        raise ConfigError(
+            f"{schedule.algorithm} needs a switch that reduces in the network (reduces = "
+            f"true, e.g. {what} {len(rank_nodes)} GPUs; {name} has none"
+        )
+    return tuple(chosen)
+
+
+def _nearest_switches(
+    topology: nx.DiGraph[str],
+    rank_nodes: tuple[str, ...],
+    groups: tuple[tuple[int, ...], ...],
+    candidates: list[str],
+) -> list[str]:
+    router = Router(topology)
+    chosen: list[str] = []
+    for group in groups:
+        best: tuple[int, int, str] | None = None
+        for switch in candidates:
+            if switch in chosen:
+                continue
+            try:
+                hops = [len(router.route(rank_nodes[r], switch)) for r in group]
+                hops += [len(router.route(switch, rank_nodes[r])) for r in group]
+            except TopologyError:
+                continue
+            key = (max(hops), sum(hops), switch)
+            best = key if best is None or key < best else best
+        if best is None:
+            break
+        chosen.append(best[2])
+    return chosen
+
+
+def simulate(
+    topology: nx.DiGraph[str],
+    schedule: Schedule,
+    *,
+    model: str = "flow",
+    rank_nodes: tuple[str, ...] | None = None,
+    protocol: Protocol | None = None,
+    packet_bytes: int = DEFAULT_PACKET_BYTES,
+) -> SimulationResult:
+    """Simulate one collective call.
+
+    Parameters
+    ----------
+    topology
+        A validated topology graph (see :mod:`simcoll.topology`).
+    schedule
+        The transfers to run.
+    model
+        ``"flow"``: flows share links max-min fairly (contention); ``"ideal"``: every
+        flow runs at its route's bottleneck bandwidth as if alone (no contention);
+        ``"packet"``: store-and-forward packets of ``packet_bytes``, hop by hop, links
+        first come first served (:mod:`simcoll.network.packet`; for small checks).
+    rank_nodes
+        GPU node of each rank; by default rank r runs on the GPU whose ``rank`` is r.
+        In-network switch endpoints of the schedule go to :func:`switch_endpoints`.
+    protocol
+        An NCCL protocol cost (:mod:`simcoll.core.protocols`): each transfer puts its bytes
+        divided by the protocol's efficiency on the wire and pays its step latency on top
+        of its route's. ``None`` (the default) models the links alone.
+    packet_bytes
+        Packet size of the packet model.
+
+    Raises
+    ------
+    SimulationError
+        If the schedule cannot finish (a dependency cycle, a transfer waiting for one
+        nobody sends) or a transfer has no route; the message names the stuck transfers.
+    """
+    if model not in MODELS:
+        raise ConfigError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
+    nodes = rank_nodes if rank_nodes is not None else map_ranks(topology, schedule.n_ranks)
+    nodes += switch_endpoints(topology, nodes, schedule)
+    run = _Run(topology, schedule, nodes, model=model, protocol=protocol, packet_bytes=packet_bytes)
+    return run.run(model)
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What several runs on one clock share: the environment, the fabric, the router, and
+    the first flow id of this run (flow ids of the fabric are ``flow_base + transfer``)."""
+
+    env: simpy.Environment
+    fabric: Fabric
+    router: Router
+    flow_base: int
+
+
+class _Run:
+    """The state of one simulation: per-transfer and per-connection bookkeeping."""
+
+    def __init__(
+        self,
+        topology: nx.DiGraph[str],
+        schedule: Schedule,
+        nodes: tuple[str, ...],
+        *,
+        model: str,
+        protocol: Protocol | None,
+        packet_bytes: int,
+        routes: Routes | None = None,
+        shared: _Shared | None = None,
+    ) -> None:
+        self.s = schedule
+        self.protocol = protocol
+        self.nodes = nodes
+        self.links = tuple(topology.edges)
+        self.router = shared.router if shared else Router(topology)
+        if routes is None:
+            routes = self._route(topology)
+        self.pair_of = routes.pair_of
+        self.pair_links = routes.pair_links
+        self.pair_weights = routes.pair_weights
+        self.latency_s = routes.latency_s[self.pair_of]
+        capacity = routes.capacity_bytes_per_s
+        self.fabric: Fabric | PacketFabric
+        self.flow_base = 0
+        self.on_done: Callable[[], None] | None = None
+        if shared is not None:
+            self.env, self.fabric, self.flow_base = shared.env, shared.fabric, shared.flow_base
+        elif model == "packet":
+            self.env = simpy.Environment()
+            self.fabric = PacketFabric(
+                self.env, capacity, self._on_arrival, packet_bytes=packet_bytes
+            )
+        else:
+            self.env = simpy.Environment()
+            self.fabric = Fabric(self.env, capacity, self._on_arrival, contention=model == "flow")
+        n = schedule.n_transfers
+        self.bytes = schedule.transfer_bytes
+        efficiency: float | FloatArray = protocol.efficiency if protocol else 1.0
+        if routes.efficiency is not None:
+            efficiency = routes.efficiency[self.pair_of]
+        self.wire_bytes = self.bytes / efficiency
+        self._connections()
+        self.deps_left = np.diff(schedule.deps_indptr).astype(np.int64)
+        self.dependents = _invert(schedule.deps_indptr, schedule.deps, n)
+        self.issue_s = np.full(n, np.nan)
+        self.start_s = np.full(n, np.nan)
+        self.end_s = np.full(n, np.nan)
+        self.n_left = n
+
+    def _route(self, topology: nx.DiGraph[str]) -> Routes:
+        s = self.s
+        link_index = {edge: i for i, edge in enumerate(self.links)}
+        router = self.router
+        pair = s.src * s.n_endpoints + s.dst
+        pairs, pair_of = np.unique(pair, return_inverse=True)
+        pair_links: list[IntArray] = []
+        latency = []
+        efficiency = []
+        for p in pairs.tolist():
+            src, dst = divmod(p, s.n_endpoints)
+            edges = route_pair(router, self.nodes, src, dst)
+            pair_links.append(np.array([link_index[e] for e in edges], dtype=np.int64))
+            latency.append(self.pair_latency_s(topology, edges, src, dst))
+            efficiency.append(pair_efficiency(topology, edges, self.protocol))
+        capacity = np.array(
+            [topology.edges[e]["bandwidth_bytes_per_s"] for e in self.links], dtype=np.float64
+        )
+        return Routes(
+            pair_of=pair_of,
+            pair_links=pair_links,
+            pair_weights=[None] * len(pair_links),
+            latency_s=np.asarray(latency, dtype=np.float64),
+            capacity_bytes_per_s=capacity,
+            efficiency=np.asarray(efficiency, dtype=np.float64),
+        )
+
+    def pair_latency_s(self, topology: nx.DiGraph[str], edges: Route, src: int, dst: int) -> float:
+        """Route latency of one pair, plus the protocol's step latency if any."""
+        return pair_latency_s(topology, edges, src, dst, self.s, self.nodes, self.protocol)
+
+    def _connections(self) -> None:
+        """Group transfers into connections (src, dst, channel), each in schedule order."""
+        s = self.s
+        key = (s.src * s.n_endpoints + s.dst) * (s.n_channels or 1) + s.channel
+        _, self.conn_of = np.unique(key, return_inverse=True)
+        self.conn_order = np.argsort(self.conn_of, kind="stable")
+        counts = np.bincount(self.conn_of, minlength=int(self.conn_of.max(initial=-1)) + 1)
+        self.conn_end = np.cumsum(counts)
+        self.conn_next = self.conn_end - counts
+        self.conn_in_flight = np.zeros(len(counts), dtype=np.int64)
+        self.conn_sending = np.zeros(len(counts), dtype=bool)
+        self.conn_queue: dict[int, deque[int]] = {}
+
+    def _send(self, t: int, start_s: float) -> None:
+        self.start_s[t] = start_s
+        pair = self.pair_of[t]
+        if isinstance(self.fabric, Fabric):
+            self.fabric.send(
+                self.flow_base + t,
+                self.pair_links[pair],
+                float(self.wire_bytes[t]),
+                start_s,
+                weights=self.pair_weights[pair],
+            )
+        else:
+            self.fabric.send(t, self.pair_links[pair], float(self.wire_bytes[t]), start_s)
+
+    def _try_issue(self, c: int) -> None:
+        now = self.env.now
+        while (
+            self.conn_next[c] < self.conn_end[c] and self.conn_in_flight[c] < self.s.max_in_flight
+        ):
+            t = int(self.conn_order[self.conn_next[c]])
+            if self.deps_left[t]:
+                return
+            self.conn_next[c] += 1
+            self.conn_in_flight[c] += 1
+            self.issue_s[t] = now
+            ready_s = now + self.latency_s[t]
+            if self.conn_sending[c]:
+                self.conn_queue.setdefault(c, deque()).append(t)
+            else:
+                self.conn_sending[c] = True
+                self._send(t, ready_s)
+
+    def _on_arrival(self, flow_ids: list[int]) -> None:
+        now = self.env.now
+        touched = set()
+        for t in flow_ids:
+            # The fabric takes times within rounding of each other as one instant, so it may
+            # admit a flow (and a short one arrive) a rounding before the start recorded by
+            # _send: it started by the time it arrived.
+            self.start_s[t] = min(self.start_s[t], now)
+            self.end_s[t] = now
+            c = int(self.conn_of[t])
+            self.conn_in_flight[c] -= 1
+            queue = self.conn_queue.get(c)
+            if queue:
+                nxt = queue.popleft()
+                self._send(nxt, max(now, self.issue_s[nxt] + self.latency_s[nxt]))
+            else:
+                self.conn_sending[c] = False
+            touched.add(c)
+            for u in self.dependents[t].tolist():
+                self.deps_left[u] -= 1
+                if self.deps_left[u] == 0:
+                    touched.add(int(self.conn_of[u]))
+        for c in sorted(touched):
+            self._try_issue(c)
+        self.n_left -= len(flow_ids)
+        if not self.n_left and self.on_done is not None:
+            self.on_done()
+
+    def start(self) -> None:
+        """Issue what can be issued now (on a shared clock, at the current time)."""
+        for c in range(len(self.conn_end)):
+            self._try_issue(c)
+        if not self.n_left and self.on_done is not None:
+            self.on_done()
+
+    def run(self, model: str) -> SimulationResult:
+        self.start()
+        self.env.run()
+        self.fabric.close()
+        self._raise_if_stuck()
+        return SimulationResult(
+            schedule=self.s,
+            model=model,
+            time_s=float(self.end_s.max()) if len(self.end_s) else 0.0,
+            issue_s=self.issue_s,
+            start_s=self.start_s,
+            end_s=self.end_s,
+            rank_nodes=self.nodes,
+            links=self.links,
+            link_bytes=self._link_bytes(),
+            link_busy_s=self.fabric.link_busy_s,
+            stats=self.fabric.stats,
+            protocol=self.protocol.name if self.protocol else None,
+        )
+
+    def _link_bytes(self) -> FloatArray:
+        """Bytes over each fabric link (each link class, on the symmetric path)."""
+        per_pair = np.bincount(
+            self.pair_of, weights=self.wire_bytes, minlength=len(self.pair_links)
+        )
+        total = np.zeros(len(self.fabric.link_busy_s))
+        for links, weights, moved in zip(
+            self.pair_links, self.pair_weights, per_pair.tolist(), strict=True
+        ):
+            total[links] += moved if weights is None else moved * weights
+        return total
+
+    def _raise_if_stuck(self) -> None:
+        stuck = np.flatnonzero(np.isnan(self.end_s))
+        if not len(stuck):
+            return
+        s = self.s
+        waiting = [int(t) for t in stuck if self.deps_left[t] > 0][:3] or stuck[:3].tolist()
+        details = []
+        for t in waiting:
+            missing = [int(d) for d in s.deps_of(t) if np.isnan(self.end_s[d])]
+            details.append(
+                f"transfer {t} (rank {int(s.src[t])}->{int(s.dst[t])}, channel "
+                f"{int(s.channel[t])}) waits for "
+                f"{missing or 'an earlier transfer of its connection'}"
+            )
+        raise SimulationError(
+            f"{s.collective.value}/{s.algorithm} cannot finish: {len(stuck)} of {s.n_transfers} "
+            f"transfers never arrive (a dependency cycle or a wait for a transfer that never "
+            f"comes); {'; '.join(details)}"
+        )
+
+
+def _invert(indptr: IntArray, indices: IntArray, n: int) -> list[IntArray]:
+    """For CSR deps (transfer -> its dependencies), the dependents of each transfer."""
+    owners = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    order = np.argsort(indices, kind="stable")
+    counts = np.bincount(indices, minlength=n)
+    return np.split(owners[order], np.cumsum(counts)[:-1])

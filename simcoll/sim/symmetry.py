@@ -1,0 +1,472 @@
+r"""The symmetric fast path: simulate one rank in ``g`` and one channel in ``c``, exactly.
+
+A ring all-reduce on N GPUs has 2(N-1) x N x channels x chunks transfers (16.8 million at
+1,024 GPUs with 8 channels); on a fabric that looks the same from every server, rank
+``r + g`` does at every moment what rank ``r`` does, and channel 5 what channel 0 does.
+A :class:`SymmetricSchedule` keeps only the *representatives*, the transfers sent by
+ranks ``0..g-1`` on channel 0; each stands for its images under shifting every rank by a
+multiple of ``g`` (mod N) and for its ``c`` channel copies.
+
+When that is exact
+------------------
+Time is shared out by max-min fairness (:mod:`simcoll.network.fairshare`). Suppose at
+some instant the flows in flight are whole orbits (every copy of a representative is in
+flight, with the same bytes left). Progressive filling keeps copies at one rate if every
+link ``L`` of a *link class* ``C`` carries the same number ``n(C, F)`` of copies of each
+orbit ``F``: links of a class then fill together and freeze the same orbits. Conversely
+the copies of one orbit must cross the same classes the same number of times, and have
+the same route latency. This module checks both conditions on the actual routes of all
+N/g copies of every representative pair (an equitable partition of the links: grouping
+links by their load vector ``n(., F)`` and capacity, then checking the flows' side);
+with it, induction over the events of the run gives every copy its representative's
+issue, start and end times, and the quotient run is the full run.
+
+The quotient fabric then has one link per class and one flow per representative, which
+loads each link of class C with ``c x n(C, F)`` copies of its rate: a weighted incidence.
+Nothing is approximated: :func:`simulate_symmetric` gives the same times as simulating
+:meth:`SymmetricSchedule.expand` (tests check it to 1e-9 on random cases). When the check
+fails (ECMP hash collisions break the symmetry; uneven piece sizes break it) it returns
+``None`` and the caller takes the general path.
+
+>>> from simcoll.topology.builders import ring
+>>> topo = ring(8, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
+>>> sym = ring_symmetric("allreduce", 8, 8 * 2**20, n_channels=2, period_ranks=1)
+>>> sym.representatives.n_transfers, sym.n_transfers
+(14, 224)
+>>> fast = simulate_symmetric(topo, sym)
+>>> round(fast.time_s * 1e6, 3)  # 14 steps of 1 us + 2 channels x 0.5 MiB at 100 GB/s
+160.801
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
+
+import networkx as nx
+import numpy as np
+import numpy.typing as npt
+
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError
+from simcoll.core.protocols import Protocol
+from simcoll.core.schedule import (
+    _OP_CODES,
+    DEFAULT_MAX_IN_FLIGHT,
+    Op,
+    Schedule,
+    _check_header,
+    _check_transfers,
+    _frozen,
+    split_bytes,
+)
+from simcoll.plan.placement import map_ranks
+from simcoll.sim.engine import (
+    Routes,
+    SimulationResult,
+    _Run,
+    pair_efficiency,
+    pair_latency_s,
+    route_pair,
+)
+from simcoll.topology import Router
+
+__all__ = ["SymmetricSchedule", "ring_symmetric", "simulate_ring_fast", "simulate_symmetric"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+RING_COLLECTIVES = ("allreduce", "reducescatter", "allgather")
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class SymmetricSchedule:
+    """A schedule given by representatives and its symmetry.
+
+    ``representatives`` is a :class:`~simcoll.core.schedule.Schedule` over all N ranks that
+    holds, of every orbit, the transfer whose source is in ``0..period_ranks-1`` on
+    channel 0. Its deps name representatives; ``dep_shift`` (aligned with its ``deps``)
+    says by how many periods the transfer actually waited for is shifted. A copy shifted
+    by ``k`` periods on channel ``ch`` moves piece ``(p + k * piece_stride_per_period +
+    ch * piece_stride_per_channel) mod n_pieces`` for each piece ``p`` of its
+    representative.
+    """
+
+    representatives: Schedule
+    period_ranks: int
+    channel_copies: int
+    dep_shift: IntArray
+    piece_stride_per_period: int
+    piece_stride_per_channel: int
+
+    @property
+    def n_ranks(self) -> int:
+        """Ranks of the whole collective."""
+        return self.representatives.n_ranks
+
+    @property
+    def n_copies(self) -> int:
+        """Transfers each representative stands for (itself included)."""
+        return self.n_ranks // self.period_ranks * self.channel_copies
+
+    @property
+    def n_transfers(self) -> int:
+        """Transfers of the whole schedule."""
+        return self.representatives.n_transfers * self.n_copies
+
+    def bytes_sent_per_rank(self) -> IntArray:
+        """Data bytes each rank sends, over all copies (as ``Schedule``'s)."""
+        return self._per_rank(self.representatives.src)
+
+    def bytes_received_per_rank(self) -> IntArray:
+        """Data bytes each rank receives, over all copies (as ``Schedule``'s)."""
+        return self._per_rank(self.representatives.dst)
+
+    def _per_rank(self, ranks: IntArray) -> IntArray:
+        rep = self.representatives
+        per_rep = np.bincount(
+            ranks % self.period_ranks, weights=rep.transfer_bytes, minlength=self.period_ranks
+        )
+        return np.tile(
+            per_rep.astype(np.int64) * self.channel_copies, self.n_ranks // self.period_ranks
+        )
+
+    def expand(self) -> Schedule:
+        """The whole schedule: every copy of every representative.
+
+        Copy ``(k, ch)`` of representative ``t`` is transfer ``(t * m + k) * c + ch``
+        (``m`` = N / period, ``c`` = channel copies), so each connection keeps its order.
+        """
+        rep = self.representatives
+        n, g, c = self.n_ranks, self.period_ranks, self.channel_copies
+        m = n // g
+        shift = np.arange(m, dtype=np.int64)
+        copy = np.arange(c, dtype=np.int64)
+
+        def per_copy(values: IntArray, offset_k: int, offset_ch: int, mod: int) -> IntArray:
+            grid = (
+                values[:, None, None]
+                + offset_k * shift[None, :, None]
+                + offset_ch * copy[None, None, :]
+            )
+            return (grid % mod).reshape(-1) if mod else grid.reshape(-1)
+
+        src = per_copy(rep.src, g, 0, n)
+        dst = per_copy(rep.dst, g, 0, n)
+        channel = per_copy(rep.channel * c, 0, 1, 0)
+        op = np.repeat(rep.op, m * c)
+        n_pieces = rep.n_pieces
+        pieces_per = np.diff(rep.pieces_indptr)
+        # Pieces: transfer-major, then shift, then channel, then the representative's own.
+        piece_grid = (
+            rep.pieces[None, None, :]
+            + self.piece_stride_per_period * shift[:, None, None]
+            + self.piece_stride_per_channel * copy[None, :, None]
+        ) % n_pieces  # (m, c, total pieces)
+        pieces = _copies_csr(piece_grid, pieces_per)
+        deps_per = np.diff(rep.deps_indptr)
+        dep_grid = (
+            rep.deps[None, None, :] * m + (shift[:, None, None] + self.dep_shift) % m
+        ) * c + copy[None, :, None]
+        deps = _copies_csr(dep_grid, deps_per)
+        schedule = Schedule(
+            collective=rep.collective,
+            algorithm=rep.algorithm,
+            n_ranks=n,
+            size_bytes=rep.size_bytes,
+            root=rep.root,
+            piece_bytes=rep.piece_bytes,
+            pieces_per_block=rep.pieces_per_block,
+            src=_frozen(src),
+            dst=_frozen(dst),
+            op=_frozen(op),
+            channel=_frozen(channel),
+            pieces_indptr=_frozen(pieces[0]),
+            pieces=_frozen(pieces[1]),
+            deps_indptr=_frozen(deps[0]),
+            deps=_frozen(deps[1]),
+            max_in_flight=rep.max_in_flight,
+            params=rep.params,
+        )
+        _check_transfers(schedule)
+        return schedule
+
+
+def _copies_csr(grid: IntArray, per_rep: IntArray) -> tuple[IntArray, IntArray]:
+    """CSR lists of the copies from ``grid[k, ch, j]``, entry j shifted for copy (k, ch).
+
+    Entries are grouped by representative (``per_rep`` of each); copy (k, ch) of rep t
+    gets t's entries, in order, at row ``(t * m + k) * c + ch``.
+    """
+    m, c, n_entries = grid.shape
+    starts = np.concatenate([[0], np.cumsum(per_rep)]).astype(np.int64)
+    first = np.repeat(starts[:-1], per_rep)
+    within = np.arange(n_entries, dtype=np.int64) - first
+    size = np.repeat(per_rep, per_rep)
+    copy_index = np.arange(m * c, dtype=np.int64).reshape(m, c, 1)
+    position = first * m * c + copy_index * size + within
+    flat = np.empty(n_entries * m * c, dtype=np.int64)
+    flat[position.reshape(-1)] = grid.reshape(-1)
+    indptr = np.concatenate([[0], np.cumsum(np.repeat(per_rep, m * c))]).astype(np.int64)
+    return indptr, flat
+
+
+def ring_symmetric(
+    collective: str,
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    period_ranks: int = 1,
+) -> SymmetricSchedule | None:
+    """The ring schedule of :mod:`simcoll.algorithms.ring`, as representatives.
+
+    Built with numpy, O(representatives): 2(N-1) x n_chunks x ``period_ranks`` transfers
+    for an all-reduce (N-1 x ... for reduce-scatter and all-gather), whatever
+    ``n_channels``. Returns None when the symmetry does not hold for the data: pieces of
+    unequal size (``size_bytes`` not a multiple of the pieces per block).
+
+    >>> sym = ring_symmetric("allgather", 4, 64, period_ranks=2)
+    >>> [(int(a), int(b)) for a, b in zip(sym.representatives.src, sym.representatives.dst)]
+    [(0, 1), (1, 2), (0, 1), (1, 2), (0, 1), (1, 2)]
+    >>> sym.expand().n_transfers
+    12
+    """
+    coll = Collective(collective)
+    if coll.value not in RING_COLLECTIVES:
+        raise ConfigError(
+            f"no symmetric ring for {collective!r}; valid: {', '.join(RING_COLLECTIVES)}"
+        )
+    n, g = n_ranks, period_ranks
+    if g < 1 or n % g:
+        raise ConfigError(f"period_ranks {g} does not divide {n} ranks")
+    ring_blocks = n if coll is Collective.ALLREDUCE else 1
+    pieces_per_block = ring_blocks * n_channels * n_chunks
+    _check_header(coll, n, size_bytes, pieces_per_block, 0, max_in_flight)
+    block_bytes = coll.block_bytes(size_bytes, n)
+    if len(set(split_bytes(block_bytes, pieces_per_block))) > 1:
+        return None
+    n_steps = n - 1
+    if coll is Collective.ALLREDUCE:
+        phases = [(Op.REDUCE, -1), (Op.COPY, 0)]
+    elif coll is Collective.REDUCESCATTER:
+        phases = [(Op.REDUCE, -1)]
+    else:
+        phases = [(Op.COPY, 0)]
+    total_steps = n_steps * len(phases)
+    # Representatives in the ring builder's order: step, chunk, rank (channel 0 only).
+    step, chunk, rank = (
+        a.reshape(-1)
+        for a in np.meshgrid(
+            np.arange(total_steps), np.arange(n_chunks), np.arange(g), indexing="ij"
+        )
+    )
+    phase = step // n_steps
+    block_at = np.array([at for _, at in phases])[phase]
+    block = (rank + block_at - (step - phase * n_steps)) % n
+    pieces = (block * n_channels) * n_chunks + chunk
+    op = np.array([_OP_CODES[o] for o, _ in phases])[phase]
+    n_reps = len(step)
+    has_dep = step > 0
+    prev_rank = rank[has_dep] - 1
+    dep_rank = prev_rank % g
+    dep = ((step[has_dep] - 1) * n_chunks + chunk[has_dep]) * g + dep_rank
+    dep_shift = np.where(prev_rank < 0, -1, 0).astype(np.int64)
+    deps_indptr = np.concatenate([[0], np.cumsum(has_dep)]).astype(np.int64)
+    params = {
+        "n_channels": n_channels,
+        "n_chunks": n_chunks,
+        "max_in_flight": max_in_flight,
+        "period_ranks": g,
+    }
+    rep = Schedule(
+        collective=coll,
+        algorithm="ring",
+        n_ranks=n,
+        size_bytes=size_bytes,
+        root=0,
+        piece_bytes=_frozen(split_bytes(block_bytes, pieces_per_block) * coll.n_blocks(n)),
+        pieces_per_block=pieces_per_block,
+        src=_frozen(rank),
+        dst=_frozen((rank + 1) % n),
+        op=_frozen(op),
+        channel=_frozen(np.zeros(n_reps, dtype=np.int64)),
+        pieces_indptr=_frozen(np.arange(n_reps + 1)),
+        pieces=_frozen(pieces),
+        deps_indptr=_frozen(deps_indptr),
+        deps=_frozen(dep),
+        max_in_flight=max_in_flight,
+        params=params,
+    )
+    _check_transfers(rep)
+    return SymmetricSchedule(
+        representatives=rep,
+        period_ranks=g,
+        channel_copies=n_channels,
+        dep_shift=_frozen(dep_shift),
+        piece_stride_per_period=g * n_channels * n_chunks,
+        piece_stride_per_channel=n_chunks,
+    )
+
+
+def symmetric_routes(
+    topology: nx.DiGraph[str],
+    sym: SymmetricSchedule,
+    nodes: tuple[str, ...],
+    protocol: Protocol | None = None,
+    router: Router | None = None,
+) -> tuple[Routes, IntArray] | None:
+    """The quotient fabric of ``sym`` on ``topology``, or None if it is not exact.
+
+    Routes every copy of every representative pair, groups links into classes by
+    capacity and load vector, and checks that the copies of each pair cross the classes
+    alike with equal latency (see the module docstring). Returns the routes over link
+    classes and the class of every topology link (-1 for links no copy crosses).
+    """
+    rep = sym.representatives
+    n, g, c = sym.n_ranks, sym.period_ranks, sym.channel_copies
+    m = n // g
+    links = tuple(topology.edges)
+    link_index = {edge: i for i, edge in enumerate(links)}
+    router = router or Router(topology)
+    pair = rep.src * n + rep.dst
+    pairs, pair_of = np.unique(pair, return_inverse=True)
+    capacity = np.array(
+        [topology.edges[e]["bandwidth_bytes_per_s"] for e in links], dtype=np.float64
+    )
+    copy_links: list[list[list[int]]] = []  # [pair][k] -> link ids
+    latency = np.zeros(len(pairs))
+    efficiency = np.ones(len(pairs))
+    for p_index, p in enumerate(pairs.tolist()):
+        src, dst = divmod(p, n)
+        per_shift = []
+        latencies = []
+        efficiencies = set()
+        for k in range(m):
+            a, b = (src + k * g) % n, (dst + k * g) % n
+            edges = route_pair(router, nodes, a, b)
+            per_shift.append([link_index[e] for e in edges])
+            latencies.append(pair_latency_s(topology, edges, a, b, rep, nodes, protocol))
+            efficiencies.add(pair_efficiency(topology, edges, protocol))
+        if max(latencies) - min(latencies) > 1e-12 * max(abs(x) for x in latencies):
+            return None
+        if len(efficiencies) > 1:
+            return None
+        latency[p_index] = latencies[0]
+        efficiency[p_index] = efficiencies.pop()
+        copy_links.append(per_shift)
+    # n(L, F): copies of pair F crossing link L.
+    load: dict[int, Counter[int]] = defaultdict(Counter)
+    for f, per_shift in enumerate(copy_links):
+        for route in per_shift:
+            for link in route:
+                load[link][f] += 1
+    signature_class: dict[tuple[float, tuple[tuple[int, int], ...]], int] = {}
+    class_of = np.full(len(links), -1, dtype=np.int64)
+    for link in sorted(load):
+        key = (float(capacity[link]), tuple(sorted(load[link].items())))
+        class_of[link] = signature_class.setdefault(key, len(signature_class))
+    pair_links: list[IntArray] = []
+    pair_weights: list[FloatArray | None] = []
+    for f, per_shift in enumerate(copy_links):
+        crossings = [Counter(int(class_of[link]) for link in route) for route in per_shift]
+        if any(x != crossings[0] for x in crossings[1:]):
+            return None
+        classes = sorted(crossings[0])
+        first_link = {int(class_of[link]): link for link in per_shift[0]}
+        pair_links.append(np.array(classes, dtype=np.int64))
+        pair_weights.append(
+            np.array([c * load[first_link[k]][f] for k in classes], dtype=np.float64)
+        )
+    class_capacity = np.zeros(len(signature_class))
+    for (cap, _), k in signature_class.items():
+        class_capacity[k] = cap
+    routes = Routes(
+        pair_of=pair_of,
+        pair_links=pair_links,
+        pair_weights=pair_weights,
+        latency_s=latency,
+        capacity_bytes_per_s=class_capacity,
+        efficiency=efficiency,
+    )
+    return routes, class_of
+
+
+def simulate_symmetric(
+    topology: nx.DiGraph[str],
+    sym: SymmetricSchedule,
+    *,
+    model: str = "flow",
+    protocol: Protocol | None = None,
+    router: Router | None = None,
+) -> SimulationResult | None:
+    """Simulate ``sym`` on its representatives; None if the symmetry is not exact here.
+
+    Ranks go to GPUs as in :func:`simcoll.sim.engine.simulate`. The result's per-transfer
+    arrays cover the representatives (``result.schedule`` is
+    ``sym.representatives``); its per-link arrays cover every topology link; ``time_s``,
+    algbw and busbw are those of the whole collective.
+    """
+    if model not in {"flow", "ideal"}:
+        raise ConfigError(f"the symmetric path runs the flow and ideal models, not {model!r}")
+    rep = sym.representatives
+    nodes = map_ranks(topology, rep.n_ranks)
+    found = symmetric_routes(topology, sym, nodes, protocol, router)
+    if found is None:
+        return None
+    routes, class_of = found
+    run = _Run(topology, rep, nodes, model=model, protocol=protocol, packet_bytes=0, routes=routes)
+    result = run.run(model)
+    used = class_of >= 0
+    link_bytes = np.zeros(len(class_of))
+    link_busy_s = np.zeros(len(class_of))
+    link_bytes[used] = result.link_bytes[class_of[used]]
+    link_busy_s[used] = result.link_busy_s[class_of[used]]
+    return replace(result, link_bytes=link_bytes, link_busy_s=link_busy_s)
+
+
+def simulate_ring_fast(
+    topology: nx.DiGraph[str],
+    collective: str,
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    model: str = "flow",
+    protocol: Protocol | None = None,
+) -> tuple[SimulationResult, SymmetricSchedule] | None:
+    """A ring collective on the symmetric path, with the smallest period that is exact.
+
+    Tries the divisors of ``n_ranks`` up to ``n_ranks / 2`` in increasing order (routes
+    are computed once and reused); None if none is exact or the pieces are uneven, in
+    which case :func:`simcoll.sim.engine.simulate` on the whole schedule is the way.
+
+    >>> from simcoll.topology.builders import switch_star
+    >>> star = switch_star(16, link_bandwidth_bytes_per_s=50e9, link_latency_s=1e-6)
+    >>> result, sym = simulate_ring_fast(star, "allgather", 16, 2**24, n_channels=4)
+    >>> sym.period_ranks, sym.representatives.n_transfers, sym.n_transfers
+    (1, 15, 960)
+    """
+    router = Router(topology)
+    for period in range(1, n_ranks // 2 + 1):
+        if n_ranks % period:
+            continue
+        sym = ring_symmetric(
+            collective,
+            n_ranks,
+            size_bytes,
+            n_channels=n_channels,
+            n_chunks=n_chunks,
+            max_in_flight=max_in_flight,
+            period_ranks=period,
+        )
+        if sym is None:
+            return None
+        result = simulate_symmetric(topology, sym, model=model, protocol=protocol, router=router)
+        if result is not None:
+            return result, sym
+    return None

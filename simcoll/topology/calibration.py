@@ -1,0 +1,233 @@
+"""Calibrated link parameters: what ``simcoll calibrate`` fits and ``--params`` applies.
+
+Measured collectives run below the wire (DESIGN: "a wire is not a GPU"). simcoll keeps the
+topology's link bandwidths as the hardware's and models the difference with three kinds of
+parameter, each a physical cause that calibration can fit:
+
+- ``efficiency[class]``: the fraction of a link's bandwidth a transfer over links of that
+  class turns into data (NCCL's protocol line format, TCP/IP headers, how many channels or
+  SMs drive the links). It multiplies the protocol's own data fraction.
+- ``step_latency_s[class]``: a fixed cost every transfer pays on top of its route (kernel
+  launch and flag polling, a host thread waking up, a reduction's setup). It adds to the
+  protocol's step latency.
+- ``link_latency_s[kind]``: the latency of one link of that kind, replacing the topology
+  file's value (an emulated link whose delay could not be applied, a cable longer than the
+  spec sheet's).
+- ``protocol_efficiency[protocol]``: a factor on one NCCL protocol's data fraction (LL,
+  LL128, simple), for what a protocol loses beyond its line format (NCCL caps LL and
+  LL128 bandwidth per channel, ``llMaxBw`` in ``src/graph/tuning.cc``).
+- ``launch_s``: a fixed cost per collective call, whatever its size and steps (launching
+  the kernels on every GPU, the host thread handing the call to the library).
+
+Classes are those of :func:`simcoll.core.protocols.link_class` (``nvlink``, ``pcie``, ``net``);
+kinds are link kinds (``nvlink``, ``pcie``, ``cpu_link``, ``ib``, ``ethernet``).
+
+>>> cal = Calibration(efficiency={"net": 0.5}, step_latency_s={"net": 1e-5})
+>>> proto = cal.protocol(None)
+>>> proto.efficiency_of(["ethernet"]), proto.efficiency_of(["nvlink"])
+(0.5, 1.0)
+>>> proto.latency_s(["ethernet"]), proto.latency_s(["nvlink"])
+(1e-05, 0.0)
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from simcoll.core.errors import ConfigError
+from simcoll.core.protocols import Protocol
+from simcoll.topology.schema import LinkKind
+
+__all__ = ["LINK_CLASSES", "Calibration", "read_calibration", "write_calibration"]
+
+LINK_CLASSES = ("nvlink", "pcie", "net")
+_LINK_KINDS = tuple(kind.value for kind in LinkKind)
+PROTOCOL_NAMES = ("LL", "LL128", "simple")
+_SECTIONS = {
+    "efficiency": LINK_CLASSES,
+    "protocol_efficiency": PROTOCOL_NAMES,
+    "step_latency_s": LINK_CLASSES,
+    "link_latency_s": _LINK_KINDS,
+}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted parameters; a class or kind not listed keeps the uncalibrated value."""
+
+    efficiency: Mapping[str, float] = field(default_factory=dict)
+    step_latency_s: Mapping[str, float] = field(default_factory=dict)
+    link_latency_s: Mapping[str, float] = field(default_factory=dict)
+    protocol_efficiency: Mapping[str, float] = field(default_factory=dict)
+    launch_s: float = 0.0
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for section, valid in _SECTIONS.items():
+            for key, value in getattr(self, section).items():
+                _check(section, key, value, valid)
+        _check("call", "launch_s", self.launch_s, ("launch_s",))
+
+    def protocol(self, base: Protocol | None) -> Protocol:
+        """``base`` (or the bare links, for None) with these efficiencies and latencies.
+
+        >>> from simcoll.core.protocols import PROTOCOLS
+        >>> p = Calibration(efficiency={"nvlink": 0.8}).protocol(PROTOCOLS["LL"])
+        >>> p.name, p.efficiency_of(["nvlink"]), p.efficiency_of(["pcie"])
+        ('LL', 0.4, 0.5)
+        """
+        name = base.name if base else "none"
+        efficiency = (base.efficiency if base else 1.0) * self.protocol_efficiency.get(name, 1.0)
+        step = dict(base.step_latency_s) if base else dict.fromkeys(LINK_CLASSES, 0.0)
+        for cls, extra_s in self.step_latency_s.items():
+            step[cls] = step.get(cls, 0.0) + extra_s
+        by_class = {cls: efficiency * e for cls, e in self.efficiency.items()}
+        return Protocol(name, efficiency, step, by_class)
+
+    def apply(self, topology: nx.DiGraph[str]) -> nx.DiGraph[str]:
+        """A copy of ``topology`` whose links of calibrated kinds have the fitted latency."""
+        if not self.link_latency_s:
+            return topology
+        graph = topology.copy()
+        for _, _, attrs in graph.edges(data=True):
+            kind = attrs["kind"].value
+            if kind in self.link_latency_s:
+                attrs["latency_s"] = self.link_latency_s[kind]
+        return graph
+
+    @property
+    def values(self) -> dict[str, float]:
+        """Every parameter as ``section.key``: the names the fit and the TOML use.
+
+        >>> Calibration(efficiency={"net": 0.9}, link_latency_s={"ethernet": 2e-5}).values
+        {'efficiency.net': 0.9, 'link_latency_s.ethernet': 2e-05}
+        """
+        values = {
+            f"{section}.{key}": float(value)
+            for section in _SECTIONS
+            for key, value in getattr(self, section).items()
+        }
+        if self.launch_s:
+            values["launch_s"] = self.launch_s
+        return values
+
+    @classmethod
+    def from_values(
+        cls, values: Mapping[str, float], provenance: Mapping[str, Any] | None = None
+    ) -> Calibration:
+        """The inverse of :attr:`values`."""
+        sections: dict[str, dict[str, float]] = {section: {} for section in _SECTIONS}
+        for name, value in values.items():
+            if name != "launch_s":
+                section, _, key = name.partition(".")
+                sections[section][key] = float(value)
+        return cls(
+            **sections,
+            launch_s=float(values.get("launch_s", 0.0)),
+            provenance=dict(provenance or {}),
+        )
+
+
+def _check(section: str, key: str, value: object, valid: tuple[str, ...]) -> None:
+    if key not in valid:
+        raise ConfigError(f"unknown {section} key {key!r}; valid: {', '.join(valid)}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{section}.{key} must be a finite number, got {value!r}")
+    if section.endswith("efficiency") and not 0 < value <= 4:
+        raise ConfigError(f"{section}.{key} must be in (0, 4], got {value!r}")
+    if not section.endswith("efficiency") and value < 0:
+        raise ConfigError(f"{section}.{key} must not be negative, got {value!r}")
+
+
+def read_calibration(path: str | Path) -> Calibration:
+    """Read a params TOML written by :func:`write_calibration` (or by hand).
+
+    Raises
+    ------
+    ConfigError
+        Naming the file and field: a missing file, bad TOML, an unknown section or key,
+        a value that is not a number or out of range.
+    """
+    source = str(path)
+    try:
+        document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: no such params file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{source}: cannot read: {error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source}: not valid TOML: {error}") from None
+    known = {"schema", "launch_s", "fit", "residuals", *_SECTIONS}
+    for name in document:
+        if name not in known:
+            raise ConfigError(f"{source}: unknown section {name!r}; valid: {', '.join(known)}")
+    sections: dict[str, dict[str, float]] = {}
+    for section in _SECTIONS:
+        table = document.get(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: {section}: must be a table of numbers")
+        sections[section] = table
+    provenance = document.get("fit", {})
+    try:
+        return Calibration(
+            **sections, launch_s=document.get("launch_s", 0.0), provenance=provenance
+        )
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error.message}") from None
+
+
+def write_calibration(
+    path: str | Path, calibration: Calibration, residuals: list[dict[str, Any]] | None = None
+) -> Path:
+    """Write ``calibration`` (with its provenance and residuals) as a params TOML."""
+    lines = [
+        "# simcoll calibration parameters, written by `simcoll calibrate`.",
+        "# efficiency: data fraction of the wire per link class (x the protocol's own);",
+        "# step_latency_s: added to every transfer over that class, seconds;",
+        "# link_latency_s: replaces the topology's latency of every link of that kind, seconds;",
+        "# protocol_efficiency: factor on an NCCL protocol's data fraction;",
+        "# launch_s: added once to every collective call, seconds.",
+        "schema = 1",
+        f"launch_s = {_toml(float(calibration.launch_s))}",
+        "",
+    ]
+    for section in _SECTIONS:
+        lines.append(f"[{section}]")
+        lines += [f"{key} = {_toml(value)}" for key, value in getattr(calibration, section).items()]
+        lines.append("")
+    lines.append("[fit]")
+    lines += [f"{key} = {_toml(value)}" for key, value in calibration.provenance.items()]
+    for row in residuals or []:
+        lines += ["", "[[residuals]]"]
+        lines += [f"{key} = {_toml(value)}" for key, value in row.items()]
+    out = Path(path)
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def _toml(value: Any) -> str:
+    """One TOML value: strings quoted, numbers exact, lists of those.
+
+    >>> import numpy as np
+    >>> _toml(["a", 1, 2.5e-05, True, np.float64(0.5)])
+    '["a", 1, 2.5e-05, true, 0.5]'
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):  # numpy floats too: written as plain TOML floats
+        return repr(float(value)) if math.isfinite(value) else '"nan"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'

@@ -1,0 +1,129 @@
+"""The least-squares fit recovers parameters that generated the 'measurements'.
+
+Every measured time here is a closed form written in the test (alpha-beta on a star:
+a route crosses two links), never simcoll's own output.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from simcoll.calibrate.fit import FitPoint, fit, simulate_points
+from simcoll.core.errors import ConfigError
+from simcoll.topology import LinkKind, NodeKind, switch_star
+from simcoll.topology.explicit import from_document
+
+B = 125e6  # 1 Gbit/s, bytes per second
+SIZES = [4096 * 2**k for k in range(9)]  # 4 KiB .. 1 MiB: one piece per ring step
+
+
+def star(n: int, latency_s: float = 2e-4):
+    return switch_star(n, link_bandwidth_bytes_per_s=B, link_latency_s=latency_s,
+                       link_kind=LinkKind.ETHERNET, switch_kind=NodeKind.SWITCH)  # fmt: skip
+
+
+def sendrecv_s(size: int, efficiency: float, hop_s: float, step_s: float = 0.0) -> float:
+    return 2 * hop_s + step_s + size / (efficiency * B)
+
+
+def ring_allreduce_s(n: int, size: int, efficiency: float, hop_s: float) -> float:
+    return 2 * (n - 1) * (2 * hop_s + size / n / (efficiency * B))
+
+
+def ring_allgather_s(n: int, size: int, efficiency: float, hop_s: float) -> float:
+    return (n - 1) * (2 * hop_s + size / n / (efficiency * B))
+
+
+def test_sendrecv_recovers_efficiency_and_latency():
+    points = [FitPoint("sendrecv", 4, s, sendrecv_s(s, 0.93, 30e-6)) for s in SIZES]
+    result = fit(star(4), points, recipe=lambda c, n, s: "direct")
+    values = result.calibration.values
+    assert values["efficiency.net"] == pytest.approx(0.93, rel=1e-6)
+    assert values["link_latency_s.ethernet"] == pytest.approx(30e-6, rel=1e-6)
+    # one route length: a per-transfer step cost and a launch cost move times like hops
+    assert result.not_identifiable == ["step_latency_s.net", "launch_s"]
+    assert max(abs(e) for e in result.relative_errors) < 1e-6
+
+
+def test_calibrated_on_sendrecv_predicts_ring_collectives():
+    """Fitted on p2p only, the ring all-reduce and all-gather match their closed forms."""
+    n, e, hop = 4, 0.9, 40e-6
+    points = [FitPoint("sendrecv", n, s, sendrecv_s(s, e, hop)) for s in SIZES]
+    cal = fit(star(n), points, recipe=lambda c, n, s: "direct").calibration
+    targets = [FitPoint("allreduce", n, s, ring_allreduce_s(n, s, e, hop)) for s in SIZES]
+    targets += [FitPoint("allgather", n, s, ring_allgather_s(n, s, e, hop)) for s in SIZES]
+    simulated = simulate_points(star(n), targets, cal, recipe=lambda c, n, s: "ring")
+    for point, time_s in zip(targets, simulated, strict=True):
+        assert time_s == pytest.approx(point.time_s, rel=1e-6)
+
+
+def test_launch_cost_is_fitted_when_it_comes_first():
+    """A fixed cost per call, told apart from per-hop latency by the order asked for."""
+    n, e, launch = 4, 0.8, 50e-6
+    points = [FitPoint("allreduce", n, s, launch + ring_allreduce_s(n, s, e, 1e-6))
+              for s in SIZES]  # fmt: skip
+    result = fit(star(n, latency_s=1e-6), points, recipe=lambda c, n, s: "ring",
+                 parameters=("efficiency", "launch_s"))  # fmt: skip
+    assert result.calibration.values == pytest.approx({"efficiency.net": e, "launch_s": launch})
+
+
+def test_step_latency_is_identifiable_across_route_lengths():
+    """Routes of 2 and 3 links separate per-link latency from a per-transfer cost."""
+    links = [
+        {
+            "from": f"gpu{r}",
+            "to": "sw0" if r < 2 else "sw1",
+            "kind": "ethernet",
+            "bandwidth": "1 Gbit/s",
+            "latency": "0.2 ms",
+        }
+        for r in range(3)
+    ]
+    links.append(
+        {
+            "from": "sw0",
+            "to": "sw1",
+            "kind": "ethernet",
+            "bandwidth": "1 Gbit/s",
+            "latency": "0.2 ms",
+        }
+    )
+    nodes = [{"id": f"gpu{r}", "kind": "gpu", "rank": r} for r in range(3)]
+    nodes += [{"id": "sw0", "kind": "switch"}, {"id": "sw1", "kind": "switch"}]
+    graph = from_document({"nodes": nodes, "links": links}, source="t.toml")
+    hop, step = 20e-6, 100e-6
+    # sendrecv on 2 ranks: gpu0 <-> gpu1 (2 links); on 3 ranks the slowest pair crosses 3
+    points = [FitPoint("sendrecv", 2, s, 2 * hop + step + s / B) for s in SIZES]
+    points += [FitPoint("sendrecv", 3, s, 3 * hop + step + s / B) for s in SIZES]
+    result = fit(graph, points, recipe=lambda c, n, s: "direct", parameters=(
+        "efficiency", "link_latency_s", "step_latency_s"))  # fmt: skip
+    assert result.calibration.values == pytest.approx(
+        {"efficiency.net": 1.0, "link_latency_s.ethernet": hop, "step_latency_s.net": step},
+        rel=1e-5,
+    )
+
+
+def test_errors_are_one_line():
+    with pytest.raises(ConfigError, match=r"^nothing to fit: no measured point with a size"):
+        fit(star(2), [FitPoint("sendrecv", 2, 0, 1e-5)], recipe=lambda c, n, s: "direct")
+    with pytest.raises(ConfigError, match=r"^unknown parameter group 'bandwidth'; valid: "):
+        fit(star(2), [FitPoint("sendrecv", 2, 8, 1e-5)], recipe=lambda c, n, s: "direct",
+            parameters=("bandwidth",))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"^a measured time is 0 or negative"):
+        fit(star(2), [FitPoint("sendrecv", 2, 8, 0.0)], recipe=lambda c, n, s: "direct")
+
+
+def test_protocol_efficiency_scales_one_protocol():
+    """LL puts 2 wire bytes per data byte and pays NCCL's 2.7 us network step latency;
+    a protocol factor of 0.6 on top: T = 2 hop + 2.7 us + S / (0.5 x 0.6 x B)."""
+    hop = 1e-6
+    points = [FitPoint("sendrecv", 2, s, 2 * hop + 2.7e-6 + s / (0.5 * 0.6 * B)) for s in SIZES]
+    result = fit(star(2, latency_s=hop), points, recipe=lambda c, n, s: "direct",
+                 protocol="LL", parameters=("protocol_efficiency",))  # fmt: skip
+    assert result.calibration.values == pytest.approx({"protocol_efficiency.LL": 0.6})
+    # the other protocols never ran: nothing to fit them on
+    assert result.not_identifiable == ["protocol_efficiency.LL128", "protocol_efficiency.simple"]
+    # beside a link-class efficiency it moves the same times: the first asked for wins
+    both = fit(star(2, latency_s=hop), points, recipe=lambda c, n, s: "direct",
+               protocol="LL", parameters=("efficiency", "protocol_efficiency"))  # fmt: skip
+    assert both.calibration.values == pytest.approx({"efficiency.net": 0.6})

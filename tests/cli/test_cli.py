@@ -1,0 +1,665 @@
+"""Tests of simcoll.cli: ``simcoll predict`` in-process, its outputs and its one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import tomllib
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from simcoll.cli import main
+from simcoll.core.collectives import Collective
+from simcoll.core.units import parse_bandwidth_bytes_per_s, parse_time_s
+from simcoll.topology import load
+from simcoll.topology.nodelink import from_node_link
+
+REPO = Path(__file__).resolve().parents[2]
+DGX_A100 = REPO / "topologies" / "dgx-a100.toml"
+DGX_H100 = REPO / "topologies" / "dgx-h100.toml"
+CONTRACT_HEADER = (
+    "collective,algorithm,protocol,n_ranks,size_bytes,time_s,algbw_bytes_per_s,busbw_bytes_per_s"
+)
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ALL_COLLECTIVES = (
+    "allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, sendrecv"
+)
+
+GOOD_TOPOLOGY = """\
+schema = 1
+builder = "switch_star"
+description = "test box"
+
+[params]
+n_gpus = 8
+link_bandwidth = "{bandwidth}"
+link_latency = "0.5 us"
+"""
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    """Run ``simcoll ARGV`` in-process; return (exit status, stdout, stderr)."""
+    try:
+        status = main([str(a) for a in argv])
+    except SystemExit as exit_:  # argparse: --help, usage errors
+        status = exit_.code if isinstance(exit_.code, int) else 1
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def error_line(capsys: pytest.CaptureFixture[str], *argv: object) -> str:
+    """Run a command that must fail: non-zero, nothing on stdout, one line on stderr."""
+    status, out, err = run(capsys, *argv)
+    assert status == 2, (status, err)
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def data_rows(table: str) -> list[list[str]]:
+    return [line.split() for line in table.splitlines() if line and not line.startswith("#")]
+
+
+def _params(path: Path) -> dict[str, object]:
+    with path.open("rb") as f:
+        return tomllib.load(f)["params"]
+
+
+# --- the table ------------------------------------------------------------------------------
+
+
+def test_predict_allreduce_dgx_a100_full_table(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(
+        capsys, "predict", DGX_A100, "--collective", "allreduce", "--sizes", "8:8G"
+    )
+    assert status == 0, err
+    assert err == ""
+    rows = data_rows(out)
+    assert len(rows) == 31
+    sizes = [int(r[0]) for r in rows]
+    assert sizes == [8 * 2**k for k in range(31)]
+    assert sizes[0] == 8
+    assert sizes[-1] == 8589934592
+    assert all(r[8] == "ring" for r in rows)
+
+    params = _params(DGX_A100)
+    n = params["n_gpus"]
+    link_gb_s = _gpu_link_bytes_per_s(DGX_A100) / 1e9  # 12 x 25 GB/s
+    assert link_gb_s == pytest.approx(300)
+    latency_us = parse_time_s(params["nvlink_latency"]) * 1e6
+    factor = Collective.ALLREDUCE.busbw_factor(n)
+
+    (gib,) = [r for r in rows if int(r[0]) == 1073741824]
+    busbw = float(gib[7])
+    assert link_gb_s / 2 < busbw < link_gb_s
+
+    times_us = [float(r[5]) for r in rows]
+    assert times_us == sorted(times_us)  # never faster for more bytes
+    for r, time_us in zip(rows, times_us, strict=True):
+        size = int(r[0])
+        # A ring all-reduce takes 2(n-1) steps, each over a two-link route.
+        assert time_us >= 2 * (n - 1) * 2 * latency_us - 0.005
+        # No bus can beat the wire: busbw = algbw x factor <= link bandwidth.
+        assert float(r[7]) <= link_gb_s
+        assert float(r[6]) == pytest.approx(size / time_us / 1e3, abs=0.006, rel=1e-3)
+        assert float(r[7]) == pytest.approx(size / time_us / 1e3 * factor, abs=0.006, rel=1e-3)
+    *_, average, picked = out.splitlines()
+    assert average.startswith("# Avg bus bandwidth")
+    # --protocol auto (the default) says what it picked: LL small, simple large.
+    assert picked.startswith("# Picked by simulation: ring/LL for 8 B..")
+    assert ", ring/simple from " in picked
+    assert picked.endswith(" MiB")
+
+
+def _gpu_link_bytes_per_s(path: Path) -> float:
+    """A GPU's NVSwitch link in a DGX file: links per GPU x bandwidth per link."""
+    params = _params(path)
+    per_link = parse_bandwidth_bytes_per_s(str(params["nvlink_bandwidth"]))
+    return int(str(params["nvlinks_per_gpu"])) * per_link
+
+
+def test_predict_h100_beats_a100(capsys: pytest.CaptureFixture[str]) -> None:
+    def busbw(path: Path) -> float:
+        status, out, _ = run(
+            capsys, "predict", path, "--collective", "allreduce", "--sizes", "1G", "--format", "csv"
+        )
+        assert status == 0
+        (row,) = csv.DictReader(io.StringIO(out))
+        return float(row["busbw_bytes_per_s"])
+
+    a100, h100 = (_gpu_link_bytes_per_s(path) for path in (DGX_A100, DGX_H100))
+    assert a100 / 2 < busbw(DGX_A100) < a100
+    assert h100 / 2 < busbw(DGX_H100) < h100
+    assert busbw(DGX_H100) > busbw(DGX_A100)
+
+
+# --- CSV, JSON, plot --------------------------------------------------------------------------
+
+
+def test_predict_csv(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(
+        capsys,
+        "predict",
+        DGX_A100,
+        "--collective",
+        "allgather",
+        "--sizes",
+        "1K:1M",
+        "--format",
+        "csv",
+    )
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith(CONTRACT_HEADER)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == 11  # 1 KiB .. 1 MiB, powers of two
+    assert [int(r["size_bytes"]) for r in rows] == [2**k for k in range(10, 21)]
+    for r in rows:
+        assert r["collective"] == "allgather"
+        assert r["algorithm"] == "ring"
+        assert r["protocol"] in ("LL", "LL128", "simple")  # --protocol auto by default
+        assert int(r["n_ranks"]) == 8
+        size, time_s = int(r["size_bytes"]), float(r["time_s"])
+        assert float(r["algbw_bytes_per_s"]) == pytest.approx(size / time_s, rel=1e-12)
+        assert float(r["busbw_bytes_per_s"]) == pytest.approx(size / time_s * 7 / 8, rel=1e-12)
+
+
+def test_predict_json(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(
+        capsys, "predict", DGX_A100, "--collective", "reducescatter", "--sizes", "1K,1M",
+        "--format", "json",
+    )  # fmt: skip
+    assert status == 0, err
+    data = json.loads(out)
+    assert [d["size_bytes"] for d in data] == [2**10, 2**20]
+    for d in data:
+        assert d["collective"] == "reducescatter"
+        assert d["n_ranks"] == 8
+        assert d["time_s"] > 0
+        assert d["busbw_bytes_per_s"] == pytest.approx(
+            d["size_bytes"] / d["time_s"] * 7 / 8, rel=1e-12
+        )
+
+
+def test_predict_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    png = tmp_path / "allreduce.png"
+    status, out, err = run(
+        capsys, "predict", DGX_A100, "--collective", "allreduce", "--sizes", "1K:1M", "--plot", png
+    )
+    assert status == 0, err
+    assert len(data_rows(out)) == 11
+    assert png.read_bytes().startswith(PNG_MAGIC)
+    assert len(err.splitlines()) == 1  # "simcoll: wrote ..."
+    assert str(png) in err
+
+
+# --- ranks --------------------------------------------------------------------------------
+
+
+def _csv_ranks(capsys: pytest.CaptureFixture[str], *extra: str) -> set[int]:
+    status, out, err = run(
+        capsys, "predict", DGX_A100, "--collective", "allreduce", "--sizes", "1M",
+        "--format", "csv", *extra,
+    )  # fmt: skip
+    assert status == 0, err
+    return {int(r["n_ranks"]) for r in csv.DictReader(io.StringIO(out))}
+
+
+def test_set_n_gpus(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _csv_ranks(capsys, "--set", "n_gpus=4") == {4}
+
+
+def test_ranks(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _csv_ranks(capsys, "--ranks", "2") == {2}
+
+
+def test_default_ranks_are_every_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _csv_ranks(capsys) == {_params(DGX_A100)["n_gpus"]}
+
+
+def test_set_link_bandwidth_changes_the_result(capsys: pytest.CaptureFixture[str]) -> None:
+    def time_s(*extra: str) -> float:
+        status, out, _ = run(
+            capsys, "predict", DGX_A100, "--collective", "allgather", "--sizes", "1G",
+            "--format", "csv", *extra,
+        )  # fmt: skip
+        assert status == 0
+        (row,) = csv.DictReader(io.StringIO(out))
+        return float(row["time_s"])
+
+    # Halving the link bandwidth at a bandwidth-bound size about doubles the time.
+    ratio = time_s("--set", "nvlink_bandwidth=12.5 GB/s") / time_s()  # per link, was 25
+    assert 1.9 < ratio <= 2.0
+
+
+def test_range_too_small_for_chunks_is_skipped_with_a_note(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A range drops sizes too small to cut (as nccl-tests would), and says so on stderr.
+    status, out, err = run(
+        capsys, "predict", DGX_A100, "--collective", "allgather", "--sizes", "32:1K",
+        "--chunks", "8",
+    )  # fmt: skip
+    assert status == 0
+    sizes = [int(r[0]) for r in data_rows(out)]
+    assert sizes == [64, 128, 256, 512, 1024]  # 32 B is 4 B per rank: too few for 8 chunks
+    assert len(err.splitlines()) == 1
+    assert err.startswith("simcoll: note: skipped")
+
+
+# --- bad input: exit 2 and exactly one line on stderr -------------------------------------
+
+
+def test_unknown_collective(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "all_reduce")
+    assert line == f"simcoll: error: unknown collective 'all_reduce'; valid: {ALL_COLLECTIVES}"
+
+
+def test_unknown_algorithm_lists_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(
+        capsys, "predict", DGX_A100, "--collective", "alltoall", "--algorithm", "ring"
+    )
+    assert line == (
+        "simcoll: error: alltoall has no algorithm 'ring'; valid: direct, pairwise, auto, all"
+    )
+
+
+def test_unknown_algorithm_allreduce(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", "--algorithm", "x")
+    assert "no algorithm 'x'" in line
+    assert "ring" in line
+    assert "auto" in line
+
+
+def test_malformed_toml(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text('schema = 1\nbuilder = "switch_star"\n[params\nn_gpus = 8\n')
+    line = error_line(capsys, "predict", path, "--collective", "allreduce")
+    assert line.startswith(f"simcoll: error: {path}: line 3")
+    assert "invalid TOML" in line
+
+
+def test_unknown_key_in_toml(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "extra.toml"
+    path.write_text("colour = 'green'\n" + GOOD_TOPOLOGY.format(bandwidth="300 GB/s"))
+    line = error_line(capsys, "predict", path, "--collective", "allreduce")
+    assert line == (
+        f"simcoll: error: {path}: colour: unknown key; valid keys: "
+        "schema, builder, description, params, routing"
+    )
+
+
+def test_unknown_param_in_toml(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "param.toml"
+    path.write_text(GOOD_TOPOLOGY.format(bandwidth="300 GB/s") + "n_nics = 2\n")
+    line = error_line(capsys, "predict", path, "--collective", "allreduce")
+    assert line.startswith(f"simcoll: error: {path}: params.n_nics: unknown parameter")
+    assert "n_gpus" in line
+
+
+@pytest.mark.parametrize("bandwidth", ["0 GB/s", "-300 GB/s"])
+def test_bad_bandwidth_in_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, bandwidth: str
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(GOOD_TOPOLOGY.format(bandwidth=bandwidth))
+    line = error_line(capsys, "predict", path, "--collective", "allreduce")
+    assert line.startswith(f"simcoll: error: {path}: params.link_bandwidth: ")
+    assert "positive" in line
+
+
+@pytest.mark.parametrize("bandwidth", ["0 GB/s", "-5 GB/s"])
+def test_bad_bandwidth_via_set(capsys: pytest.CaptureFixture[str], bandwidth: str) -> None:
+    line = error_line(
+        capsys, "predict", DGX_A100, "--collective", "allreduce",
+        "--set", f"nvlink_bandwidth={bandwidth}",
+    )  # fmt: skip
+    assert line.startswith(f"simcoll: error: {DGX_A100}: --set nvlink_bandwidth: ")
+    assert "positive" in line
+
+
+def test_ambiguous_bandwidth_via_set(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(
+        capsys,
+        "predict",
+        DGX_A100,
+        "--collective",
+        "allreduce",
+        "--set",
+        "nvlink_bandwidth=25 Gbps",
+    )
+    assert line == (
+        f"simcoll: error: {DGX_A100}: --set nvlink_bandwidth: unit 'Gbps' is ambiguous "
+        "(bits or bytes?): write '25 Gbit/s' or '25 GB/s'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("sizes", "words"),
+    [
+        ("abc", ["--sizes", "'abc'"]),
+        ("8:x", ["--sizes", "'x'"]),
+        ("1M:1K", ["--sizes", "'1M:1K'", "below"]),
+    ],
+)
+def test_bad_sizes(capsys: pytest.CaptureFixture[str], sizes: str, words: list[str]) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", "--sizes", sizes)
+    for word in words:
+        assert word in line
+
+
+def test_bad_sizes_exact(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", "--sizes", "1M:1K")
+    assert line == "simcoll: error: --sizes: range '1M:1K' ends below its start"
+
+
+def test_overflowing_size(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", "--sizes", "1e999")
+    assert "--sizes" in line
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather"])
+def test_explicit_size_smaller_than_chunks(
+    capsys: pytest.CaptureFixture[str], collective: str
+) -> None:
+    line = error_line(
+        capsys, "predict", DGX_A100, "--collective", collective, "--sizes", "16", "--chunks", "4"
+    )
+    assert line.startswith(f"simcoll: error: {collective} of 16 B over 8 ranks has ")
+    assert "pieces" in line
+    assert "fewer chunks" in line
+
+
+def test_explicit_size_not_dividing_into_blocks(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "allgather", "--sizes", "1001")
+    assert line == (
+        "simcoll: error: allgather size 1001 B does not divide into 8 equal blocks "
+        "(one per rank); use a multiple of 8 B"
+    )
+
+
+def test_missing_topology_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "nowhere.toml"
+    line = error_line(capsys, "predict", path, "--collective", "allreduce")
+    assert line == f"simcoll: error: {path}: no such file"
+
+
+def test_topology_is_a_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    line = error_line(capsys, "predict", tmp_path, "--collective", "allreduce")
+    assert line.startswith(f"simcoll: error: {tmp_path}: ")
+
+
+@pytest.mark.parametrize("item", ["n_gpus", "=4"])
+def test_malformed_set(capsys: pytest.CaptureFixture[str], item: str) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", "--set", item)
+    assert line == f"simcoll: error: --set: expected KEY=VALUE (e.g. n_gpus=4), got {item!r}"
+
+
+def test_unknown_set_key(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", "--set", "n_gpu=4")
+    assert line.startswith(f"simcoll: error: {DGX_A100}: --set n_gpu: unknown parameter")
+    assert "n_gpus" in line
+
+
+VALID_MODELS = "flow, ideal, packet, analytical, nccl"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("--model", "fluid", f"simcoll: error: unknown --model 'fluid'; valid: {VALID_MODELS}"),
+        (
+            "--protocol",
+            "ll",
+            "simcoll: error: unknown --protocol 'll'; valid: auto, simple, LL, LL128, none",
+        ),
+    ],
+)
+def test_unknown_models_and_protocols(
+    capsys: pytest.CaptureFixture[str], option: str, value: str, expected: str
+) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", option, value)
+    assert line == expected
+
+
+def test_more_ranks_than_gpus(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", "--ranks", "16")
+    assert line.startswith("simcoll: error: ")
+    assert "16 ranks" in line
+    assert "8 GPUs" in line
+    assert str(DGX_A100) in line
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+def test_ranks_not_positive(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", "--ranks", value)
+    assert line.startswith("simcoll predict: error: argument --ranks: expected a positive integer")
+
+
+def test_missing_collective_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "predict", DGX_A100)
+    assert line == (
+        "simcoll predict: error: the following arguments are required: --collective "
+        "(see simcoll predict --help)"
+    )
+
+
+def test_missing_command_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys)
+    assert line.startswith("simcoll: error: ")
+    assert "COMMAND" in line
+    assert "simcoll --help" in line
+
+
+def test_bad_format_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "predict", DGX_A100, "--collective", "allreduce", "--format", "xml")
+    assert "--format" in line
+    assert "'xml'" in line
+
+
+def test_bad_root(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(
+        capsys, "predict", DGX_A100, "--collective", "broadcast", "--root", "9", "--sizes", "1M"
+    )
+    assert "root 9" in line
+
+
+# --- help -----------------------------------------------------------------------------------
+
+
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "--help")
+    assert status == 0
+    assert "predict" in out
+    assert err == ""
+
+
+def test_predict_help(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "predict", "--help")
+    assert status == 0
+    assert "--collective" in out
+    assert "--sizes" in out
+    assert err == ""
+
+
+def test_main_help_raises_system_exit_zero() -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["predict", "--help"])
+    assert exit_.value.code == 0
+
+
+# --- simcoll topo ---------------------------------------------------------------------------
+
+
+def _matrix_rows(text: str, title: str) -> list[list[str]]:
+    """The cells of the GPU x GPU matrix printed under ``title`` (rank column dropped)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows: list[list[str]] = []
+    for line in lines[start + 2 :]:  # after the title and the column header
+        if not line.strip():
+            break
+        rows.append(line.split()[1:])
+    return rows
+
+
+def test_topo_show_dgx_a100(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "topo", "show", DGX_A100)
+    assert status == 0, err
+    assert err == ""
+    params = _params(DGX_A100)
+    n = params["n_gpus"]
+    assert isinstance(n, int)
+    # Each GPU's NVLinks (12 x 25 GB/s) form its one link to the switch, per direction.
+    per_link = parse_bandwidth_bytes_per_s(str(params["nvlink_bandwidth"]))
+    gpu_gb_s = int(str(params["nvlinks_per_gpu"])) * per_link / 1e9
+    assert gpu_gb_s == pytest.approx(300)
+    assert f"GPUs: {n};" in out
+    assert str(DGX_A100) in out
+    rows = _matrix_rows(out, "bottleneck bandwidth of the routed path (GB/s)")
+    assert len(rows) == n
+    for a, row in enumerate(rows):
+        assert row == ["-" if a == b else f"{gpu_gb_s:.1f}" for b in range(n)]  # "300.0"
+    # GPU -> switch -> GPU: two hops of the file's latency each.
+    latency_us = parse_time_s(str(params["nvlink_latency"])) * 1e6
+    for a, row in enumerate(_matrix_rows(out, "latency of the routed path (us)")):
+        assert row == ["-" if a == b else f"{2 * latency_us:.2f}" for b in range(n)]
+    # Ranks 0-3 send to ranks 4-7 over their own four GPU links: 4 x 300 GB/s.
+    bisection_gb_s = (n // 2) * gpu_gb_s
+    assert bisection_gb_s == pytest.approx(1200)
+    assert f"bisection bandwidth: {bisection_gb_s:g} GB/s (" in out
+
+
+def test_topo_show_with_set(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "topo", "show", DGX_A100, "--set", "n_gpus=4")
+    assert status == 0
+    assert "GPUs: 4;" in out
+    assert len(_matrix_rows(out, "bottleneck bandwidth")) == 4
+
+
+def _assert_same_graph(a: nx.DiGraph[str], b: nx.DiGraph[str]) -> None:
+    assert nx.utils.graphs_equal(a, b)
+    assert list(a.nodes(data=True)) == list(b.nodes(data=True))
+    assert list(a.edges(data=True)) == list(b.edges(data=True))
+    assert a.graph == b.graph
+
+
+def test_topo_dump_reloads_to_the_loaded_graph(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "topo", "dump", DGX_A100)
+    assert status == 0, err
+    assert err == ""
+    _assert_same_graph(from_node_link(json.loads(out)), load(DGX_A100))
+
+
+def test_topo_dump_to_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "dgx.json"
+    status, out, err = run(capsys, "topo", "dump", DGX_A100, "--set", "n_gpus=2", "-o", path)
+    assert status == 0, err
+    assert out == ""
+    assert err == f"simcoll: wrote {path}\n"
+    graph = from_node_link(json.loads(path.read_text()))
+    _assert_same_graph(graph, load(DGX_A100, {"n_gpus": "2"}))
+
+
+def test_topo_draw_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    png = tmp_path / "dgx.png"
+    status, out, err = run(capsys, "topo", "draw", DGX_A100, "-o", png)
+    assert status == 0, err
+    assert out == ""
+    assert err == f"simcoll: wrote {png}\n"
+    assert png.read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.parametrize("action", ["show", "draw", "dump"])
+def test_topo_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path, action: str) -> None:
+    path = tmp_path / "nowhere.toml"
+    extra = ["-o", tmp_path / "x.png"] if action == "draw" else []
+    line = error_line(capsys, "topo", action, path, *extra)
+    assert line == f"simcoll: error: {path}: no such file"
+
+
+def test_topo_malformed_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text('schema = 1\nbuilder = "switch_star"\n[params\n')
+    line = error_line(capsys, "topo", "show", path)
+    assert line.startswith(f"simcoll: error: {path}: line 3")
+
+
+def test_topo_bad_set(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "topo", "dump", DGX_A100, "--set", "n_gpus=0")
+    assert line.startswith(f"simcoll: error: {DGX_A100}: --set n_gpus: ")
+
+
+def test_topo_draw_needs_an_output(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "topo", "draw", DGX_A100)
+    assert line == (
+        "simcoll topo draw: error: the following arguments are required: -o/--output "
+        "(see simcoll topo draw --help)"
+    )
+
+
+def test_topo_needs_an_action(capsys: pytest.CaptureFixture[str]) -> None:
+    line = error_line(capsys, "topo")
+    assert line == (
+        "simcoll topo: error: the following arguments are required: ACTION "
+        "(see simcoll topo --help)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--help"], ["topo"]),
+        (["topo", "--help"], ["show", "draw", "dump", "GB/s", "example"]),
+        (["topo", "show", "--help"], ["GB/s", "us", "bisection", "--set", "example"]),
+        (["topo", "draw", "--help"], ["-o FILE.png", "example"]),
+        (["topo", "dump", "--help"], ["bytes per second", "seconds", "FILE.json", "example"]),
+    ],
+)
+def test_topo_help(capsys: pytest.CaptureFixture[str], argv: list[str], words: list[str]) -> None:
+    status, out, err = run(capsys, *argv)
+    assert status == 0
+    assert err == ""
+    for word in words:
+        assert word in out
+
+
+def test_topo_show_dgx1_nvlink_pairs_and_the_pcie_detour(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Issue 3: GPU 0 reaches its NV2 neighbour (GPU 3) at twice the bandwidth of an NV1
+    # neighbour (GPU 1), and a GPU with no NVLink to it (GPU 5) only over PCIe and both
+    # CPUs. NVLink2: 25 GB/s per link; PCIe Gen3 x16 written 15.75 GB/s in the file.
+    status, out, _ = run(capsys, "topo", "show", "topologies/dgx1-v100.toml")
+    assert status == 0
+    lines = out.splitlines()
+    matrix_at = next(i for i, line in enumerate(lines) if line.startswith("bottleneck"))
+    row0 = lines[matrix_at + 2].split()
+    assert row0[0] == "0"
+    by_rank = [float("inf") if cell == "-" else float(cell) for cell in row0[1:]]
+    assert by_rank[3] == 2 * by_rank[1] == 2 * 25.0
+    assert by_rank[5] == pytest.approx(15.75, abs=0.06)  # printed to 0.1 GB/s
+    (route5,) = [line.strip() for line in lines if line.strip().startswith("0 -> 5:")]
+    assert route5 == (
+        "0 -> 5: gpu0 -pcie-> pcie0 -pcie-> cpu0 -cpu_link-> cpu1 -pcie-> pcie2 -pcie-> gpu5"
+    )
+    (route3,) = [line.strip() for line in lines if line.strip().startswith("0 -> 3:")]
+    assert route3 == "0 -> 3: gpu0 -nvlink-> gpu3"
+
+
+def test_set_is_refused_on_a_dumped_json(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    dumped = tmp_path / "t.json"
+    status, _out, _ = run(capsys, "topo", "dump", DGX_A100, "-o", dumped)
+    assert status == 0
+    line = error_line(capsys, "topo", "show", dumped, "--set", "n_gpus=4")
+    assert line == (
+        f"simcoll: error: {dumped}: --set n_gpus: --set only changes builder parameters, "
+        "and a node-link JSON file has none"
+    )

@@ -1,0 +1,305 @@
+"""Tests of simcoll.prediction: --sizes parsing, nccl-tests alignment, and predict()."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simcoll.algorithms import algorithm_names, build_schedule
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError, ScheduleError
+from simcoll.prediction.pipeline import AUTO_FAMILY, align_size_bytes, parse_sizes, predict
+from simcoll.sim.engine import simulate
+from simcoll.topology import gpu_nodes, load, switch_star
+
+LINK_BANDWIDTH = 100e9  # bytes/s, per direction
+LINK_LATENCY = 1e-6  # s, per link: a GPU-to-GPU route through the switch crosses two
+
+
+@pytest.fixture
+def star4():
+    """4 GPUs on one switch: 100 GB/s and 1 us per link."""
+    return switch_star(4, link_bandwidth_bytes_per_s=LINK_BANDWIDTH, link_latency_s=LINK_LATENCY)
+
+
+# --- parse_sizes --------------------------------------------------------------------------
+
+
+def test_parse_sizes_default_range() -> None:
+    sizes, is_range = parse_sizes("8:8G")
+    assert is_range
+    assert len(sizes) == 31
+    assert sizes == [8 * 2**k for k in range(31)]
+    assert sizes[0] == 8
+    assert sizes[-1] == 8 * 2**30
+
+
+def test_parse_sizes_factor() -> None:
+    sizes, is_range = parse_sizes("1K:1M:4")
+    assert is_range
+    assert sizes == [1024 * 4**k for k in range(6)]
+    assert sizes[-1] == 2**20
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("8:64", [8, 16, 32, 64]),
+        ("8:8", [8]),
+        ("8:100", [8, 16, 32, 64]),  # stops at the last power below MAX
+        ("1K:10K:3", [1024, 3072, 9216]),
+        ("1 KB:4 KB", [1000, 2000, 4000]),
+        (" 1M:4M ", [2**20, 2**21, 2**22]),
+    ],
+)
+def test_parse_sizes_ranges(text: str, expected: list[int]) -> None:
+    assert parse_sizes(text) == (expected, True)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1K,1M,1G", [2**10, 2**20, 2**30]),
+        ("4096", [4096]),
+        ("1 KB, 1 MiB", [1000, 2**20]),
+        ("64,8", [64, 8]),  # a list keeps its order
+    ],
+)
+def test_parse_sizes_lists(text: str, expected: list[int]) -> None:
+    assert parse_sizes(text) == (expected, False)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1M:1K", "--sizes: range '1M:1K' ends below its start"),
+        ("0:8", "--sizes: range '0:8' must start at 1 byte or more"),
+        ("8:64:1", "--sizes: range factor in '8:64:1' must be 2 or more"),
+        ("8:64:0", "--sizes: range factor in '8:64:0' must be 2 or more"),
+        ("abc", "--sizes: cannot read 'abc' as a number with a unit"),
+        ("8:x", "--sizes: cannot read 'x' as a number with a unit"),
+        ("8,,16", "--sizes: cannot read '' as a number with a unit"),
+        ("-8", "--sizes: size '-8' is negative"),
+        ("1.5", "--sizes: size '1.5' is not a whole number of bytes"),
+        (
+            "1 Gbps",
+            "--sizes: unit 'Gbps' is ambiguous (bits or bytes?): write '1 Gbit/s' or '1 GB/s'",
+        ),
+    ],
+)
+def test_parse_sizes_errors(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_sizes(text)
+    assert str(error.value) == message
+
+
+# --- align_size_bytes -----------------------------------------------------------------------
+
+
+def test_align_size_bytes_examples() -> None:
+    assert align_size_bytes(Collective.ALLGATHER, 3, 1000) == 996  # 3 ranks x 4 B -> 12 | 996
+    assert align_size_bytes(Collective.ALLREDUCE, 3, 1001) == 1000
+    assert align_size_bytes(Collective.ALLTOALL, 8, 1000) == 992
+    assert align_size_bytes(Collective.ALLGATHER, 8, 16) == 0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+@pytest.mark.parametrize("collective", list(Collective))
+@pytest.mark.parametrize("size", [0, 7, 8, 1000, 4099, 2**20 + 3])
+def test_align_size_bytes_rounds_down_to_whole_elements(
+    collective: Collective, n: int, size: int
+) -> None:
+    # Whole float elements in every block of the nccl-tests size convention.
+    per_rank = n if collective.n_blocks(n) > 1 and collective is not Collective.SENDRECV else 1
+    unit = 4 * per_rank
+    aligned = align_size_bytes(collective, n, size)
+    assert aligned == size // unit * unit
+    assert 0 <= size - aligned < unit
+    # The aligned size splits into blocks without error.
+    assert collective.block_bytes(aligned, n) * (n if per_rank > 1 else 1) == aligned
+
+
+# --- predict --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [0, 4, 4096, 2**20, 2**24])
+def test_ring_allgather_matches_closed_form(star4, size: int) -> None:
+    # Three ring steps; each crosses GPU->switch->GPU (two links of latency L, paid once per
+    # route) and moves one block of S/4 bytes at B. The four transfers of a step use four
+    # distinct uplinks and downlinks, so nothing is shared.
+    expected = 3 * (2 * LINK_LATENCY + (size / 4) / LINK_BANDWIDTH)
+    (row,) = predict(star4, "allgather", [size], params={"n_chunks": 1}).rows
+    assert row.algorithm == "ring"
+    assert row.n_ranks == 4
+    assert row.size_bytes == size
+    assert row.time_s == pytest.approx(expected, rel=1e-12)
+    assert row.busbw_bytes_per_s == pytest.approx(
+        size / expected * 3 / 4 if size else 0.0, rel=1e-12
+    )
+
+
+def test_predict_rows_follow_the_sizes(star4) -> None:
+    sizes = [2**20, 64, 4096]
+    prediction = predict(star4, Collective.ALLREDUCE, sizes)
+    assert [r.size_bytes for r in prediction.rows] == sizes
+    assert prediction.skipped == []
+    assert all(r.collective == "allreduce" and r.model == "flow" for r in prediction.rows)
+
+
+def test_predict_fewer_ranks_than_gpus(star4) -> None:
+    size = 2**20
+    (row,) = predict(star4, "allgather", [size], n_ranks=2).rows
+    assert row.n_ranks == 2
+    assert row.time_s == pytest.approx(2 * LINK_LATENCY + size / 2 / LINK_BANDWIDTH, rel=1e-12)
+
+
+def test_predict_more_ranks_than_gpus(star4) -> None:
+    with pytest.raises(ConfigError, match="has 4 GPUs, fewer than the 5 ranks"):
+        predict(star4, "allgather", [64], n_ranks=5)
+
+
+@pytest.mark.parametrize("n_ranks", [0, -1])
+def test_predict_rejects_no_ranks(star4, n_ranks: int) -> None:
+    with pytest.raises(ConfigError, match="at least 1"):
+        predict(star4, "allgather", [64], n_ranks=n_ranks)
+
+
+def test_predict_unknown_algorithm(star4) -> None:
+    with pytest.raises(ConfigError) as error:
+        predict(star4, "sendrecv", [64], algorithm="ring")
+    assert str(error.value) == "sendrecv has no algorithm 'ring'; valid: direct"
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "broadcast"])
+def test_auto_keeps_the_fastest_algorithm(star4, collective: str) -> None:
+    sizes = [64, 4096, 2**20, 2**24]
+    prediction = predict(star4, collective, sizes, algorithm="all", params={"n_chunks": 1})
+    assert [r.size_bytes for r in prediction.rows] == sizes
+    # NVLS and SHARP need a switch that reduces; this star's cannot, so "all" leaves them out.
+    names = [name for name in algorithm_names(collective) if name not in ("nvls", "sharp")]
+    assert len(names) >= 2
+    for row in prediction.rows:
+        times = {
+            name: simulate(
+                star4, build_schedule(collective, name, n_ranks=4, size_bytes=row.size_bytes)
+            ).time_s
+            for name in names
+        }
+        assert row.time_s == min(times.values())
+        assert row.algorithm in names
+        assert times[row.algorithm] == row.time_s
+
+
+def test_auto_on_a_collective_outside_nccls_family(star4) -> None:
+    # Send/recv has none of NCCL's ring/tree/NVLS/SHARP: auto tries what it has.
+    (row,) = predict(star4, "sendrecv", [4096], algorithm="auto").rows
+    assert row.algorithm == "direct"
+
+
+def test_auto_chooses_among_nccls_algorithms_only(star4) -> None:
+    # On a star the direct all-reduce moves the ring's bytes (3 x S/4 through each link,
+    # twice) in 2 latency steps instead of 6: 2a + 1.5 S/B against 6a + 1.5 S/B, so at
+    # 16 KiB it is the fastest of all. "all" finds it; auto keeps to NCCL's algorithms.
+    fastest = predict(star4, "allreduce", [2**14], algorithm="all").rows[0]
+    assert fastest.algorithm == "direct"
+    (row,) = predict(star4, "allreduce", [2**14], algorithm="auto").rows
+    assert row.algorithm in AUTO_FAMILY
+
+
+def test_too_small_size_raises_by_default(star4) -> None:
+    # All-gather of 8 B over 4 ranks: 2 B per block, cut into 4 chunks.
+    with pytest.raises(ScheduleError) as error:
+        predict(star4, "allgather", [8, 4096], params={"n_chunks": 4})
+    assert str(error.value) == (
+        "allgather of 8 B over 4 ranks has 2 B per block, fewer than the 4 pieces asked "
+        "for; use fewer chunks or channels, or a larger size"
+    )
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "auto"])
+def test_skip_too_small(star4, algorithm: str) -> None:
+    prediction = predict(
+        star4,
+        "allgather",
+        [8, 12, 16, 4096],
+        algorithm=algorithm,
+        params={"n_chunks": 4},
+        skip_too_small=True,
+    )
+    # 16 B is 4 B per block: exactly one byte per chunk, still cuttable.
+    assert [r.size_bytes for r in prediction.rows] == [16, 4096]
+    assert [size for size, _ in prediction.skipped] == [8, 12]
+    for size, message in prediction.skipped:
+        assert f"allgather of {size} B over 4 ranks" in message
+        assert "fewer than the 4 pieces" in message
+        assert "\n" not in message
+
+
+def test_skip_too_small_does_not_hide_other_errors(star4) -> None:
+    with pytest.raises(ConfigError, match="takes no parameter 'root'"):
+        predict(star4, "allgather", [4096], params={"root": 1}, skip_too_small=True)
+
+
+def test_predict_params_reach_the_schedule(star4) -> None:
+    # Broadcast from rank 2: the row reports the root.
+    (row,) = predict(star4, "broadcast", [4096], params={"root": 2}).rows
+    assert row.root == 2
+
+
+# --- the shipped topology files -----------------------------------------------------------
+
+SHIPPED = sorted(
+    path.name for path in (Path(__file__).resolve().parents[2] / "topologies").glob("*.toml")
+)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_predict_works_on_every_shipped_topology(name: str) -> None:
+    # Multi-node designs at 2 nodes (keep CI short); the 128-GPU case is tested below.
+    path = f"topologies/{name}"
+    overrides = {"n_nodes": "2"} if "n_nodes" in Path(path).read_text() else {}
+    topology = load(path, overrides)
+    rows = predict(topology, "allreduce", [2**20, 2**26]).rows
+    assert [row.size_bytes for row in rows] == [2**20, 2**26]
+    widest = max(bw for _, _, bw in topology.edges(data="bandwidth_bytes_per_s"))
+    for row in rows:
+        # A ring all-reduce cannot beat the bandwidth of a rank's own busiest link.
+        assert 0 < row.busbw_bytes_per_s <= widest
+
+
+def _ring_busbw_bytes_per_s(path: str, overrides: dict[str, str], n_gpus: int) -> float:
+    topology = load(path, overrides)
+    assert len(gpu_nodes(topology)) == n_gpus
+    (row,) = predict(topology, "allreduce", [2**30]).rows
+    return row.busbw_bytes_per_s
+
+
+def test_dgx1_rank_order_ring_is_bound_by_pcie() -> None:
+    # Ring 0-1-...-7-0 on the hybrid cube mesh: 0-1, 1-2, 2-3, 4-5, 5-6, 6-7 have NVLinks
+    # (25 or 50 GB/s), but 3-4 and 7-0 do not: they go over PCIe Gen3 x16 (15.75 GB/s)
+    # and the inter-socket link (38.4 GB/s), in opposite directions, so nothing shares.
+    # A ring all-reduce's busbw tends to its slowest edge's bandwidth for large messages
+    # (busbw = 2(n-1)/n * S / T and T -> 2(n-1)/n * S / B).
+    busbw = _ring_busbw_bytes_per_s("topologies/dgx1-v100.toml", {}, 8)
+    assert busbw == pytest.approx(15.75e9, rel=1e-2)
+    assert busbw < 15.75e9
+
+
+def test_h100_fat_tree_with_16_nodes_is_bound_by_the_nics() -> None:
+    # 128 GPUs; ring edges inside a node cross the NVSwitch (450 GB/s), the 16 edges
+    # between nodes go NIC -> leaf (-> spine -> leaf) -> NIC at 400 Gbit/s = 50 GB/s,
+    # one flow per link at 1:1, so busbw tends to 50 GB/s.
+    busbw = _ring_busbw_bytes_per_s("topologies/h100-ib-fat-tree.toml", {"n_nodes": "16"}, 128)
+    assert busbw == pytest.approx(400e9 / 8, rel=1e-2)
+    assert busbw < 400e9 / 8
+
+
+def test_an_algorithm_asked_for_with_a_protocol_it_cannot_use_is_an_error() -> None:
+    # NCCL runs NVLS with Simple only: asking for LL must not print an empty table.
+    h100 = load("topologies/dgx-h100.toml")
+    with pytest.raises(ConfigError, match=r"^nvls runs with the simple protocol only, not LL$"):
+        predict(h100, "allreduce", [2**20], algorithm="nvls", protocol="LL")
+    # Under auto the protocol that fits is used.
+    (row,) = predict(h100, "allreduce", [2**20], algorithm="nvls", protocol="auto").rows
+    assert row.protocol == "simple"

@@ -1,0 +1,65 @@
+"""Algorithm comparisons and auto selection on shipped machines (issue 4's "done when").
+
+The expected factors are derived from link loads in each test; the figures quoted in
+README come from the commands named there.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from simcoll.prediction.pipeline import predict
+from simcoll.topology.io import load
+
+GIB = 2**30
+
+
+def _row(path: str, algorithm: str, size_bytes: int, **overrides: str) -> object:
+    (row,) = predict(load(path, overrides), "allreduce", [size_bytes], algorithm=algorithm,
+                     protocol="simple").rows  # fmt: skip
+    return row
+
+
+def test_reduce_broadcast_is_slower_than_ring_by_the_root_link_factor() -> None:
+    # DGX A100, n = 8, S = 1 GiB. A ring puts 2(n-1)/n x S on every GPU link direction.
+    # Reduce + broadcast sends (n-1) x S into the root (reduce) and (n-1) x S out of it
+    # (broadcast); pipelined in chunks, both directions of the root's link run at once, so
+    # the root link carries (n-1) S per direction: (n-1) / (2(n-1)/n) = n/2 = 4 x the ring.
+    ring = _row("topologies/dgx-a100.toml", "ring", GIB)
+    composed = _row("topologies/dgx-a100.toml", "reduce_broadcast", GIB)
+    assert composed.time_s / ring.time_s == pytest.approx(8 / 2, rel=0.05)
+
+
+def test_reducescatter_plus_allgather_costs_what_ring_allreduce_costs() -> None:
+    # Same transfers as the ring (2(n-1)/n x S per link direction); only a per-rank barrier
+    # between the phases, which costs at most one step's latency.
+    ring = _row("topologies/dgx-a100.toml", "ring", GIB)
+    composed = _row("topologies/dgx-a100.toml", "reducescatter_allgather", GIB)
+    assert composed.time_s == pytest.approx(ring.time_s, rel=0.01)
+    assert composed.time_s >= ring.time_s
+
+
+def _picks(path: str, sizes: list[int], **overrides: str) -> list[tuple[str, str]]:
+    rows = predict(load(path, overrides), "allreduce", sizes, algorithm="auto",
+                   protocol="auto").rows  # fmt: skip
+    return [(row.algorithm, row.protocol) for row in rows]
+
+
+def test_auto_on_an_nvswitch_node_picks_ll_small_and_nvls_large() -> None:
+    # Small: latency decides; LL's step costs 0.6 us against Simple's 3.4 and NVLS's
+    # 12.5 per leg. Large: bandwidth decides; NVLS moves S per GPU each way, a ring
+    # 2(n-1)/n S = 1.75 S.
+    picks = _picks("topologies/dgx-h100.toml", [1024, GIB])
+    assert picks[0][1] == "LL"
+    assert picks[1] == ("nvls", "simple")
+
+
+def test_auto_on_a_16_node_fat_tree_picks_tree_small_and_ring_large() -> None:
+    # 128 GPUs. Small: latency decides; a ring takes 2(n-1) = 254 steps, NCCL's trees
+    # (across the 16 nodes, a chain of 8 inside each) about 2 (log2 16 + 7) = 22 hops, on
+    # LL's 0.6-2.7 us steps. Large: bandwidth decides; Simple wastes no wire bytes, and the
+    # ring keeps every NIC busy in both directions where a tree leaves leaf nodes' NICs
+    # half idle.
+    picks = _picks("topologies/h100-ib-fat-tree.toml", [4096, 2**28], n_nodes="16")
+    assert picks[0] == ("tree", "LL")
+    assert picks[1] == ("ring", "simple")

@@ -1,0 +1,49 @@
+"""simcoll bench: its smallest case end to end, and its command-line errors."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from simcoll.cli import main
+from simcoll.scenarios.bench import CASES, print_rows, run_bench
+
+
+def test_bench_ring_8_counts_the_whole_schedule_and_its_representatives() -> None:
+    (row,) = run_bench(["ring-8"], timeout_s=120)
+    assert row.status == "ok"
+    # 8 ranks, 2(8 - 1) steps, 8 channels: 2 x 7 x 8 x 8 transfers; on one NVSwitch
+    # every rank is like every other and channels are copies: 14 representatives.
+    assert (row.ranks, row.transfers, row.simulated) == (8, 2 * 7 * 8 * 8, 14)
+    assert row.events > 0
+    assert row.wall_s > 0
+    assert row.peak_MiB > 0
+    out = io.StringIO()
+    print_rows(iter([row]), "csv", out)
+    header, line = out.getvalue().splitlines()
+    assert header.startswith("case,ranks,transfers,simulated,events,sim_time_ms,wall_s")
+    assert line.startswith("ring-8,8,896,14,")
+
+
+def test_the_suite_has_the_issue_cases() -> None:
+    assert [c.name for c in CASES] == [
+        "ring-8",
+        "ring-1024",
+        "ring-16384",
+        "alltoall-1024",
+        "tree-1024",
+        "sweep-128",
+    ]
+
+
+def test_unknown_case_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "--cases", "ring-9"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    valid = ", ".join(c.name for c in CASES)
+    assert err == (
+        f"simcoll bench: error: argument --cases: unknown case ring-9; valid: {valid} "
+        "(see simcoll bench --help)"
+    )

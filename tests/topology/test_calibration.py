@@ -1,0 +1,87 @@
+"""Calibration parameters: validation, composition with protocols, the params TOML."""
+
+from __future__ import annotations
+
+import pytest
+
+from simcoll.core.errors import ConfigError
+from simcoll.core.protocols import PROTOCOLS
+from simcoll.topology import LinkKind, NodeKind, switch_star
+from simcoll.topology.calibration import Calibration, read_calibration, write_calibration
+
+
+def test_protocol_multiplies_efficiency_and_adds_step_latency():
+    cal = Calibration(efficiency={"nvlink": 0.5}, step_latency_s={"nvlink": 2e-6})
+    ll128 = cal.protocol(PROTOCOLS["LL128"])
+    assert ll128.efficiency_of(["nvlink"]) == pytest.approx(120 / 128 * 0.5)
+    assert ll128.efficiency_of(["ib"]) == pytest.approx(120 / 128)  # not calibrated
+    assert ll128.latency_s(["nvlink"]) == pytest.approx(1.9e-6 + 2e-6)
+    assert ll128.latency_s(["ib"]) == pytest.approx(4.0e-6)
+
+
+def test_apply_replaces_only_the_calibrated_kind():
+    star = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-3,
+                       link_kind=LinkKind.ETHERNET, switch_kind=NodeKind.SWITCH)  # fmt: skip
+    out = Calibration(link_latency_s={"ethernet": 5e-6}).apply(star)
+    assert {d["latency_s"] for *_, d in out.edges(data=True)} == {5e-6}
+    assert {d["latency_s"] for *_, d in star.edges(data=True)} == {1e-3}  # input untouched
+    same = Calibration(link_latency_s={"nvlink": 5e-6}).apply(star)
+    assert {d["latency_s"] for *_, d in same.edges(data=True)} == {1e-3}
+
+
+def test_toml_round_trip(tmp_path):
+    cal = Calibration(
+        efficiency={"net": 0.95},
+        step_latency_s={"net": 1.5e-5},
+        link_latency_s={"ethernet": 2.5e-5},
+        launch_s=3e-6,
+        provenance={"inputs": ["a.csv"], "points": 3},
+    )
+    path = write_calibration(tmp_path / "p.toml", cal, [{"size_bytes": 8, "error": 0.01}])
+    back = read_calibration(path)
+    assert back.values == cal.values
+    assert back.provenance["inputs"] == ["a.csv"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[efficiency]\nnet = 0\n", "p.toml: efficiency.net must be in (0, 4], got 0"),
+        ("[efficiency]\nwire = 0.5\n",
+         "p.toml: unknown efficiency key 'wire'; valid: nvlink, pcie, net"),
+        ("[link_latency_s]\nib = -1e-6\n", "p.toml: link_latency_s.ib must not be negative, "
+         "got -1e-06"),
+        ("[step_latency_s]\nnet = 'fast'\n",
+         "p.toml: step_latency_s.net must be a finite number, got 'fast'"),
+        ("launch_s = nan\n", "p.toml: call.launch_s must be a finite number, got nan"),
+        ("[efficiency\n", "p.toml: not valid TOML: Expected ']' at the end of a table "
+         "declaration (at line 1, column 12)"),
+        ("efficiency = 3\n", "p.toml: efficiency: must be a table of numbers"),
+    ],
+)  # fmt: skip
+def test_bad_params_file_is_one_line(tmp_path, text, message):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        read_calibration(path)
+    assert str(info.value).replace(str(tmp_path) + "/", "") == message
+
+
+def test_missing_params_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"^.*nope\.toml: no such params file$"):
+        read_calibration(tmp_path / "nope.toml")
+
+
+def test_unknown_section(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text("[bandwidth]\nnet = 1\n")
+    with pytest.raises(ConfigError, match="unknown section 'bandwidth'"):
+        read_calibration(path)
+
+
+def test_protocol_efficiency_applies_to_its_protocol_only():
+    cal = Calibration(efficiency={"nvlink": 0.8}, protocol_efficiency={"LL": 0.5})
+    assert cal.protocol(PROTOCOLS["LL"]).efficiency_of(["nvlink"]) == pytest.approx(0.5 * 0.5 * 0.8)
+    assert cal.protocol(PROTOCOLS["LL"]).efficiency_of(["ib"]) == pytest.approx(0.5 * 0.5)
+    assert cal.protocol(PROTOCOLS["simple"]).efficiency_of(["nvlink"]) == pytest.approx(0.8)
+    assert cal.protocol(None).efficiency_of(["nvlink"]) == pytest.approx(0.8)
