@@ -17,8 +17,8 @@ from simcoll.calibrate.measurements import (
     Measurement,
     MeasurementSet,
     MeasurementWriter,
-    read_measurements,
 )
+from simcoll.calibrate.read import read_measurements
 from simcoll.core.checks import check_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import (

@@ -2,7 +2,7 @@
 
 Every case is written to a file and loaded the way ``simcoll`` loads it
 (:func:`simcoll.topology.io.load`; :func:`simcoll.scenarios.scenario.load_scenario` then
-:func:`simcoll.scenarios.sweep.check_scenario`). The property: loading either succeeds, and the
+:func:`simcoll.scenarios.points.check_scenario`). The property: loading either succeeds, and the
 result is a valid graph (every GPU routes to every other) or scenario, or it raises a
 :class:`~simcoll.core.errors.SimcollError` whose text is one line, starts with the file's path
 and names the field (``FILE: FIELD: message``; a whole-file problem, not UTF-8 or not
@@ -53,7 +53,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simcoll.core.errors import SimcollError
-from simcoll.scenarios import sweep
+from simcoll.scenarios import points
 from simcoll.scenarios.scenario import Scenario, load_scenario
 from simcoll.topology.io import load
 from simcoll.topology.routing import Router
@@ -550,7 +550,7 @@ def check_topology(path: Path) -> str:
 
 def check_scenario(path: Path) -> str:
     """Load and check one scenario file; return "ok" or the error's text."""
-    sweep._topology.cache_clear()  # the cache is keyed by path: every case rewrites its files
+    points._topology.cache_clear()  # the cache is keyed by path: every case rewrites its files
     with time_guard():
         try:
             scenario = load_scenario(path)
@@ -559,7 +559,7 @@ def check_scenario(path: Path) -> str:
             return str(error)
         assert isinstance(scenario, Scenario)
         try:
-            sweep.check_scenario(scenario)
+            points.check_scenario(scenario)
         except SimcollError as error:
             check_error(error, _scenario_sources(scenario))
             return str(error)
@@ -571,7 +571,7 @@ def check_scenario(path: Path) -> str:
 def _scenario_sources(scenario: Scenario) -> set[str]:
     """The files a scenario's errors may name: itself and the topology files it names."""
     sources = {scenario.source, str(scenario.topology_file)}
-    for value in scenario.axes.get(sweep.TOPOLOGY_FILE_AXIS, []):
+    for value in scenario.axes.get(points.TOPOLOGY_FILE_AXIS, []):
         sources.add(str(scenario.base / str(value)))
     return sources
 

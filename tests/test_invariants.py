@@ -46,7 +46,8 @@ from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, ScheduleError
 from simcoll.core.schedule import Schedule
 from simcoll.network.fabric import Fabric
-from simcoll.sim.engine import SimulationResult, simulate, switch_endpoints
+from simcoll.plan.placement import switch_endpoints
+from simcoll.sim.engine import SimulationResult, simulate
 from simcoll.sim.session import Session
 from simcoll.topology import (
     NodeKind,

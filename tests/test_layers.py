@@ -28,8 +28,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "output": _names("core topology sim"),
     "prediction": _names("core topology plan algorithms sim models output"),
     "calibrate": _names("core topology plan algorithms output prediction"),
-    "scenarios": _names("core topology plan algorithms sim models output prediction"),
-    "cli": _names("core topology plan algorithms sim models output prediction calibrate scenarios"),
+    "scenarios": _names("core topology plan algorithms network sim models output prediction"),
+    "cli": _names(
+        "core topology plan algorithms network sim models output prediction calibrate scenarios"
+    ),
 }
 #: Only these import simpy: the engine and the session (the engine of many calls on one
 #: clock), and the fabrics (flows and packets). Workloads reach SimPy through the session.
@@ -115,3 +117,29 @@ def test_every_module_says_what_it_holds(path):
     docstring = ast.get_docstring(ast.parse(path.read_text()))
     assert docstring, f"{path.relative_to(PACKAGE)} has no module docstring"
     assert docstring.split("\n", 1)[0].strip(), "the first line says what the module holds"
+
+
+def test_architecture_md_states_the_same_table():
+    text = (PACKAGE.parent / "ARCHITECTURE.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`") and cells[0].strip("`") in MAY_IMPORT:
+            allowed = cells[2]
+            if allowed.startswith("everything below but "):
+                below = _below(cells[0].strip("`"))
+                allowed_set = below - _names(allowed.removeprefix("everything below but "))
+            elif allowed == "everything":
+                allowed_set = set(MAY_IMPORT) - {cells[0].strip("`")}
+            elif allowed == "nothing of simcoll":
+                allowed_set = set()
+            else:
+                allowed_set = _names(allowed.replace(",", " "))
+            rows[cells[0].strip("`")] = allowed_set
+    assert rows == MAY_IMPORT
+
+
+def _below(layer: str) -> set[str]:
+    """The layers listed before ``layer`` in the table (its order is bottom to top)."""
+    order = list(MAY_IMPORT)
+    return set(order[: order.index(layer)])

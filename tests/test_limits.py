@@ -12,7 +12,7 @@ from simcoll.algorithms import algorithm_names, build_schedule
 from simcoll.core.checks import check_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
-from simcoll.prediction.pipeline import predict
+from simcoll.prediction import predict
 from simcoll.sim.engine import simulate
 from simcoll.topology import ring, switch_star
 

@@ -3,7 +3,7 @@
 Usage: ``python validation/regenerate_logs.py [OUT_DIR]`` (default:
 ``validation/data/nccl-tests-logs``). Reads every table of ``validation/data/public`` listed
 in :data:`LOGS` and writes ``<same name>.log`` with
-:func:`simcoll.calibrate.nccltests_print.format_log`:
+:func:`simcoll.calibrate.nccltests.write.format_log`:
 the SuperBench captures in the old layout (``error`` column, per-test columns), the rest in
 the new one (``redop root``, ``#wrong``). Sizes, counts, times and the printed algbw/busbw
 are the table's own; the header settings come from what each source states (see the
@@ -19,9 +19,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from simcoll.calibrate.measurements import read_measurements
 from simcoll.calibrate.nccltests import Layout
-from simcoll.calibrate.nccltests_print import LogHeader, format_log, oop_ip_pairs
+from simcoll.calibrate.nccltests.write import LogHeader, format_log, oop_ip_pairs
+from simcoll.calibrate.read import read_measurements
 
 HERE = Path(__file__).resolve().parent
 PUBLIC = HERE / "data" / "public"

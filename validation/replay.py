@@ -41,7 +41,7 @@ from typing import Any
 from simcoll.calibrate.measurements import Measurement, MeasurementWriter
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import SimcollError
-from simcoll.prediction.pipeline import parse_sizes
+from simcoll.core.sizes import parse_sizes
 
 __all__ = ["ReplayConfig", "main", "metadata", "run_rank"]
 

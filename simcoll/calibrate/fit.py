@@ -44,7 +44,7 @@ import numpy as np
 from simcoll.calibrate.gloo import Recipe
 from simcoll.core.errors import ConfigError
 from simcoll.core.protocols import link_class
-from simcoll.prediction.pipeline import predict
+from simcoll.prediction import predict
 from simcoll.topology.calibration import LINK_CLASSES, PROTOCOL_NAMES, Calibration
 
 __all__ = [

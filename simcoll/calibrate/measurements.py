@@ -8,16 +8,8 @@ and plots and are recomputed from size and time on reading
 Beside ``runs.csv`` lies ``runs.json``, the sidecar: a free JSON object describing the
 system, the software versions and the environment.
 
-:func:`read_measurements` also reads what real machines print: nccl-tests text logs and the
-nccl-tests tables transcribed as CSV in ``validation/data/public`` (see
-:mod:`simcoll.calibrate.nccltests`).
-
->>> runs = read_measurements(
-...     "validation/data/public/nccl_allreduce_8xV100_oci_bmgpu38_ocitutorials.csv")
->>> [(m.collective, m.n_ranks, m.size_bytes, m.time_s, m.in_place) for m in runs.rows]
-[('allreduce', 8, 1073741824, 0.013867, False), ('allreduce', 8, 1073741824, 0.013877, True)]
->>> round(runs.rows[0].busbw_bytes_per_s / 1e9, 2)  # the log: 135.50, from the unrounded time
-135.51
+:func:`simcoll.calibrate.read.read_measurements` reads these files and also what real
+machines print: nccl-tests text logs and tables (:mod:`simcoll.calibrate.nccltests`).
 """
 
 from __future__ import annotations
@@ -44,8 +36,10 @@ __all__ = [
     "MeasurementSet",
     "MeasurementWriter",
     "measurement_from_cells",
-    "read_measurements",
+    "parse_measurement_csv",
     "read_sidecar",
+    "read_text",
+    "select_rows",
     "sidecar_path",
     "to_csv_text",
     "write_sidecar",
@@ -155,47 +149,6 @@ def read_sidecar(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def read_measurements(
-    path: str | Path, *, collective: str | None = None, n_ranks: int | None = None
-) -> MeasurementSet:
-    """Read a measurement CSV, an nccl-tests table CSV, or an nccl-tests text log.
-
-    Parameters
-    ----------
-    path
-        A ``.csv`` is a measurement CSV or, told apart by its header, the nccl-tests table
-        layout of ``validation/data/public`` (``size_bytes,...,time_us_oop,...``). Any other
-        suffix (``.log``, ``.txt``, ``.out``) is read as an nccl-tests log.
-    collective, n_ranks
-        Needed where the file does not say them (a table CSV or a log whose name does not
-        name the collective). Where a measurement CSV says them, they select its rows.
-
-    Raises
-    ------
-    ConfigError
-        One line naming the file, the line and the field: a missing or empty file, a
-        missing column, a value that is not a number, a negative size, a time that is not
-        positive, fewer than one rank, an unknown collective, a malformed sidecar.
-    """
-    from simcoll.calibrate import nccltests  # noqa: PLC0415 - nccltests builds on this module's types
-
-    source = str(path)
-    text = _read_text(path)
-    if not text.strip():
-        raise ConfigError("empty file", source=source)
-    if Path(path).suffix.lower() != ".csv":
-        parsed = nccltests.parse_log(text, source=source, collective=collective, n_ranks=n_ranks)
-        return MeasurementSet(source, parsed.rows, {**parsed.metadata, **read_sidecar(path)})
-    header = next(csv.reader(io.StringIO(text)))
-    if nccltests.is_table_header(header):
-        rows = nccltests.parse_table_csv(
-            text, source=source, collective=collective, n_ranks=n_ranks
-        )
-    else:
-        rows = _select(_parse_csv(text, source), source, collective, n_ranks)
-    return MeasurementSet(source, rows, read_sidecar(path))
-
-
 def to_csv_text(rows: Iterable[Measurement]) -> str:
     """Rows as measurement CSV text, header first. Floats keep full precision.
 
@@ -219,7 +172,7 @@ class MeasurementWriter:
     >>> out = Path(tempfile.mkdtemp()) / "runs.csv"
     >>> with MeasurementWriter(out, metadata={"gpu": "none"}) as w:
     ...     w.append(Measurement(collective="allreduce", n_ranks=2, size_bytes=8, time_s=1e-5))
-    >>> [m.time_s for m in read_measurements(out).rows], read_measurements(out).metadata
+    >>> [m.time_s for m in parse_measurement_csv(out.read_text(), str(out))], read_sidecar(out)
     ([1e-05], {'gpu': 'none'})
     """
 
@@ -258,7 +211,7 @@ class MeasurementWriter:
         os.fsync(self._file.fileno())
 
 
-def _read_text(path: str | Path) -> str:
+def read_text(path: str | Path) -> str:
     source = str(path)
     try:
         return Path(path).read_text(encoding="utf-8-sig")  # a spreadsheet's BOM is no column
@@ -315,7 +268,7 @@ def _cells(m: Measurement) -> list[object]:
     ]
 
 
-def _parse_csv(text: str, source: str) -> tuple[Measurement, ...]:
+def parse_measurement_csv(text: str, source: str) -> tuple[Measurement, ...]:
     reader = csv.reader(io.StringIO(text))
     header = [name.strip() for name in next(reader)]
     if not set(REQUIRED_COLUMNS) & set(header):
@@ -417,7 +370,7 @@ def _boolean(text: str) -> bool:
     raise ConfigError(f"not true or false: {text!r}", field="in_place")
 
 
-def _select(
+def select_rows(
     rows: tuple[Measurement, ...], source: str, collective: str | None, n_ranks: int | None
 ) -> tuple[Measurement, ...]:
     """The rows of ``collective`` on ``n_ranks`` (each when given); none left is an error."""

@@ -14,7 +14,8 @@ import networkx as nx
 from simcoll.calibrate.compare import REGIMES, compare, format_summary, regime_of, summarise
 from simcoll.calibrate.fit import ALL_GROUPS, PARAMETER_GROUPS, FitPoint, Model, fit
 from simcoll.calibrate.gloo import BACKENDS, Recipe, default_protocol, recipe_for
-from simcoll.calibrate.measurements import MeasurementSet, read_measurements
+from simcoll.calibrate.measurements import MeasurementSet
+from simcoll.calibrate.read import read_measurements
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.topology.calibration import Calibration, read_calibration, write_calibration
 from simcoll.topology.io import load, parse_overrides

@@ -42,9 +42,11 @@ def add_run(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from simcoll.scenarios.cost import DEFAULT_MAX_HOURS  # noqa: PLC0415
+    from simcoll.scenarios.points import PointResult  # noqa: PLC0415
     from simcoll.scenarios.report import write_report, write_timeline  # noqa: PLC0415
     from simcoll.scenarios.scenario import load_scenario  # noqa: PLC0415
-    from simcoll.scenarios.sweep import DEFAULT_MAX_HOURS, PointResult, run_sweep  # noqa: PLC0415
+    from simcoll.scenarios.sweep import run_sweep  # noqa: PLC0415
 
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"must be at least 1, got {args.workers}", field="--workers")

@@ -12,21 +12,9 @@ are equal.)
 Notation: n ranks, S = ``size_bytes`` (nccl-tests convention: the whole buffer for
 all-gather and reduce-scatter), k = ``n_chunks``, W = ``max_in_flight``, tau the time one
 chunk of one pair takes on the wire (with contention the channels of a pair share its
-bandwidth, so tau does not depend on ``n_channels``). The pipelined form used throughout
-is the longest path through a connection's transfers (derived in ``tests/test_engine.py``
-for W = 1 and W unbounded)::
-
-    P(m, k) = alpha + m k tau + floor((m k - 1) / w) max(0, alpha - (w - 1) tau),  w = min(W, k)
-
-m steps of k chunks each, every chunk waiting for its predecessor of the step before:
-with W >= k it is ``alpha + m k tau + (m - 1) max(0, alpha - (k - 1) tau)`` (latency
-hidden behind the k - 1 chunks in flight), with W = 1 it is ``m k (alpha + tau)``. A chain
-of h hops (a pipelined broadcast, Thakur et al. 2005) is
-``C(h, k) = h (alpha + tau) + (k - 1) tau + floor((k - 1) / w) max(0, alpha - (w - 1) tau)``
-when the hops are alike; hops with their own alpha and tau (a ring broadcast that leaves
-a server, SHARP's levels) are costed by the same longest path, hop by hop, which for
-k = 1 is the sum of ``alpha_h + tau_h``. Chunked, a chain's hops run at once and share
-the links they have in common; unchunked, each hop runs alone.
+bandwidth, so tau does not depend on ``n_channels``). The pipelined forms used throughout
+(m steps of k chunks on one connection, and chains of h hops) are those of
+:mod:`simcoll.models.pipelines`.
 
 =====================================  =============================================  ==========
 algorithm                              time                                           tau
@@ -111,7 +99,6 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from simcoll.algorithms.tree import Tree, binomial_tree, msb_binomial_tree
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.protocols import Protocol, parse_protocol
@@ -124,7 +111,9 @@ from simcoll.models._net import (
     hosts_of,
     reducing_switch,
 )
+from simcoll.models.pipelines import chain_of_hops_time_s, chain_time_s, pipeline_time_s
 from simcoll.plan.placement import map_ranks
+from simcoll.plan.trees import Tree, binomial_tree, double_binary_tree, msb_binomial_tree
 from simcoll.topology import Router
 
 __all__ = [
@@ -138,59 +127,6 @@ __all__ = [
 ]
 
 RankPair = tuple[int, int]
-
-
-def pipeline_time_s(m: int, k: int, alpha_s: float, tau_s: float, window: int) -> float:
-    """P(m, k): m dependent steps of k chunks on one connection (see the module docstring).
-
-    >>> pipeline_time_s(3, 1, 2.0, 1.0, 8)  # m (alpha + tau)
-    9.0
-    >>> pipeline_time_s(3, 4, 2.0, 1.0, 8)  # alpha + m k tau: latency hidden
-    14.0
-    >>> pipeline_time_s(2, 3, 1.0, 1.0, 1)  # m k (alpha + tau)
-    12.0
-    """
-    if m <= 0 or k <= 0:
-        return 0.0
-    w = min(window, k)
-    return alpha_s + m * k * tau_s + (m * k - 1) // w * max(0.0, alpha_s - (w - 1) * tau_s)
-
-
-def chain_time_s(hops: int, k: int, alpha_s: float, tau_s: float, window: int) -> float:
-    """C(h, k): k chunks through h hops, each hop forwarding a chunk once it has arrived.
-
-    >>> chain_time_s(3, 1, 1.0, 2.0, 8)  # h (alpha + tau)
-    9.0
-    >>> chain_time_s(3, 4, 1.0, 2.0, 8)  # h (alpha + tau) + (k - 1) tau
-    15.0
-    """
-    if hops <= 0 or k <= 0:
-        return 0.0
-    w = min(window, k)
-    return (
-        hops * (alpha_s + tau_s)
-        + (k - 1) * tau_s
-        + (k - 1) // w * max(0.0, alpha_s - (w - 1) * tau_s)
-    )
-
-
-def _chain(hops: Sequence[tuple[float, float]], k: int, window: int) -> float:
-    """C(h, k) for hops of their own (alpha, tau), evaluated as its longest path.
-
-    Piece j leaves hop h once it has arrived from hop h - 1, once the window has room
-    (piece j - W of the hop has arrived) and after its route latency; its bytes follow
-    those of piece j - 1 on the wire. With equal hops this is :func:`chain_time_s`; with
-    k = 1 it is the sum of ``alpha + tau`` over the hops.
-    """
-    arrived = [0.0] * k  # at the hop before: the first hop's pieces are all there
-    for alpha, tau in hops:
-        here: list[float] = []
-        for j in range(k):
-            issue = max(arrived[j], here[j - window]) if j >= window else arrived[j]
-            start = max(issue + alpha, here[j - 1]) if j else issue + alpha
-            here.append(start + tau)
-        arrived = here
-    return arrived[-1] if hops and k else 0.0
 
 
 @dataclass(frozen=True)
@@ -224,7 +160,7 @@ class _Call:
         load = self.net.load(pair for hop in hops for pair in hop) if self.k > 1 else None
         costs = [self.net.cost(hop, load=load) for hop in hops]
         timing = [(cost.alpha_s, self.tau(bytes_per_pair / self.k, cost)) for cost in costs]
-        return _chain(timing, self.k, self.window)
+        return chain_of_hops_time_s(timing, self.k, self.window)
 
     def tau(self, bytes_per_pair: float, cost: PatternCost) -> float:
         """Wire time of ``bytes_per_pair`` split over the channels of one pair.
@@ -420,49 +356,18 @@ def _binomial_blocks(towards_root: bool) -> Formula:
     return formula
 
 
-def _btree_parent(n: int, rank: int) -> int | None:
-    """Parent of ``rank`` in NCCL's binary tree (``ncclGetBtree``, src/graph/trees.cc)."""
-    if rank == 0:
-        return None
-    bit = rank & -rank  # lowest set bit
-    up = (rank ^ bit) | (bit << 1)
-    return rank ^ bit if up >= n else up
-
-
-def _dtree_parents(n: int, rank: int) -> tuple[int | None, int | None]:
-    """Parents of ``rank`` in NCCL's two trees: the second is the first shifted by one rank
-    (odd n) or mirrored (even n), as ``ncclGetDtree`` builds it."""
-    first = _btree_parent(n, rank)
-    if n % 2:
-        p = _btree_parent(n, (rank - 1) % n)
-        second = None if p is None else (p + 1) % n
-    else:
-        p = _btree_parent(n, n - 1 - rank)
-        second = None if p is None else n - 1 - p
-    return first, second
-
-
-def _tree_depth(n: int, tree: int) -> int:
-    """Edges from the root to the deepest rank of NCCL's tree ``tree`` (0 or 1)."""
-    deepest = 0
-    for rank in range(n):
-        depth, up = 0, _dtree_parents(n, rank)[tree]
-        while up is not None:
-            depth, up = depth + 1, _dtree_parents(n, up)[tree]
-        deepest = max(deepest, depth)
-    return deepest
-
-
 def _double_binary_tree(c: _Call) -> float:
     n = c.n
     if n == 1:
         return 0.0
+    trees = double_binary_tree(n)
     pairs: list[RankPair] = []
     for rank in range(n):
-        for up in _dtree_parents(n, rank):
-            if up is not None:
+        for tree in trees:
+            up = tree.parent[rank]
+            if up >= 0:
                 pairs += [(rank, up), (up, rank)]
-    depth = max(_tree_depth(n, 0), _tree_depth(n, 1))
+    depth = max(tree.depth() for tree in trees)
     # A rank's own transfers (up to three per tree) are in the formula: no sharing on top.
     cost = c.cost(pairs, share=False)
     tau = c.tau(c.size / c.k, cost)

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from simcoll.scenarios.points import PointResult
 from simcoll.scenarios.scenario import load_scenario, parse_scenario
-from simcoll.scenarios.sweep import PointResult, SweepResult, run_sweep
+from simcoll.scenarios.sweep import SweepResult, run_sweep
 
 __all__ = ["run_scenario"]
 

@@ -36,7 +36,7 @@ import numpy as np
 from simcoll.algorithms import build_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
-from simcoll.prediction.pipeline import ring_chunks
+from simcoll.plan.tuning import ring_chunks
 from simcoll.sim.engine import SimulationResult, simulate
 from simcoll.sim.symmetry import simulate_ring_fast
 from simcoll.topology import gpu_nodes

@@ -57,8 +57,8 @@ from pathlib import Path
 from typing import Any
 
 from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.core.sizes import parse_sizes
 from simcoll.core.units import parse_bandwidth_bytes_per_s, parse_size_bytes, parse_time_s
-from simcoll.prediction.pipeline import parse_sizes
 
 __all__ = ["SCENARIO_SCHEMA", "Point", "Scenario", "load_scenario", "parse_scenario"]
 

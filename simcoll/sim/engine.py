@@ -30,13 +30,14 @@ import numpy as np
 import numpy.typing as npt
 import simpy
 
-from simcoll.core.errors import ConfigError, SimulationError, TopologyError
+from simcoll.core.errors import ConfigError, SimulationError
 from simcoll.core.protocols import Protocol
 from simcoll.core.schedule import Schedule
 from simcoll.network.fabric import Fabric, FabricStats
 from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
-from simcoll.plan.placement import map_ranks
-from simcoll.topology import NodeKind, Router
+from simcoll.plan.placement import map_ranks, switch_endpoints
+from simcoll.sim.routes import Routes, pair_efficiency, pair_latency_s, route_pair
+from simcoll.topology import Router
 from simcoll.topology.routing import Route
 
 __all__ = ["Model", "SimulationResult", "simulate"]
@@ -90,139 +91,6 @@ class SimulationResult:
     def bytes_received_per_rank(self) -> IntArray:
         """Data bytes each rank received (then each in-network switch endpoint, if any)."""
         return self.schedule.bytes_received_per_rank()
-
-
-@dataclass(frozen=True, eq=False, kw_only=True)
-class Routes:
-    """Where each transfer's bytes go, as the fabric sees it.
-
-    On the general path fabric links are the topology's directed edges and every weight
-    is 1; on the symmetric path (:mod:`simcoll.sim.symmetry`) they are classes of identical
-    links, and a weight is how many copies of the flow load each link of the class.
-    """
-
-    pair_of: IntArray  # per transfer: index of its (src, dst) pair
-    pair_links: list[IntArray]  # per pair: fabric links crossed
-    pair_weights: list[FloatArray | None]  # per pair: weight per link, None for all 1
-    latency_s: FloatArray  # per pair: route (and protocol) latency
-    capacity_bytes_per_s: FloatArray  # per fabric link
-    # per pair: data fraction of the wire, where a calibrated protocol sets it per class
-    efficiency: FloatArray | None = None
-
-
-def route_pair(router: Router, nodes: tuple[str, ...], src: int, dst: int) -> Route:
-    """The route of rank (or endpoint) ``src`` to ``dst``; no route is a SimulationError."""
-    try:
-        return router.route(nodes[src], nodes[dst])
-    except TopologyError as error:
-        raise SimulationError(
-            f"rank {src} ({nodes[src]}) -> rank {dst} ({nodes[dst]}): {error.message}"
-        ) from None
-
-
-def pair_latency_s(  # noqa: PLR0917 - one pair's facts, all needed
-    topology: nx.DiGraph[str],
-    edges: Route,
-    src: int,
-    dst: int,
-    schedule: Schedule,
-    nodes: tuple[str, ...],
-    protocol: Protocol | None,
-) -> float:
-    """Route latency of one pair, plus the protocol's step latency if any.
-
-    An in-network endpoint (NVLS, SHARP) pays that protocol's endpoint latency.
-    """
-    latency_s = sum(topology.edges[e]["latency_s"] for e in edges)
-    if protocol is None:
-        return float(latency_s)
-    kinds = [topology.edges[e]["kind"].value for e in edges]
-    switch = max(src, dst)
-    if switch < schedule.n_ranks:
-        return float(latency_s + protocol.latency_s(kinds))
-    kind = topology.nodes[nodes[switch]]["kind"]
-    endpoint = "nvls" if kind is NodeKind.NVSWITCH else "collnet"
-    if endpoint not in protocol.step_latency_s:
-        raise ConfigError(
-            f"{schedule.algorithm} runs with the simple protocol only, not {protocol.name}"
-        )
-    return float(latency_s + protocol.latency_s(kinds, endpoint))
-
-
-def pair_efficiency(topology: nx.DiGraph[str], edges: Route, protocol: Protocol | None) -> float:
-    """The data fraction of the wire for one pair's route (1 without a protocol)."""
-    if protocol is None:
-        return 1.0
-    return protocol.efficiency_of(topology.edges[e]["kind"].value for e in edges)
-
-
-def switch_endpoints(
-    topology: nx.DiGraph[str], rank_nodes: tuple[str, ...], schedule: Schedule
-) -> tuple[str, ...]:
-    """The switches that serve a schedule's in-network endpoints.
-
-    Only switches whose ``reduces`` attribute is true qualify. Without
-    ``schedule.params["switch_groups"]`` (NVLS) an endpoint needs a switch with a link to
-    and from every rank's GPU (the NVSwitch of the node). With it (SHARP), endpoint j goes
-    to the qualifying fabric switch (kind ``switch``) nearest to the GPUs of group j: the
-    fewest hops to the farthest of them, then to all of them, then the smallest id; each
-    switch serves one endpoint.
-
-    Raises
-    ------
-    ConfigError
-        If an endpoint finds no qualifying switch; the message says what is needed.
-    """
-    if schedule.n_switches == 0:
-        return ()
-    groups = schedule.params.get("switch_groups")
-    reducing = sorted(
-        node for node in topology.nodes if topology.nodes[node].get("reduces") is True
-    )
-    if groups is None:
-        chosen = [
-            node
-            for node in reducing
-            if all(topology.has_edge(g, node) and topology.has_edge(node, g) for g in rank_nodes)
-        ][: schedule.n_switches]
-        what = "an NVSwitch with NVLink SHARP such as dgx-h100's) linked to all"
-    else:
-        fabric = [n for n in reducing if topology.nodes[n]["kind"] is NodeKind.SWITCH]
-        chosen = _nearest_switches(topology, rank_nodes, groups, fabric)
-        what = "sharp = true in a fat-tree file) reachable from all"
-    if len(chosen) < schedule.n_switches:
-        name = topology.graph.get("source") or topology.graph.get("name", "topology")
-        raise ConfigError(
-            f"{schedule.algorithm} needs a switch that reduces in the network (reduces = "
-            f"true, e.g. {what} {len(rank_nodes)} GPUs; {name} has none"
-        )
-    return tuple(chosen)
-
-
-def _nearest_switches(
-    topology: nx.DiGraph[str],
-    rank_nodes: tuple[str, ...],
-    groups: tuple[tuple[int, ...], ...],
-    candidates: list[str],
-) -> list[str]:
-    router = Router(topology)
-    chosen: list[str] = []
-    for group in groups:
-        best: tuple[int, int, str] | None = None
-        for switch in candidates:
-            if switch in chosen:
-                continue
-            try:
-                hops = [len(router.route(rank_nodes[r], switch)) for r in group]
-                hops += [len(router.route(switch, rank_nodes[r])) for r in group]
-            except TopologyError:
-                continue
-            key = (max(hops), sum(hops), switch)
-            best = key if best is None or key < best else best
-        if best is None:
-            break
-        chosen.append(best[2])
-    return chosen
 
 
 def simulate(

@@ -45,8 +45,8 @@ from simcoll.core.protocols import Protocol, parse_protocol
 from simcoll.core.schedule import Schedule, ScheduleBuilder
 from simcoll.core.units import format_bytes
 from simcoll.network.fabric import Fabric
-from simcoll.plan.placement import map_ranks
-from simcoll.sim.engine import MODELS, _Run, _Shared, switch_endpoints
+from simcoll.plan.placement import map_ranks, switch_endpoints
+from simcoll.sim.engine import MODELS, _Run, _Shared
 from simcoll.sim.timeline import COMM, COMPUTE, Span, Timeline, TransferBatch, binned_bytes
 from simcoll.topology import Router, gpu_nodes
 from simcoll.topology.calibration import Calibration

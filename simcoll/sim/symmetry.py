@@ -61,14 +61,8 @@ from simcoll.core.schedule import (
     split_bytes,
 )
 from simcoll.plan.placement import map_ranks
-from simcoll.sim.engine import (
-    Routes,
-    SimulationResult,
-    _Run,
-    pair_efficiency,
-    pair_latency_s,
-    route_pair,
-)
+from simcoll.sim.engine import SimulationResult, _Run
+from simcoll.sim.routes import Routes, pair_efficiency, pair_latency_s, route_pair
 from simcoll.topology import Router
 
 __all__ = ["SymmetricSchedule", "ring_symmetric", "simulate_ring_fast", "simulate_symmetric"]

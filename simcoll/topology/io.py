@@ -25,22 +25,23 @@ file and the key, e.g. ``dgx.toml: params.link_bandwidth: ...``.
 
 from __future__ import annotations
 
-import builtins
-import inspect
 import json
 import re
-import sys
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import Enum
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import networkx as nx
 
 from simcoll.core.errors import ConfigError, SimcollError
-from simcoll.core.units import parse_bandwidth_bytes_per_s, parse_size_bytes, parse_time_s
+from simcoll.topology.builder_params import (
+    Param,
+    builder_params,
+    collect_params,
+    describe,
+    file_field,
+)
 from simcoll.topology.catalog import BUILDERS, IMPORTERS
 from simcoll.topology.explicit import from_document, key_text
 from simcoll.topology.nodelink import from_node_link
@@ -52,39 +53,13 @@ __all__ = ["SCHEMA_VERSION", "load", "parse_overrides"]
 SCHEMA_VERSION = 1
 """The ``schema`` value this version of simcoll reads."""
 
-_BUILDER_KEYS = ("schema", "builder", "description", "params", "routing")
-_EXPLICIT_KEYS = ("schema", "description", "p2p", "routing", "nodes", "links")
-_ValueKind = Literal["int", "float", "bool", "str", "enum", "bytes", "seconds", "bytes_per_s"]
-# Longest suffix first: "_bytes_per_s" also ends in "_s".
-_UNIT_SUFFIXES: tuple[tuple[str, _ValueKind], ...] = (
-    ("_bytes_per_s", "bytes_per_s"),
-    ("_s", "seconds"),
-    ("_bytes", "bytes"),
-)
-_QUANTITY_PARSERS: dict[_ValueKind, tuple[Callable[[str], float], str]] = {
-    "bytes_per_s": (parse_bandwidth_bytes_per_s, "'300 GB/s'"),
-    "seconds": (parse_time_s, "'0.5 us'"),
-    "bytes": (parse_size_bytes, "'256 MiB'"),
-}
 # tomllib ends its messages with "(at line 3, column 10)" or "(at end of document)".
 _POSITION = re.compile(
     r"^(?P<message>.*) \(at (?:line (?P<line>\d+), column (?P<column>\d+)|end of document)\)$"
 )
-_SIMPLE_KINDS: dict[type, _ValueKind] = {bool: "bool", int: "int", float: "float", str: "str"}
-_ARTICLE = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string"}
-_INTEGER = re.compile(r"[+-]?\d+")
-_BOOLEANS = {"true": True, "false": False}
 
-
-@dataclass(frozen=True)
-class _Param:
-    """One builder argument as a topology file spells it."""
-
-    name: str  # the builder's keyword, e.g. "link_bandwidth_bytes_per_s"
-    key: str  # the TOML key, e.g. "link_bandwidth"
-    kind: _ValueKind
-    enum: type[Enum] | None
-    required: bool
+_BUILDER_KEYS = ("schema", "builder", "description", "params", "routing")
+_EXPLICIT_KEYS = ("schema", "description", "p2p", "routing", "nodes", "links")
 
 
 def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiGraph[str]:
@@ -145,15 +120,17 @@ def _build(
     table = document.get("params", {})
     if not isinstance(table, dict):
         raise ConfigError(
-            f"must be a table ([params]), got {_describe(table)}", source=source, field="params"
+            f"must be a table ([params]), got {describe(table)}",
+            source=source,
+            field="params",
         )
     if builder is None:  # an importer: its first argument is the text of params.file
         importer = IMPORTERS[builder_name]
-        params = _builder_params(importer, skip_first=True)
-        params["file"] = _Param("file", "file", "str", None, required=True)
+        params = builder_params(importer, skip_first=True)
+        params["file"] = Param("file", "file", "str", None, required=True)
     else:
-        params = _builder_params(builder)
-    values, fields = _collect(builder_name, params, table, overrides, source)
+        params = builder_params(builder)
+    values, fields = collect_params(builder_name, params, table, overrides, source)
     try:
         if builder is None:
             file_name = str(values.pop("file"))
@@ -164,7 +141,7 @@ def _build(
         if builder is None and error.source is None:
             raise type(error)(error.message, source=file_name, field=error.field) from error
         raise type(error)(
-            error.message, source=source, field=_file_field(error.field, fields, params)
+            error.message, source=source, field=file_field(error.field, fields, params)
         ) from error
 
 
@@ -268,7 +245,7 @@ def _builder_name(document: dict[str, Any], source: str) -> str:
 def _description(document: dict[str, Any], source: str) -> str:
     description = document.get("description", "")
     if not isinstance(description, str):
-        message = f"must be a string, got {_describe(description)}"
+        message = f"must be a string, got {describe(description)}"
         raise ConfigError(message, source=source, field="description")
     return description
 
@@ -277,7 +254,9 @@ def _apply_routing(graph: nx.DiGraph[str], table: object, source: str) -> None:
     """Copy the optional ``[routing]`` table onto the graph's attributes."""
     if not isinstance(table, dict):
         raise ConfigError(
-            f"must be a table ([routing]), got {_describe(table)}", source=source, field="routing"
+            f"must be a table ([routing]), got {describe(table)}",
+            source=source,
+            field="routing",
         )
     for key, value in table.items():
         field = f"routing.{key_text(key)}"
@@ -285,13 +264,15 @@ def _apply_routing(graph: nx.DiGraph[str], table: object, source: str) -> None:
             if value not in ROUTING_RULES:
                 valid = ", ".join(ROUTING_RULES)
                 raise ConfigError(
-                    f"expected one of {valid}, got {_describe(value)}", source=source, field=field
+                    f"expected one of {valid}, got {describe(value)}",
+                    source=source,
+                    field=field,
                 )
             graph.graph["routing"] = value
         elif key == "ecmp_seed":
             if type(value) is not int:
                 raise ConfigError(
-                    f"expected an integer, got {_describe(value)}", source=source, field=field
+                    f"expected an integer, got {describe(value)}", source=source, field=field
                 )
             graph.graph["ecmp_seed"] = value
         else:
@@ -334,161 +315,3 @@ def _read_json(path: Path, source: str) -> Any:
         ) from None
     except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
         raise ConfigError(f"invalid JSON: {str(error).split(';')[0]}", source=source) from None
-
-
-def _builder_params(
-    builder: Callable[..., object], *, skip_first: bool = False
-) -> dict[str, _Param]:
-    """The builder's arguments keyed by their TOML key, in signature order.
-
-    ``skip_first`` leaves out an importer's first argument, the text it parses.
-    """
-    params: dict[str, _Param] = {}
-    arguments = list(inspect.signature(builder).parameters.values())
-    for parameter in arguments[1:] if skip_first else arguments:
-        annotation = _resolve(builder, parameter.annotation)
-        param = _param(parameter.name, annotation, parameter.default is inspect.Parameter.empty)
-        if param.key in params:
-            raise TypeError(
-                f"builder arguments {params[param.key].name!r} and {param.name!r} "
-                f"would both be written {param.key!r} in a topology file"
-            )
-        params[param.key] = param
-    return params
-
-
-def _file_field(
-    builder_field: str | None, fields: dict[str, str], params: dict[str, _Param]
-) -> str | None:
-    """Where a builder's complaint about one of its arguments points in the file."""
-    if builder_field in fields:
-        return fields[builder_field]
-    keys = {param.name: param.key for param in params.values()}
-    return f"params.{keys[builder_field]}" if builder_field in keys else builder_field
-
-
-def _resolve(builder: Callable[..., object], annotation: object) -> object:
-    """Turn a postponed annotation (``"int"``, ``"LinkKind"``) into the object it names."""
-    if not isinstance(annotation, str):
-        return annotation
-    # An optional argument ("bool | None", default None) is given in a file as its type.
-    annotation = annotation.removesuffix(" | None")
-    namespace = getattr(builder, "__globals__", {})
-    return namespace.get(annotation, getattr(builtins, annotation, annotation))
-
-
-def _param(name: str, annotation: object, required: bool) -> _Param:
-    if annotation in (int, float):
-        for suffix, kind in _UNIT_SUFFIXES:
-            if name.endswith(suffix):
-                return _Param(name, name.removesuffix(suffix), kind, None, required)
-    if isinstance(annotation, type) and issubclass(annotation, Enum):
-        return _Param(name, name, "enum", annotation, required)
-    if isinstance(annotation, type) and annotation in _SIMPLE_KINDS:
-        return _Param(name, name, _SIMPLE_KINDS[annotation], None, required)
-    raise TypeError(
-        f"builder argument {name!r} has a type topology files cannot give: {annotation!r}"
-    )
-
-
-def _collect(
-    builder_name: str,
-    params: dict[str, _Param],
-    table: dict[str, Any],
-    overrides: Mapping[str, str],
-    source: str,
-) -> tuple[dict[str, object], dict[str, str]]:
-    """Convert the file's and the overrides' values into builder keyword arguments.
-
-    Returns the arguments and, for each argument, the field its value came from.
-    """
-    valid = ", ".join(params)
-    values: dict[str, object] = {}
-    fields: dict[str, str] = {}
-    items = [(f"params.{key_text(key)}", key, value, False) for key, value in table.items()]
-    items += [(f"--set {key_text(key)}", key, text, True) for key, text in overrides.items()]
-    for field, key, raw, is_text in items:
-        param = params.get(key)
-        if param is None:
-            raise ConfigError(
-                f"unknown parameter of builder {builder_name!r}; valid: {valid}",
-                source=source,
-                field=field,
-            )
-        value = _from_text(param, raw) if is_text else raw
-        values[param.name] = _convert(param, value, source=source, field=field)
-        fields[param.name] = field
-    for param in params.values():
-        if param.required and param.name not in values:
-            raise ConfigError(
-                f"missing; builder {builder_name!r} needs it (required: "
-                f"{', '.join(p.key for p in params.values() if p.required)})",
-                source=source,
-                field=f"params.{param.key}",
-            )
-    return values, fields
-
-
-def _from_text(param: _Param, text: str) -> object:
-    """Read a command-line string as the TOML value it stands for, when it is one."""
-    if param.kind == "int" and _INTEGER.fullmatch(text):
-        return int(text)
-    if param.kind == "float":
-        try:
-            return float(text)
-        except ValueError:
-            return text
-    if param.kind == "bool":
-        return _BOOLEANS.get(text, text)
-    return text
-
-
-def _convert(param: _Param, value: object, *, source: str, field: str) -> object:
-    try:
-        return _convert_value(param, value)
-    except SimcollError as error:
-        raise ConfigError(error.message, source=source, field=field) from error
-
-
-def _convert_value(param: _Param, value: object) -> object:
-    """Check a TOML value's type and convert it; raise ConfigError (no location) if wrong."""
-    if param.kind in _QUANTITY_PARSERS:
-        parse, example = _QUANTITY_PARSERS[param.kind]
-        if not isinstance(value, str) or _is_bare_number(value):
-            raise ConfigError(
-                f"expected a quantity string with its unit, e.g. {example}, got {_describe(value)}"
-            )
-        return parse(value)
-    if param.enum is not None:
-        choices = {member.value: member for member in param.enum}
-        if not isinstance(value, str) or value not in choices:
-            raise ConfigError(f"expected one of {', '.join(choices)}, got {_describe(value)}")
-        return choices[value]
-    if param.kind == "bool" and isinstance(value, bool):
-        return value
-    if param.kind == "str" and isinstance(value, str):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):  # an int serves int and float
-        if param.kind == "int":
-            return value
-        if param.kind == "float":
-            if abs(value) > sys.float_info.max:
-                raise ConfigError(f"expected a number, got an integer beyond floats: {value}")
-            return float(value)
-    if param.kind == "float" and isinstance(value, float):
-        return value
-    raise ConfigError(f"expected {_ARTICLE[param.kind]}, got {_describe(value)}")
-
-
-def _is_bare_number(text: str) -> bool:
-    """True for ``"0.5"``: a quantity without its unit, which nobody can read safely."""
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _describe(value: object) -> str:
-    """``"float 8.0"``: the type and value, for an error message."""
-    return f"{type(value).__name__} {value!r}"

@@ -8,7 +8,7 @@ from simcoll.algorithms import build_schedule
 from simcoll.algorithms.nvls import nvls_allgather, nvls_allreduce, nvls_reducescatter
 from simcoll.core.checks import check_schedule
 from simcoll.core.errors import ConfigError
-from simcoll.prediction.pipeline import predict
+from simcoll.prediction import predict
 from simcoll.sim.engine import simulate
 from simcoll.topology.io import load
 from simcoll.topology.machines import nvswitch_node

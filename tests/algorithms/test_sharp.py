@@ -9,7 +9,8 @@ from simcoll.algorithms import build_schedule
 from simcoll.algorithms.sharp import sharp_allreduce
 from simcoll.core.checks import check_schedule
 from simcoll.core.errors import ConfigError
-from simcoll.prediction.pipeline import predict, ranks_per_reducing_switch
+from simcoll.plan.placement import ranks_per_reducing_switch
+from simcoll.prediction import predict
 from simcoll.sim.engine import simulate
 from simcoll.topology.io import load
 from simcoll.topology.schema import LinkKind, NodeKind, validate

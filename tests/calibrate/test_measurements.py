@@ -20,11 +20,11 @@ from simcoll.calibrate.measurements import (
     MEASUREMENT_COLUMNS,
     Measurement,
     MeasurementWriter,
-    read_measurements,
     sidecar_path,
     to_csv_text,
     write_sidecar,
 )
+from simcoll.calibrate.read import read_measurements
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 

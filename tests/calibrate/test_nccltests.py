@@ -17,14 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcoll.calibrate.measurements import Measurement, read_measurements
-from simcoll.calibrate.nccltests import (
+from simcoll.calibrate.measurements import Measurement
+from simcoll.calibrate.nccltests.read import (
     collective_from_name,
     n_ranks_from_name,
     parse_log,
     seconds_from_us,
 )
-from simcoll.calibrate.nccltests_print import LogHeader, format_log, oop_ip_pairs, time_text
+from simcoll.calibrate.nccltests.write import LogHeader, format_log, oop_ip_pairs, time_text
+from simcoll.calibrate.read import read_measurements
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 

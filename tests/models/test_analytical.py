@@ -31,7 +31,7 @@ from simcoll.models import (
     nccl_time_s,
     pattern_cost,
 )
-from simcoll.models.alphabeta import _btree_parent, _dtree_parents, _tree_depth
+from simcoll.plan.trees import double_binary_tree
 from simcoll.sim.engine import simulate
 from simcoll.topology import (
     Router,
@@ -413,10 +413,11 @@ def test_nccl_double_binary_tree():
     # NCCL's first tree on 8 ranks (src/graph/trees.cc): 0 -> 4; 4 -> 2, 6; 2 -> 1, 3;
     # 6 -> 5, 7. The second mirrors it (n even): rank r's parent is 7 - parent(7 - r),
     # so its root is 7, with child 3; 3 -> 5, 1; 5 -> 6, 4; 1 -> 2, 0.
-    parents = {r: _btree_parent(8, r) for r in range(8)}
-    assert parents == {0: None, 1: 2, 2: 4, 3: 2, 4: 0, 5: 6, 6: 4, 7: 6}
-    assert [_dtree_parents(8, r)[1] for r in range(8)] == [1, 3, 1, 7, 5, 3, 5, None]
-    assert (_tree_depth(8, 0), _tree_depth(8, 1), _tree_depth(5, 1)) == (3, 3, 3)
+    first, second = double_binary_tree(8)
+    assert first.parent == (-1, 2, 4, 2, 0, 6, 4, 6)
+    assert second.parent == (1, 3, 1, 7, 5, 3, 5, -1)
+    depths = (first.depth(), second.depth(), double_binary_tree(5)[1].depth())
+    assert depths == (3, 3, 3)
     # All-reduce over depth D = 3 on a star, each tree S/2 in k chunks:
     # 2 D (alpha + tau) + 2 (k - 1) tau with tau = S / (k B); with many chunks
     # 2 D alpha + 2 S / B (each rank sends 2S in all).

@@ -9,8 +9,9 @@ import pytest
 from simcoll.algorithms import build_schedule
 from simcoll.core.errors import ConfigError
 from simcoll.models.estimate import BYTES_PER_TRANSFER, SECONDS_PER_TRANSFER, estimate_point
+from simcoll.scenarios.cost import check_cost
 from simcoll.scenarios.scenario import load_scenario
-from simcoll.scenarios.sweep import check_cost, run_sweep
+from simcoll.scenarios.sweep import run_sweep
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from simcoll.prediction.pipeline import predict
+from simcoll.prediction import predict
 from simcoll.topology.io import load
 
 GIB = 2**30

@@ -20,7 +20,7 @@ from simcoll.algorithms.ring import ring_allgather, ring_allreduce, ring_reduces
 from simcoll.core.checks import check_schedule
 from simcoll.core.errors import ConfigError
 from simcoll.core.schedule import Schedule
-from simcoll.prediction.pipeline import predict
+from simcoll.prediction import predict
 from simcoll.sim.engine import simulate
 from simcoll.sim.symmetry import ring_symmetric, simulate_ring_fast, simulate_symmetric
 from simcoll.topology import load, ring, switch_star

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simcoll.prediction.pipeline import predict
+from simcoll.prediction import predict
 from simcoll.topology.inspect import path_matrix
 from simcoll.topology.io import load
 from simcoll.topology.machines import hybrid_cube_mesh

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from simcoll.calibrate.measurements import read_measurements
+from simcoll.calibrate.read import read_measurements
 from simcoll.core.collectives import Collective
 
 pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[validation]')")

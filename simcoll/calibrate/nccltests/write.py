@@ -1,8 +1,8 @@
 """Print nccl-tests logs in their exact layout (old and new), e.g. to turn the public
 tables in validation/data/public back into the logs their runs printed.
 
-The printf formats are nccl-tests' own (sources in :mod:`simcoll.calibrate.nccltests`, which parses
-what this module prints).
+The printf formats are nccl-tests' own (sources in :mod:`simcoll.calibrate.nccltests.read`,
+which parses what this module prints).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from simcoll.calibrate.measurements import Measurement
-from simcoll.calibrate.nccltests import TYPE_BYTES, Layout
+from simcoll.calibrate.nccltests.read import TYPE_BYTES, Layout
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 

@@ -1,4 +1,4 @@
-"""nccl-tests output: read its text logs and tables, and print logs in its exact layout.
+"""nccl-tests output read as measurements: text logs of every layout, and table CSVs.
 
 An nccl-tests run (``all_reduce_perf -b 8 -e 128M -f 2 -g 8``) prints a header of ``#``
 lines (settings, one ``#  Rank`` line per rank), a three-line column header, one line per
@@ -6,7 +6,7 @@ size with an out-of-place and an in-place half (``time`` in us, ``algbw`` and ``
 GB/s, then an error column), and a footer (``# Avg bus bandwidth``). Each line becomes
 two :class:`~simcoll.calibrate.measurements.Measurement` rows, out-of-place first.
 
-Two layouts are printed (:mod:`simcoll.calibrate.nccltests_print`) and both, with later
+Two layouts are printed (:mod:`simcoll.calibrate.nccltests.write`) and both, with later
 variants, are parsed:
 
 - ``"old"`` (nccl-tests up to about 2021; each test printed its own header): the columns

@@ -1,0 +1,199 @@
+"""``simcoll predict TOPOLOGY --collective NAME``: one collective over message sizes, as an
+nccl-tests-style table, CSV or JSON, and a plot."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from simcoll.algorithms import algorithm_names
+from simcoll.cli._args import SubParsers, positive_int
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError
+from simcoll.core.sizes import align_size_bytes, parse_sizes
+from simcoll.core.units import format_bytes
+from simcoll.output.results import format_table, to_csv, to_json
+from simcoll.prediction import predict
+from simcoll.prediction.choices import DEFAULT_ALGORITHM
+from simcoll.topology import gpu_nodes, load, parse_overrides
+from simcoll.topology.calibration import read_calibration
+
+__all__ = ["add_predict"]
+
+MODELS = ("flow", "ideal", "packet", "analytical", "nccl")
+PROTOCOLS = ("auto", "simple", "LL", "LL128", "none")
+
+
+def add_predict(sub: SubParsers) -> None:
+    """Register ``simcoll predict``."""
+    p = sub.add_parser(
+        "predict",
+        help="predict a collective's time and bandwidth over message sizes",
+        description="Simulate one collective over a range of message sizes on a topology "
+        "and print an nccl-tests-style table (time in us, algbw and busbw in GB/s = 1e9 B/s).",
+        epilog="example: simcoll predict topologies/dgx-a100.toml --collective allreduce "
+        "--sizes 8:8G --plot allreduce.png",
+    )
+    p.add_argument("topology", metavar="TOPOLOGY", help="topology TOML file (see topologies/)")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                   help="override a builder parameter of the topology file, e.g. n_gpus=4 or "
+                   "'link_bandwidth=100 GB/s' (repeatable)")  # fmt: skip
+    p.add_argument("--collective", required=True, metavar="NAME",
+                   help="one of: " + ", ".join(c.value for c in Collective))  # fmt: skip
+    p.add_argument(
+        "--algorithm",
+        metavar="NAME|auto",
+        default=None,
+        help=f"algorithm (default: {DEFAULT_ALGORITHM} where the collective has it, "
+        "else direct); 'auto' simulates NCCL's algorithms (ring, tree, nvls, sharp) where "
+        "the topology can run them and keeps the fastest per size; 'all' tries every one",
+    )
+    p.add_argument("--protocol", metavar="NAME|auto", default="auto",
+                   help="NCCL protocol: LL (half the wire is data, lowest per-step latency), "
+                   "LL128 (120 of 128 bytes), simple (full bandwidth, highest per-step "
+                   "latency), 'auto' (default: the fastest per size), or 'none' (the links "
+                   "alone, no protocol cost)")  # fmt: skip
+    p.add_argument(
+        "--model",
+        default="flow",
+        metavar="NAME",
+        help="fidelity: 'flow' (default: fluid flows with max-min fair sharing of "
+        "every link), 'ideal' (no contention: each flow at its route's bottleneck), "
+        "'packet' (store-and-forward 4 KiB packets hop by hop; slow, for small checks), "
+        "'analytical' (alpha-beta closed form per algorithm, instant) or 'nccl' (NCCL's "
+        "own tuning model, a baseline; ring, tree and nvls)",
+    )
+    p.add_argument(
+        "--sizes",
+        default="8:8G",
+        metavar="MIN:MAX[:F] | A,B,...",
+        help="message sizes in bytes, nccl-tests convention (default 8:8G: powers "
+        "of 2 from 8 B to 8 GiB); bare K/M/G are binary, '1 GB' is 10^9",
+    )
+    p.add_argument(
+        "--ranks",
+        type=positive_int,
+        metavar="N",
+        help="number of ranks, on GPUs 0..N-1 (default: every GPU of the topology)",
+    )
+    p.add_argument("--channels", type=positive_int, metavar="N",
+                   help="parallel channels (default 1)")  # fmt: skip
+    p.add_argument(
+        "--chunks",
+        type=positive_int,
+        metavar="N",
+        help="pipelined chunks per channel and block (default 1)",
+    )
+    p.add_argument(
+        "--window",
+        type=positive_int,
+        metavar="N",
+        help="transfers in flight per connection (default 8, NCCL's step slots)",
+    )
+    p.add_argument(
+        "--root",
+        type=int,
+        metavar="RANK",
+        help="root rank of broadcast, reduce, gather, scatter (default 0)",
+    )
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="output format (default table)")  # fmt: skip
+    p.add_argument(
+        "--plot",
+        metavar="PNG",
+        type=Path,
+        help="also write a plot of bus bandwidth against size to this PNG file",
+    )
+    p.add_argument("--params", type=Path, metavar="PARAMS.toml",
+                   help="calibration from `simcoll calibrate` to simulate with")  # fmt: skip
+    p.set_defaults(run=_predict)
+
+
+def _checked_choices(args: argparse.Namespace) -> tuple[Collective, str]:
+    collective = Collective.parse(args.collective)
+    if args.model not in MODELS:
+        raise ConfigError(f"unknown --model {args.model!r}; valid: {', '.join(MODELS)}")
+    if args.protocol not in PROTOCOLS:
+        raise ConfigError(f"unknown --protocol {args.protocol!r}; valid: {', '.join(PROTOCOLS)}")
+    names = algorithm_names(collective)
+    algorithm = args.algorithm or (DEFAULT_ALGORITHM if DEFAULT_ALGORITHM in names else "direct")
+    if algorithm not in ("auto", "all") and algorithm not in names:
+        raise ConfigError(f"{collective.value} has no algorithm {algorithm!r}; valid: "
+                          f"{', '.join(names)}, auto, all")  # fmt: skip
+    return collective, algorithm
+
+
+def _predict(args: argparse.Namespace) -> int:
+    collective, algorithm = _checked_choices(args)
+    sizes, is_range = parse_sizes(args.sizes)
+    topology = load(args.topology, parse_overrides(args.set))
+    n_ranks = args.ranks or len(gpu_nodes(topology))
+    if is_range:  # round like nccl-tests does; explicit sizes must divide as given
+        sizes = sorted({align_size_bytes(collective, n_ranks, s) for s in sizes})
+    params = {k: v for k, v in (("n_channels", args.channels), ("n_chunks", args.chunks),
+              ("max_in_flight", args.window), ("root", args.root)) if v is not None}  # fmt: skip
+    protocol = None if args.protocol == "none" else args.protocol
+    calibration = read_calibration(args.params) if args.params else None
+    result = predict(topology, collective, sizes, algorithm=algorithm, protocol=protocol,
+                     model=args.model, n_ranks=n_ranks, params=params,
+                     skip_too_small=is_range, calibration=calibration)  # fmt: skip
+    title = (
+        f"simcoll predict: {collective.value} on {args.topology}"
+        f" ({topology.graph.get('description', '')})\n"
+        f"{n_ranks} ranks, algorithm {algorithm}, protocol {args.protocol}, model {args.model}; "
+        "simulated times, bandwidths in GB/s = 1e9 B/s"
+    )
+    if args.format == "csv":
+        sys.stdout.write(to_csv(result.rows))
+    elif args.format == "json":
+        sys.stdout.write(to_json(result.rows))
+    else:
+        print(format_table(result.rows, title=title))
+        if {"auto", "all"} & {algorithm, args.protocol} and result.rows:
+            how = (
+                "simulation" if args.model in ("flow", "ideal", "packet") else f"{args.model} model"
+            )
+            print(f"# Picked by {how}: {_picks(result.rows)}")
+    if result.skipped:
+        smallest = max(size for size, _ in result.skipped)
+        print(f"simcoll: note: skipped {len(result.skipped)} sizes up to {smallest} B: "
+              f"{result.skipped[-1][1]}", file=sys.stderr)  # fmt: skip
+    if args.plot:
+        _plot(args, result.rows, topology, collective)
+    return 0
+
+
+def _picks(rows: list) -> str:  # type: ignore[type-arg]
+    """What auto chose, as size ranges: 'tree/LL for 8 B..64 KiB, ring/simple from 128 KiB'."""
+    runs: list[tuple[str, int, int]] = []
+    for row in rows:
+        choice = f"{row.algorithm}/{row.protocol}"
+        if runs and runs[-1][0] == choice:
+            runs[-1] = (choice, runs[-1][1], row.size_bytes)
+        else:
+            runs.append((choice, row.size_bytes, row.size_bytes))
+    parts = []
+    for i, (choice, low, high) in enumerate(runs):
+        if len(runs) == 1:
+            parts.append(f"{choice} at every size")
+        elif i == len(runs) - 1:
+            parts.append(f"{choice} from {format_bytes(low)}")
+        else:
+            span = (
+                format_bytes(low) if low == high else f"{format_bytes(low)}..{format_bytes(high)}"
+            )
+            parts.append(f"{choice} for {span}")
+    return ", ".join(parts)
+
+
+def _plot(args: argparse.Namespace, rows: list, topology: object, collective: Collective) -> None:  # type: ignore[type-arg]
+    from simcoll.output.plot import plot_busbw_vs_size  # noqa: PLC0415 - matplotlib only when asked
+
+    out = plot_busbw_vs_size(
+        rows,
+        args.plot,
+        title=f"{collective.value} on {Path(args.topology).name}: "
+        f"{rows[0].n_ranks if rows else 0} ranks, model {args.model}",
+    )
+    print(f"simcoll: wrote {out}", file=sys.stderr)

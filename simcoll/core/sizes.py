@@ -1,0 +1,66 @@
+"""Message sizes as nccl-tests takes them: ``--sizes`` ranges and lists, rounded to whole
+elements per rank."""
+
+from __future__ import annotations
+
+import re
+
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError, UnitError
+from simcoll.core.units import parse_size_bytes
+
+__all__ = ["TYPE_SIZE_BYTES", "align_size_bytes", "parse_sizes"]
+
+#: Element size nccl-tests uses for float, the type it prints by default.
+TYPE_SIZE_BYTES = 4
+_RANGE = re.compile(r"^([^:]+):([^:]+)(?::(\d+))?$")
+
+
+def parse_sizes(text: str) -> tuple[list[int], bool]:
+    """Parse ``--sizes``: a range ``MIN:MAX[:FACTOR]`` or a list ``A,B,C``.
+
+    A range holds MIN, MIN x FACTOR, ... up to MAX (FACTOR 2 by default), as nccl-tests'
+    ``-b MIN -e MAX -f FACTOR``; bare K/M/G suffixes are binary (8G = 8 GiB). Returns the
+    sizes and whether they came from a range.
+
+    >>> parse_sizes("8:64")
+    ([8, 16, 32, 64], True)
+    >>> parse_sizes("1K,1M")
+    ([1024, 1048576], False)
+    >>> parse_sizes("1M:1K")
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: --sizes: range '1M:1K' ends below its start
+    """
+    try:
+        match = _RANGE.match(text.strip())
+        if match is None:
+            sizes = [parse_size_bytes(part.strip()) for part in text.split(",")]
+            return sizes, False
+        low, high = parse_size_bytes(match.group(1)), parse_size_bytes(match.group(2))
+        factor = int(match.group(3) or 2)
+    except UnitError as error:
+        raise ConfigError(f"--sizes: {error.message}") from None
+    if low < 1:
+        raise ConfigError(f"--sizes: range {text!r} must start at 1 byte or more")
+    if high < low:
+        raise ConfigError(f"--sizes: range {text!r} ends below its start")
+    if factor < 2:
+        raise ConfigError(f"--sizes: range factor in {text!r} must be 2 or more")
+    sizes = [low]
+    while sizes[-1] * factor <= high:
+        sizes.append(sizes[-1] * factor)
+    return sizes, True
+
+
+def align_size_bytes(collective: Collective, n_ranks: int, size_bytes: int) -> int:
+    """Round a size down the way nccl-tests does: to whole float elements per block.
+
+    >>> align_size_bytes(Collective.ALLGATHER, 3, 1000)
+    996
+    >>> align_size_bytes(Collective.ALLREDUCE, 3, 1001)
+    1000
+    """
+    per = 1 if collective.n_blocks(n_ranks) == 1 or collective is Collective.SENDRECV else n_ranks
+    unit = per * TYPE_SIZE_BYTES
+    return size_bytes // unit * unit

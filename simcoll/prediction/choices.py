@@ -1,0 +1,57 @@
+"""What ``predict`` chooses among: the algorithms for ``auto`` and ``all``, and the
+parameters an algorithm takes from the topology (GPUs per server, ranks per switch)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+
+import networkx as nx
+
+from simcoll.algorithms import ALGORITHMS, algorithm_names
+from simcoll.core.collectives import Collective
+from simcoll.plan.placement import gpus_per_host, ranks_per_reducing_switch
+
+__all__ = ["AUTO_FAMILY", "DEFAULT_ALGORITHM", "algorithm_params", "candidates"]
+
+DEFAULT_ALGORITHM = "ring"
+
+#: What ``algorithm="auto"`` picks from: NCCL's own algorithms (ring, trees, NVLS, and
+#: SHARP as NCCL's CollNet reaches it). The others (direct, halving-doubling, ...) are
+#: simulated on request or with ``"all"``: on hundreds of ranks, all-pairs algorithms put
+#: tens of thousands of flows in flight at once and cost minutes to simulate.
+AUTO_FAMILY = ("ring", "tree", "nvls", "sharp")
+
+
+def candidates(collective: Collective, algorithm: str) -> list[str]:
+    """The algorithms ``predict`` simulates for ``algorithm`` (a name, auto or all).
+
+    >>> candidates(Collective.ALLTOALL, "auto")
+    ['direct', 'pairwise']
+    """
+    names = algorithm_names(collective)
+    if algorithm == "all":
+        return names
+    if algorithm == "auto":
+        return [name for name in names if name in AUTO_FAMILY] or names
+    return [algorithm]
+
+
+def algorithm_params(
+    name: str,
+    collective: Collective,
+    params: Mapping[str, int] | None,
+    topology: nx.DiGraph[str],
+    n_ranks: int,
+) -> dict[str, int]:
+    """The user's parameters, plus ``gpus_per_node`` from the topology where it applies."""
+    chosen = dict(params or {})
+    fn = ALGORITHMS.get((collective, name))
+    accepted = inspect.signature(fn).parameters if fn is not None else {}
+    if "gpus_per_node" in accepted:
+        chosen.setdefault("gpus_per_node", gpus_per_host(topology, n_ranks))
+    if "ranks_per_switch" in accepted and "ranks_per_switch" not in chosen:
+        per_switch = ranks_per_reducing_switch(topology, n_ranks)
+        if per_switch:
+            chosen["ranks_per_switch"] = per_switch
+    return chosen

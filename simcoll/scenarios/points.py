@@ -1,0 +1,253 @@
+"""One point of a scenario: its topology, its evaluation, and what it gave.
+
+:func:`evaluate_point` never raises: a bad value at one point becomes that point's error,
+and a point asking for more ranks than its topology has GPUs is *skipped*.
+:func:`check_scenario` refuses up front what would make every point fail.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import networkx as nx
+
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.output.results import Row
+from simcoll.prediction import predict
+from simcoll.prediction.choices import DEFAULT_ALGORITHM
+from simcoll.scenarios.scenario import (
+    ENGINE_KEYS,
+    TOPOLOGY_FILE_AXIS,
+    TOPOLOGY_PREFIX,
+    Point,
+    Scenario,
+)
+from simcoll.sim.timeline import Timeline
+from simcoll.topology import gpu_nodes, load
+from simcoll.topology.calibration import Calibration, read_calibration
+
+__all__ = ["PointResult", "check_scenario", "evaluate_point", "scenario_topology"]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, eq=False)
+class PointResult:
+    """What one point gave: its rows (ok) or its error, and its timeline if asked for."""
+
+    point: Point
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    elapsed_s: float = 0.0
+    timeline: Timeline | None = None
+    skipped: str | None = None  # why the point does not apply (n_ranks > the GPUs there)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the point ran to the end (or was skipped as not applicable)."""
+        return self.error is None
+
+    @property
+    def status(self) -> str:
+        """``"ok"``, ``"skipped"`` or ``"error"``."""
+        return "error" if self.error else "skipped" if self.skipped else "ok"
+
+    def record(self) -> dict[str, Any]:
+        """The point as one ``results.jsonl`` line (no timeline)."""
+        return {
+            "index": self.point.index,
+            "key": self.point.key,
+            "values": self.point.values,
+            "status": self.status,
+            "error": self.error or self.skipped,
+            "elapsed_s": self.elapsed_s,
+            "rows": self.rows,
+        }
+
+
+class _NotApplicable(Exception):  # noqa: N818 - not an error: the point does not apply
+    """A point that does not apply to its topology (more ranks than GPUs)."""
+
+
+@lru_cache(maxsize=16)
+def _topology(file: str, overrides: tuple[tuple[str, str], ...]) -> nx.DiGraph[str]:
+    return load(file, dict(overrides))
+
+
+@lru_cache(maxsize=4)
+def _calibration(file: str) -> Calibration:
+    return read_calibration(file)
+
+
+def evaluate_point(scenario: Scenario, point: Point, *, timeline: bool = False) -> PointResult:
+    """Run one point. Errors on bad input become the point's error; nothing is raised."""
+    started = time.perf_counter()
+    try:
+        rows, line = _evaluate(scenario, point, timeline=timeline)
+    except _NotApplicable as reason:
+        return PointResult(point, skipped=str(reason), elapsed_s=time.perf_counter() - started)
+    except SimcollError as error:
+        return PointResult(point, error=str(error), elapsed_s=time.perf_counter() - started)
+    except Exception as error:
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        text = f"{type(error).__name__}: {error} (at {where.filename}:{where.lineno})"
+        return PointResult(point, error=text, elapsed_s=time.perf_counter() - started)
+    for row in rows:
+        for name, value in point.values.items():
+            row.setdefault(name, value)
+    return PointResult(point, rows, elapsed_s=time.perf_counter() - started, timeline=line)
+
+
+def _evaluate(
+    scenario: Scenario, point: Point, *, timeline: bool
+) -> tuple[list[dict[str, Any]], Timeline | None]:
+    file, overrides, params = scenario.setup(point)
+    topology = scenario_topology(scenario, file, overrides)
+    n_gpus = len(gpu_nodes(topology))
+    n_ranks = params.get("n_ranks")
+    if isinstance(n_ranks, int) and not isinstance(n_ranks, bool) and n_ranks > n_gpus:
+        raise _NotApplicable(f"{file.name} has {n_gpus} GPUs, fewer than n_ranks={n_ranks}")
+    kind = str(params.pop("kind", "collective"))
+    model = str(params.pop("model", "flow"))
+    protocol = params.pop("protocol", None)
+    if protocol in (None, "none"):
+        protocol = None
+    elif not isinstance(protocol, str):
+        raise ConfigError(f"must be a protocol name, got {protocol!r}", field="workload.protocol")
+    cal_file = params.pop("calibration", None)
+    calibration = _calibration(str(cal_file)) if cal_file else None
+    if kind == "collective" and not timeline:
+        return _collective_rows(topology, params, model, protocol, calibration), None
+    from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - the workloads pull in SimPy
+
+    result = run_workload(
+        kind, topology, model=model, protocol=protocol, calibration=calibration, **params
+    )
+    row = {
+        "collective": kind,
+        "algorithm": params.get("algorithm", ""),
+        "protocol": protocol or "none",
+        "n_ranks": params.get("n_ranks", result.timeline.n_ranks),
+        "size_bytes": params.get("size_bytes", ""),
+        **result.metrics,
+    }
+    return [row], result.timeline if timeline else None
+
+
+def _collective_rows(
+    topology: nx.DiGraph[str],
+    params: dict[str, Any],
+    model: str,
+    protocol: str | None,
+    calibration: Calibration | None,
+) -> list[dict[str, Any]]:
+    collective = params.pop("collective", None)
+    if not isinstance(collective, str):
+        raise ConfigError("must name a collective (a string)", field="workload.collective")
+    size = params.pop("size_bytes", None)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ConfigError(
+            f"must be a size in bytes (an integer or a string like '1 MiB'), got {size!r}",
+            field="workload.size_bytes",
+        )
+    algorithm = str(params.pop("algorithm", DEFAULT_ALGORITHM))
+    n_ranks = params.pop("n_ranks", None)
+    if n_ranks is not None and (isinstance(n_ranks, bool) or not isinstance(n_ranks, int)):
+        raise ConfigError(f"must be an integer, got {n_ranks!r}", field="workload.n_ranks")
+    for name, value in params.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(
+                f"an algorithm parameter must be an integer, got {value!r}",
+                field=f"workload.{name}",
+            )
+    prediction = predict(
+        topology,
+        collective,
+        [size],
+        algorithm=algorithm,
+        protocol=protocol,
+        model=model,
+        n_ranks=n_ranks,
+        params=params or None,
+        calibration=calibration,
+    )
+    return [_row_dict(row) for row in prediction.rows]
+
+
+def _row_dict(row: Row) -> dict[str, Any]:
+    from dataclasses import asdict  # noqa: PLC0415
+
+    return asdict(row)
+
+
+def check_scenario(scenario: Scenario) -> None:
+    """Refuse, before any point runs, what would make every point fail: an unknown
+    workload kind, collective or parameter name, or a topology file that does not load.
+
+    Values (a bad size at one point, an algorithm that does not exist) are left to the
+    points, whose errors are recorded one by one.
+    """
+    names = {k: f"workload.{k}" for k in scenario.workload}
+    names.update({k: f"sweep.{k}" for k in scenario.axes if not k.startswith(TOPOLOGY_PREFIX)})
+    if scenario.kind == "collective":
+        collective = scenario.workload.get("collective")
+        if isinstance(collective, str) and "collective" not in scenario.axes:
+            _located(lambda: Collective.parse(collective), scenario, "workload.collective")
+    else:
+        from simcoll.scenarios.workloads import workload_params  # noqa: PLC0415 - pulls in SimPy
+
+        allowed = _located(lambda: workload_params(scenario.kind), scenario, "workload.kind")
+        for name, where in names.items():
+            if name not in allowed and name not in ENGINE_KEYS:
+                raise ConfigError(
+                    f"{scenario.kind} has no parameter {name!r}; valid: "
+                    f"{', '.join([*allowed, *ENGINE_KEYS[1:]])}",
+                    source=scenario.source,
+                    field=where,
+                )
+    if TOPOLOGY_FILE_AXIS not in scenario.axes:
+        scenario_topology(scenario, scenario.topology_file, dict(scenario.topology_set))
+
+
+def scenario_topology(scenario: Scenario, file: Path, overrides: dict[str, str]) -> nx.DiGraph[str]:
+    """The topology of a point; errors that come from the scenario name its field.
+
+    A missing topology file is the scenario's ``topology.file``; a bad override is its
+    ``topology.set.NAME`` (or the ``topology.NAME`` axis of ``[sweep]``), not ``--set``.
+    """
+    try:
+        return _topology(str(file), tuple(sorted(overrides.items())))
+    except SimcollError as error:
+        field = error.field or ""
+        if field.startswith("--set "):
+            name = field.removeprefix("--set ")
+            axis = f"{TOPOLOGY_PREFIX}{name}"
+            where = f"sweep.{axis}" if axis in scenario.axes else f"topology.set.{name}"
+            raise ConfigError(
+                f"{error.message} (in {file})", source=scenario.source, field=where
+            ) from None
+        if error.source == str(file) and not field and error.message == "no such file":
+            swept = TOPOLOGY_FILE_AXIS in scenario.axes
+            raise ConfigError(
+                f"no such topology file {str(file)!r}",
+                source=scenario.source,
+                field="sweep.topology.file" if swept else "topology.file",
+            ) from None
+        raise
+
+
+def _located(action: Callable[[], _T], scenario: Scenario, field: str) -> _T:
+    """``action()``, its error (if any) located in the scenario file at ``field``."""
+    try:
+        return action()
+    except SimcollError as error:
+        if error.source:  # the topology file's own error already names its file and field
+            raise
+        raise error.located(source=scenario.source, field=field) from None

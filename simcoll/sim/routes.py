@@ -1,0 +1,85 @@
+"""Routes as the fabric sees them: each transfer's pair, the links it crosses, its route and
+protocol latency, and the wire's data fraction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+import numpy.typing as npt
+
+from simcoll.core.errors import ConfigError, SimulationError, TopologyError
+from simcoll.core.protocols import Protocol
+from simcoll.core.schedule import Schedule
+from simcoll.topology import NodeKind, Router
+from simcoll.topology.routing import Route
+
+__all__ = ["Routes", "pair_efficiency", "pair_latency_s", "route_pair"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Routes:
+    """Where each transfer's bytes go, as the fabric sees it.
+
+    On the general path fabric links are the topology's directed edges and every weight
+    is 1; on the symmetric path (:mod:`simcoll.sim.symmetry`) they are classes of identical
+    links, and a weight is how many copies of the flow load each link of the class.
+    """
+
+    pair_of: IntArray  # per transfer: index of its (src, dst) pair
+    pair_links: list[IntArray]  # per pair: fabric links crossed
+    pair_weights: list[FloatArray | None]  # per pair: weight per link, None for all 1
+    latency_s: FloatArray  # per pair: route (and protocol) latency
+    capacity_bytes_per_s: FloatArray  # per fabric link
+    # per pair: data fraction of the wire, where a calibrated protocol sets it per class
+    efficiency: FloatArray | None = None
+
+
+def route_pair(router: Router, nodes: tuple[str, ...], src: int, dst: int) -> Route:
+    """The route of rank (or endpoint) ``src`` to ``dst``; no route is a SimulationError."""
+    try:
+        return router.route(nodes[src], nodes[dst])
+    except TopologyError as error:
+        raise SimulationError(
+            f"rank {src} ({nodes[src]}) -> rank {dst} ({nodes[dst]}): {error.message}"
+        ) from None
+
+
+def pair_latency_s(  # noqa: PLR0917 - one pair's facts, all needed
+    topology: nx.DiGraph[str],
+    edges: Route,
+    src: int,
+    dst: int,
+    schedule: Schedule,
+    nodes: tuple[str, ...],
+    protocol: Protocol | None,
+) -> float:
+    """Route latency of one pair, plus the protocol's step latency if any.
+
+    An in-network endpoint (NVLS, SHARP) pays that protocol's endpoint latency.
+    """
+    latency_s = sum(topology.edges[e]["latency_s"] for e in edges)
+    if protocol is None:
+        return float(latency_s)
+    kinds = [topology.edges[e]["kind"].value for e in edges]
+    switch = max(src, dst)
+    if switch < schedule.n_ranks:
+        return float(latency_s + protocol.latency_s(kinds))
+    kind = topology.nodes[nodes[switch]]["kind"]
+    endpoint = "nvls" if kind is NodeKind.NVSWITCH else "collnet"
+    if endpoint not in protocol.step_latency_s:
+        raise ConfigError(
+            f"{schedule.algorithm} runs with the simple protocol only, not {protocol.name}"
+        )
+    return float(latency_s + protocol.latency_s(kinds, endpoint))
+
+
+def pair_efficiency(topology: nx.DiGraph[str], edges: Route, protocol: Protocol | None) -> float:
+    """The data fraction of the wire for one pair's route (1 without a protocol)."""
+    if protocol is None:
+        return 1.0
+    return protocol.efficiency_of(topology.edges[e]["kind"].value for e in edges)
