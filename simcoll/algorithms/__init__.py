@@ -48,9 +48,17 @@ from simcoll.algorithms.ring import (
 )
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
+from simcoll.core.limits import (
+    MAX_CHANNELS,
+    MAX_CHUNKS,
+    MAX_IN_FLIGHT,
+    MAX_RANKS,
+    check_count,
+    check_size_bytes,
+)
 from simcoll.core.schedule import Schedule
 
-__all__ = ["ALGORITHMS", "AlgorithmFn", "algorithm_names", "build_schedule"]
+__all__ = ["ALGORITHMS", "PARAM_MAXIMUM", "AlgorithmFn", "algorithm_names", "build_schedule"]
 
 AlgorithmFn = Callable[..., Schedule]
 
@@ -104,7 +112,9 @@ def build_schedule(
     ------
     ConfigError
         If the collective or algorithm is unknown (the message lists the valid names), a
-        parameter does not apply, or a parameter value is not a positive integer.
+        parameter does not apply, a parameter value is not a positive integer or is over
+        its cap (:data:`PARAM_MAXIMUM`), ``n_ranks`` is not in 1..32,768 or ``size_bytes``
+        not a whole number of bytes up to 2^53 (:mod:`simcoll.core.limits`).
 
     >>> build_schedule("sendrecv", "ring", n_ranks=4, size_bytes=64)
     Traceback (most recent call last):
@@ -116,6 +126,12 @@ def build_schedule(
     if fn is None:
         valid = ", ".join(algorithm_names(c))
         raise ConfigError(f"{c.value} has no algorithm {algorithm!r}; valid: {valid}")
+    where = f"{c.value}/{algorithm}"
+    try:
+        n_ranks = check_count(n_ranks, "n_ranks", MAX_RANKS)
+        size_bytes = check_size_bytes(size_bytes, "size_bytes")
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error.field} {error.message}") from None
     accepted = _accepted_params(fn)
     for key, value in params.items():
         if key not in accepted:
@@ -124,10 +140,23 @@ def build_schedule(
             )
         if isinstance(value, bool) or not isinstance(value, int) or value < (key != "root"):
             low = "a rank" if key == "root" else "a positive integer"
-            raise ConfigError(f"{c.value}/{algorithm}: {key} must be {low}, got {value!r}")
+            raise ConfigError(f"{where}: {key} must be {low}, got {value!r}")
+        if value > PARAM_MAXIMUM.get(key, MAX_RANKS):
+            raise ConfigError(
+                f"{where}: {key} must be at most {PARAM_MAXIMUM.get(key, MAX_RANKS)}, got {value}"
+            )
     if "root" in params and not 0 <= params["root"] < n_ranks:
         raise ConfigError(f"{c.value}: root {params['root']} is not a rank of {n_ranks}")
     return fn(n_ranks, size_bytes, **params)
+
+
+#: The largest value of each common parameter (others, ranks and group sizes, are at most
+#: :data:`~simcoll.core.limits.MAX_RANKS`).
+PARAM_MAXIMUM = {
+    "n_channels": MAX_CHANNELS,
+    "n_chunks": MAX_CHUNKS,
+    "max_in_flight": MAX_IN_FLIGHT,
+}
 
 
 def _accepted_params(fn: AlgorithmFn) -> list[str]:

@@ -52,7 +52,14 @@ import numpy as np
 import numpy.typing as npt
 
 from simcoll.core.collectives import Collective
-from simcoll.core.errors import ScheduleError
+from simcoll.core.errors import ConfigError, ScheduleError
+from simcoll.core.limits import (
+    MAX_RANKS,
+    MAX_TRANSFERS,
+    check_count,
+    check_size_bytes,
+    whole_number,
+)
 
 __all__ = ["Op", "Schedule", "ScheduleBuilder", "Transfer", "split_bytes"]
 
@@ -239,6 +246,12 @@ class ScheduleBuilder:
         _check_header(collective, n_ranks, size_bytes, pieces_per_block, root, max_in_flight)
         block_bytes = collective.block_bytes(size_bytes, n_ranks)
         n_blocks = collective.n_blocks(n_ranks)
+        if n_blocks * pieces_per_block > MAX_TRANSFERS:
+            raise ConfigError(
+                f"{collective.value} over {n_ranks} ranks in {pieces_per_block} pieces per "
+                f"block would cut the buffer into {n_blocks * pieces_per_block} pieces, more "
+                f"than the {MAX_TRANSFERS} one schedule may hold; use fewer chunks or channels"
+            )
         self.collective = collective
         self.algorithm = algorithm
         self.n_ranks = n_ranks
@@ -276,8 +289,18 @@ class ScheduleBuilder:
         channel: int = 0,
         deps: Iterable[int] = (),
     ) -> int:
-        """Append one transfer and return its index (for later transfers' ``deps``)."""
+        """Append one transfer and return its index (for later transfers' ``deps``).
+
+        Raises ConfigError past :data:`~simcoll.core.limits.MAX_TRANSFERS` transfers (a
+        schedule that would not fit in memory to simulate).
+        """
         index = len(self._src)
+        if index >= MAX_TRANSFERS:
+            raise ConfigError(
+                f"{self.collective.value}/{self.algorithm} on {self.n_ranks} ranks would have "
+                f"more than {MAX_TRANSFERS} transfers, too many to simulate; use fewer ranks, "
+                "chunks or channels"
+            )
         self._src.append(src)
         self._dst.append(dst)
         self._op.append(_OP_CODES[op])
@@ -324,8 +347,10 @@ def _check_header(  # noqa: PLR0917 - a private check of the builder's own argum
 ) -> None:
     if n_ranks < 1:
         raise ScheduleError(f"n_ranks must be at least 1, got {n_ranks}")
-    if size_bytes < 0:
+    check_count(n_ranks, "n_ranks", MAX_RANKS)
+    if whole_number(size_bytes) is not None and size_bytes < 0:
         raise ScheduleError(f"size_bytes must not be negative, got {size_bytes}")
+    check_size_bytes(size_bytes, "size_bytes")
     if pieces_per_block < 1:
         raise ScheduleError(f"pieces_per_block must be at least 1, got {pieces_per_block}")
     if not 0 <= root < n_ranks:

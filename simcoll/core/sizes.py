@@ -13,7 +13,7 @@ __all__ = ["TYPE_SIZE_BYTES", "align_size_bytes", "parse_sizes"]
 
 #: Element size nccl-tests uses for float, the type it prints by default.
 TYPE_SIZE_BYTES = 4
-_RANGE = re.compile(r"^([^:]+):([^:]+)(?::(\d+))?$")
+_RANGE = re.compile(r"^([^:]+):([^:]+)(?::([^:]*))?$")
 
 
 def parse_sizes(text: str) -> tuple[list[int], bool]:
@@ -27,6 +27,11 @@ def parse_sizes(text: str) -> tuple[list[int], bool]:
     ([8, 16, 32, 64], True)
     >>> parse_sizes("1K,1M")
     ([1024, 1048576], False)
+    >>> parse_sizes("1K:1G:1.5")
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: --sizes: range factor in '1K:1G:1.5' must be a whole number \
+of 2 or more, got '1.5'
     >>> parse_sizes("1M:1K")
     Traceback (most recent call last):
     ...
@@ -38,9 +43,14 @@ def parse_sizes(text: str) -> tuple[list[int], bool]:
             sizes = [parse_size_bytes(part.strip()) for part in text.split(",")]
             return sizes, False
         low, high = parse_size_bytes(match.group(1)), parse_size_bytes(match.group(2))
-        factor = int(match.group(3) or 2)
     except UnitError as error:
         raise ConfigError(f"--sizes: {error.message}") from None
+    step = (match.group(3) or "2").strip()
+    if not step.isdigit():
+        raise ConfigError(
+            f"--sizes: range factor in {text!r} must be a whole number of 2 or more, got {step!r}"
+        )
+    factor = int(step)
     if low < 1:
         raise ConfigError(f"--sizes: range {text!r} must start at 1 byte or more")
     if high < low:

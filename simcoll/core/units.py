@@ -32,6 +32,7 @@ from fractions import Fraction
 from typing import Literal
 
 from simcoll.core.errors import UnitError
+from simcoll.core.limits import MAX_SIZE_BYTES
 
 __all__ = [
     "GB",
@@ -166,7 +167,8 @@ def parse_size_bytes(text: str | int) -> int:
     Raises
     ------
     UnitError
-        If the size does not parse, is negative, or is not a whole number of bytes.
+        If the size does not parse, is negative, is not a whole number of bytes, or is
+        more than :data:`~simcoll.core.limits.MAX_SIZE_BYTES`.
 
     >>> parse_size_bytes("1K"), parse_size_bytes("1 KB"), parse_size_bytes("1 KiB")
     (1024, 1000, 1024)
@@ -195,6 +197,8 @@ def parse_size_bytes(text: str | int) -> int:
         raise UnitError(f"size {text!r} is negative")
     if size.denominator != 1:
         raise UnitError(f"size {text!r} is not a whole number of bytes")
+    if size > MAX_SIZE_BYTES:
+        raise UnitError(f"size {text!r} is more than 2^53 bytes (8 PiB), the largest simcoll takes")
     return int(size)
 
 

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from simcoll.algorithms import build_schedule
+from simcoll.algorithms import PARAM_MAXIMUM, build_schedule
 from simcoll.core.collectives import Collective
-from simcoll.core.errors import ConfigError, ScheduleError
+from simcoll.core.errors import ScheduleError
+from simcoll.core.limits import MAX_RANKS, check_count, check_size_bytes
 from simcoll.output.results import Row, bandwidths
 from simcoll.plan.placement import map_ranks
 from simcoll.plan.tuning import protocols_for, runnable_with
@@ -87,9 +88,9 @@ def predict(
         split (unless ``skip_too_small``, which skips sizes too small to cut instead).
     """
     c = collective if isinstance(collective, Collective) else Collective.parse(collective)
-    n = len(gpu_nodes(topology)) if n_ranks is None else n_ranks
-    if n < 1:
-        raise ConfigError(f"--ranks must be at least 1, got {n}")
+    n = len(gpu_nodes(topology)) if n_ranks is None else check_count(n_ranks, "n_ranks", MAX_RANKS)
+    sizes_bytes = [check_size_bytes(size, "size_bytes") for size in sizes_bytes]
+    _check_params(params)
     nodes = map_ranks(topology, n)
     names = candidates(c, algorithm)
     if algorithm not in ("auto", "all"):
@@ -117,6 +118,13 @@ def predict(
     if calibration is not None and calibration.launch_s:
         rows = [_plus(row, calibration.launch_s) for row in rows]
     return Prediction(rows, skipped)
+
+
+def _check_params(params: Mapping[str, int] | None) -> None:
+    """Algorithm parameters are whole numbers, at least 1 (a root at least 0), at most
+    their caps: refused here, before any piece count is worked out from them."""
+    for key, value in (params or {}).items():
+        check_count(value, key, PARAM_MAXIMUM.get(key, MAX_RANKS), minimum=int(key != "root"))
 
 
 def _plus(row: Row, extra_s: float) -> Row:

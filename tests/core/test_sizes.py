@@ -60,6 +60,11 @@ def test_parse_sizes_lists(text: str, expected: list[int]) -> None:
         ("0:8", "--sizes: range '0:8' must start at 1 byte or more"),
         ("8:64:1", "--sizes: range factor in '8:64:1' must be 2 or more"),
         ("8:64:0", "--sizes: range factor in '8:64:0' must be 2 or more"),
+        # issue 17 item 19: this was answered with "unknown unit"
+        (
+            "1K:1G:1.5",
+            "--sizes: range factor in '1K:1G:1.5' must be a whole number of 2 or more, got '1.5'",
+        ),
         ("abc", "--sizes: cannot read 'abc' as a number with a unit"),
         ("8:x", "--sizes: cannot read 'x' as a number with a unit"),
         ("8,,16", "--sizes: cannot read '' as a number with a unit"),

@@ -1,0 +1,143 @@
+"""Tests of simcoll.core.limits: sizes past 2^53 bytes, and ranks, channels, chunks and
+transfers past their caps, are refused in one line (issue 17, items 6, 11 and 18)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import simcoll
+from simcoll.cli import main
+from simcoll.core.errors import ConfigError, UnitError
+from simcoll.core.limits import MAX_SIZE_BYTES, MAX_TRANSFERS
+from simcoll.core.sizes import parse_sizes
+from simcoll.core.units import parse_size_bytes
+from simcoll.scenarios.scenario import parse_scenario
+from simcoll.topology import switch_star
+
+STAR = switch_star(8, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("text", ["9223372036854775808", "1e300", "8 PiB + 1", "16384 TiB"])
+def test_sizes_past_2_53_bytes_are_refused(text: str) -> None:
+    # issue 17 item 6: 2^63 came out negative per rank, 1e300 raised OverflowError
+    with pytest.raises(UnitError):
+        parse_size_bytes(text)
+
+
+def test_2_53_bytes_is_the_largest_size() -> None:
+    assert parse_size_bytes(str(MAX_SIZE_BYTES)) == 2**53
+    assert parse_size_bytes("8192 TiB") == 2**53  # 2^13 x 2^40
+    with pytest.raises(UnitError) as info:
+        parse_size_bytes(str(2**53 + 1))
+    assert str(info.value) == (
+        "size '9007199254740993' is more than 2^53 bytes (8 PiB), the largest simcoll takes"
+    )
+    assert parse_sizes("1:8G")[0][-1] == 2**33
+    with pytest.raises(ConfigError, match="more than 2"):
+        parse_sizes("1:9223372036854775808")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"size_bytes": 2**66}, "size_bytes must be at most 2^53 bytes (8 PiB), got "
+         "73786976294838206464"),
+        ({"size_bytes": 1.5}, "size_bytes must be a whole number of bytes, got 1.5"),
+        ({"size_bytes": 1024.0}, "size_bytes must be a whole number of bytes, got 1024.0"),
+        ({"n_ranks": 10**6}, "n_ranks must be at most 32768, got 1000000"),
+        ({"n_channels": 0}, "n_channels must be a positive integer, got 0"),
+        ({"n_channels": 1.5}, "n_channels must be a positive integer, got 1.5"),
+        ({"n_channels": 100_000}, "n_channels must be at most 64, got 100000"),
+        ({"n_chunks": 10**6}, "n_chunks must be at most 4096, got 1000000"),
+    ],
+)  # fmt: skip
+def test_build_schedule_refuses_what_would_overflow_or_exhaust(
+    kwargs: dict[str, object], message: str
+) -> None:
+    args: dict[str, object] = {"n_ranks": 8, "size_bytes": 2**20, **kwargs}
+    with pytest.raises(ConfigError) as info:
+        simcoll.build_schedule("allreduce", "ring", **args)  # type: ignore[arg-type]
+    assert str(info.value) == f"allreduce/ring: {message}"
+
+
+def test_a_schedule_of_more_transfers_than_the_cap_is_refused_before_it_is_built() -> None:
+    # issue 17 item 11: build_schedule(n_ranks=10**6) was OOM-killed at 24 GB; 32,768 ranks
+    # all-to-all are 32768^2 blocks, over the 2^24 cap, refused before any transfer
+    with pytest.raises(ConfigError) as info:
+        simcoll.build_schedule("alltoall", "direct", n_ranks=32768, size_bytes=2**30)
+    assert str(info.value) == (
+        "alltoall over 32768 ranks in 1 pieces per block would cut the buffer into "
+        f"1073741824 pieces, more than the {MAX_TRANSFERS} one schedule may hold; use fewer "
+        "chunks or channels"
+    )
+
+
+def test_a_schedule_is_refused_once_it_passes_the_transfer_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from simcoll.core import schedule  # noqa: PLC0415
+
+    monkeypatch.setattr(schedule, "MAX_TRANSFERS", 100)
+    # ring all-reduce on 8 ranks: 2 x 7 steps x 8 ranks = 112 transfers > 100
+    with pytest.raises(ConfigError, match="would have more than 100 transfers"):
+        simcoll.build_schedule("allreduce", "ring", n_ranks=8, size_bytes=8 * 1024)
+    assert simcoll.build_schedule("allgather", "ring", n_ranks=8, size_bytes=8).n_transfers == 56
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"sizes_bytes": [2**63]}, "size_bytes: must be at most 2^53 bytes (8 PiB), got "
+         "9223372036854775808"),
+        ({"sizes_bytes": [1024.0]}, "size_bytes: must be a whole number of bytes, got 1024.0"),
+        ({"params": {"n_channels": 100_000}}, "n_channels: must be at most 64, got 100000"),
+        ({"params": {"n_channels": -1}}, "n_channels: must be at least 1, got -1"),
+        ({"n_ranks": 0}, "n_ranks: must be at least 1, got 0"),
+    ],
+)  # fmt: skip
+def test_predict_refuses_in_one_line_naming_the_parameter(
+    kwargs: dict[str, object], message: str
+) -> None:
+    # issue 17 item 19: n_ranks=0 named the --ranks flag, n_channels=-1 pieces_per_block
+    args: dict[str, object] = {"sizes_bytes": [1024], **kwargs}
+    with pytest.raises(ConfigError) as info:
+        simcoll.predict(STAR, "allreduce", **args)  # type: ignore[arg-type]
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "maximum"),
+    [("--channels", "100000", 64), ("--chunks", "5000", 4096), ("--ranks", "40000", 32768)],
+)
+def test_predict_caps_channels_chunks_and_ranks(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str, maximum: int
+) -> None:
+    # issue 17 item 11: --channels 100000 on 8 GPUs grew past 4 GB
+    topology = str(REPO / "topologies" / "dgx-a100.toml")
+    with pytest.raises(SystemExit) as info:
+        main(["predict", topology, "--collective", "allreduce", flag, value])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"argument {flag}: expected a positive integer of at most {maximum}, got {value} "
+        "(see simcoll predict --help)\n"
+    )
+
+
+def test_run_scenario_refuses_what_is_not_a_scenario() -> None:
+    with pytest.raises(ConfigError) as info:
+        simcoll.run_scenario(42)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "run_scenario takes a scenario file's path or its contents as a dict, got int 42"
+    )
+
+
+def test_a_scenario_size_past_the_cap_names_its_field() -> None:
+    data = {"schema": 1, "topology": {"file": "t.toml"}, "sweep": {"size_bytes": [2**63]}}
+    with pytest.raises(ConfigError) as info:
+        parse_scenario(data, source="s.toml")
+    assert str(info.value) == (
+        "s.toml: sweep.size_bytes: must be at most 2^53 bytes (8 PiB), got 9223372036854775808"
+    )
