@@ -494,7 +494,8 @@ def time_guard(seconds: float = CASE_SECONDS) -> Iterator[None]:
 
 
 #: Messages of problems with the whole file rather than one field.
-WHOLE_FILE = ("not UTF-8", "not valid TOML", "invalid TOML", "no such file", "cannot read")
+WHOLE_FILE = ("not UTF-8", "not valid TOML", "invalid TOML", "no such file", "cannot read",
+              "is a directory", "is a device", "is a FIFO", "tables and lists nest")  # fmt: skip
 
 
 def check_error(error: SimcollError, sources: set[str]) -> None:

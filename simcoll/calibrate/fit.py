@@ -7,7 +7,8 @@ ranks, size) is simulated with :func:`simcoll.prediction.predict` and the residu
 The variables are ``1 / efficiency`` and the latencies in seconds, in which a collective
 without shared links is exactly linear (time = latencies + bytes / (efficiency x
 bandwidth)); the fit is Levenberg-Marquardt with a forward-difference Jacobian, kept to
-physical values (efficiency in [0.05, 4], times at least 0), a handful of simulations
+physical values (efficiency in [0.05, 1]: no transfer carries more data than its
+wire; times at least 0), a handful of simulations
 per iteration.
 
 Which parameters are fitted is decided by the data, not by hand: a parameter enters only
@@ -45,7 +46,12 @@ from simcoll.calibrate.gloo import Recipe
 from simcoll.core.errors import ConfigError
 from simcoll.core.protocols import link_class
 from simcoll.prediction import predict
-from simcoll.topology.calibration import LINK_CLASSES, PROTOCOL_NAMES, Calibration
+from simcoll.topology.calibration import (
+    LINK_CLASSES,
+    MAX_EFFICIENCY,
+    PROTOCOL_NAMES,
+    Calibration,
+)
 
 __all__ = [
     "ALL_GROUPS",
@@ -177,11 +183,16 @@ def fit(
     ConfigError
         With no points, a point of zero time or size, or when nothing is identifiable.
     """
+    for p in points:
+        if not 0 < p.time_s < math.inf:
+            raise ConfigError(
+                f"a measured time of {p.time_s!r} s ({p.collective}, {p.size_bytes} B) is not a "
+                "positive finite number; cannot fit a log error",
+                source=p.source or None,
+            )
     points = [p for p in points if p.size_bytes > 0]
     if not points:
         raise ConfigError("nothing to fit: no measured point with a size above 0 bytes")
-    if any(p.time_s <= 0 for p in points):
-        raise ConfigError("a measured time is 0 or negative; cannot fit a log error")
     for group in parameters:
         if group not in ALL_GROUPS:
             valid = ", ".join(ALL_GROUPS)
@@ -263,9 +274,10 @@ def _value(name: str, variable: float) -> float:
 
 
 def _clip(theta: np.ndarray, n_efficiency: int) -> np.ndarray:
-    """Keep variables physical: 1/efficiency in [0.25, 20], times at least 0."""
+    """Keep variables physical: 1/efficiency in [1 / MAX_EFFICIENCY, 20] (an efficiency
+    of at most 1: data never moves faster than the wire), times at least 0."""
     out: np.ndarray = np.maximum(theta, 0.0)
-    out[:n_efficiency] = np.clip(out[:n_efficiency], 0.25, 20.0)
+    out[:n_efficiency] = np.clip(out[:n_efficiency], 1 / MAX_EFFICIENCY, 20.0)
     return out
 
 

@@ -19,7 +19,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -27,6 +27,8 @@ from typing import Any, TextIO
 
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
+from simcoll.core.files import TOO_DEEP, check_nesting, read_input_text
+from simcoll.core.limits import MAX_RANKS, MAX_SIZE_BYTES
 from simcoll.output.results import bandwidths
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "Measurement",
     "MeasurementSet",
     "MeasurementWriter",
+    "csv_rows",
     "measurement_from_cells",
     "parse_measurement_csv",
     "read_sidecar",
@@ -134,16 +137,19 @@ def write_sidecar(path: str | Path, metadata: Mapping[str, Any]) -> Path:
 def read_sidecar(path: str | Path) -> dict[str, Any]:
     """The sidecar of the measurement file ``path`` as a dict; ``{}`` when there is none."""
     target = sidecar_path(path)
-    if not target.is_file():
+    if not target.exists():
         return {}
     try:
-        data = json.loads(target.read_text(encoding="utf-8"))
+        data = json.loads(read_input_text(target))
     except json.JSONDecodeError as e:
         raise ConfigError(
             f"not valid JSON: {e.msg} (line {e.lineno} column {e.colno})", source=str(target)
         ) from None
-    except UnicodeDecodeError:
-        raise ConfigError("not a UTF-8 text file", source=str(target)) from None
+    except RecursionError:
+        raise ConfigError(TOO_DEEP, source=str(target)) from None
+    except ValueError as e:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise ConfigError(f"not valid JSON: {str(e).split(';')[0]}", source=str(target)) from None
+    check_nesting(data, source=str(target))
     if not isinstance(data, dict):
         raise ConfigError(f"expected a JSON object, got {type(data).__name__}", source=str(target))
     return data
@@ -212,17 +218,8 @@ class MeasurementWriter:
 
 
 def read_text(path: str | Path) -> str:
-    source = str(path)
-    try:
-        return Path(path).read_text(encoding="utf-8-sig")  # a spreadsheet's BOM is no column
-    except FileNotFoundError:
-        raise ConfigError("no such file", source=source) from None
-    except IsADirectoryError:
-        raise ConfigError("is a directory, not a file", source=source) from None
-    except UnicodeDecodeError:
-        raise ConfigError("not a UTF-8 text file", source=source) from None
-    except OSError as e:
-        raise ConfigError(f"cannot read: {e.strerror}", source=source) from None
+    """The UTF-8 text of a measurement file (a regular file of bounded size)."""
+    return read_input_text(path)
 
 
 def _prepare_for_append(path: Path) -> bool:
@@ -268,9 +265,25 @@ def _cells(m: Measurement) -> list[object]:
     ]
 
 
-def parse_measurement_csv(text: str, source: str) -> tuple[Measurement, ...]:
+def csv_rows(text: str, source: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, cells)`` of CSV text; a malformed line (a cell of more than 131,072
+    characters, a NUL) is a one-line ConfigError naming the file and the line."""
     reader = csv.reader(io.StringIO(text))
-    header = [name.strip() for name in next(reader)]
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            raise ConfigError(
+                f"not a CSV line: {error}", source=source, field=f"line {reader.line_num}"
+            ) from None
+        yield reader.line_num, cells
+
+
+def parse_measurement_csv(text: str, source: str) -> tuple[Measurement, ...]:
+    reader = csv_rows(text, source)
+    header = [name.strip() for name in next(reader, (1, []))[1]]
     if not set(REQUIRED_COLUMNS) & set(header):
         raise ConfigError(
             f"neither a measurement CSV ({','.join(REQUIRED_COLUMNS)}) nor an nccl-tests table "
@@ -287,14 +300,14 @@ def parse_measurement_csv(text: str, source: str) -> tuple[Measurement, ...]:
                 field="line 1",
             )
     rows = []
-    for cells in reader:
+    for line, cells in reader:
         if not any(c.strip() for c in cells):
             continue
         values = dict(zip(header, (c.strip() for c in cells), strict=False))
         try:
             rows.append(measurement_from_cells(values))
         except ConfigError as e:
-            where = f"line {reader.line_num}" + (f": {e.field}" if e.field else "")
+            where = f"line {line}" + (f": {e.field}" if e.field else "")
             raise ConfigError(e.message, source=source, field=where) from None
     return tuple(rows)
 
@@ -322,6 +335,11 @@ def measurement_from_cells(values: Mapping[str, str]) -> Measurement:
         raise ConfigError(f"must be >= 1, got {n_ranks}", field="n_ranks")
     if size_bytes < 0:
         raise ConfigError(f"must be >= 0, got {size_bytes}", field="size_bytes")
+    if size_bytes > MAX_SIZE_BYTES:
+        raise ConfigError(f"must be at most 2^53 bytes (8 PiB), got {size_bytes}",
+                          field="size_bytes")  # fmt: skip
+    if n_ranks > MAX_RANKS:
+        raise ConfigError(f"must be at most {MAX_RANKS}, got {n_ranks}", field="n_ranks")
     if time_s <= 0:
         raise ConfigError(f"must be positive, got {time_s!r}", field="time_s")
     return Measurement(

@@ -11,13 +11,12 @@ text log, told apart by suffix and header.
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from simcoll.calibrate import nccltests
 from simcoll.calibrate.measurements import (
     MeasurementSet,
+    csv_rows,
     parse_measurement_csv,
     read_sidecar,
     read_text,
@@ -57,7 +56,7 @@ def read_measurements(
     if Path(path).suffix.lower() != ".csv":
         parsed = nccltests.parse_log(text, source=source, collective=collective, n_ranks=n_ranks)
         return MeasurementSet(source, parsed.rows, {**parsed.metadata, **read_sidecar(path)})
-    header = next(csv.reader(io.StringIO(text)))
+    header = next(csv_rows(text, source), (1, []))[1]
     if nccltests.is_table_header(header):
         rows = nccltests.parse_table_csv(
             text, source=source, collective=collective, n_ranks=n_ranks

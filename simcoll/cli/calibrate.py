@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
+import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -14,10 +16,19 @@ import networkx as nx
 from simcoll.calibrate.compare import REGIMES, compare, format_summary, regime_of, summarise
 from simcoll.calibrate.fit import ALL_GROUPS, PARAMETER_GROUPS, FitPoint, Model, fit
 from simcoll.calibrate.gloo import BACKENDS, Recipe, default_protocol, recipe_for
-from simcoll.calibrate.measurements import MeasurementSet
+from simcoll.calibrate.measurements import MeasurementSet, sidecar_path
 from simcoll.calibrate.read import read_measurements
+from simcoll.cli._args import positive_int_at_most
 from simcoll.core.errors import ConfigError, SimcollError
-from simcoll.topology.calibration import Calibration, read_calibration, write_calibration
+from simcoll.core.files import check_output
+from simcoll.core.limits import MAX_RANKS
+from simcoll.output.folder import OutputFolder
+from simcoll.topology.calibration import (
+    PARAMS_MARK,
+    Calibration,
+    read_calibration,
+    write_calibration,
+)
 from simcoll.topology.io import load, parse_overrides
 
 __all__ = ["add_calibrate", "add_compare"]
@@ -43,7 +54,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collective", metavar="NAME", default=None,
                    help="collective of files that do not say it (nccl-tests logs); in a "
                    "measurement CSV, use only this collective's rows")  # fmt: skip
-    p.add_argument("--ranks", type=int, metavar="N", default=None,
+    p.add_argument("--ranks", type=positive_int_at_most(MAX_RANKS), metavar="N", default=None,
                    help="rank count of files that do not say it")  # fmt: skip
     p.add_argument(
         "--in-place",
@@ -67,8 +78,9 @@ def add_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
         "-o star4.params.toml",
     )
     _common(p)
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="PARAMS.toml",
-                   help="params file to write")  # fmt: skip
+    p.add_argument("-o", "--output", required=True, metavar="PARAMS.toml",
+                   help="params file to write (not an input, nor an existing file simcoll "
+                   "did not write)")  # fmt: skip
     p.add_argument("--fit", default=",".join(PARAMETER_GROUPS), metavar="GROUPS",
                    help="parameter groups that may be fitted, in priority order where two "
                    f"move the times alike (default {','.join(PARAMETER_GROUPS)}; also "
@@ -95,7 +107,13 @@ def add_compare(sub: argparse._SubParsersAction[Any]) -> None:
     _common(p)
     p.add_argument("--params", type=Path, metavar="PARAMS.toml",
                    help="calibration from `simcoll calibrate` (default: none)")  # fmt: skip
-    p.add_argument("--out", type=Path, metavar="DIR", help="folder for CSVs and the plot")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="folder for CSVs and the plot; files simcoll did not write there are never changed",
+    )
+    p.add_argument("--force", action="store_true", help="use an --out that holds other files "
+                   "(they stay untouched)")  # fmt: skip
     p.add_argument("--min-size", default="0", metavar="BYTES",
                    help="leave out smaller sizes (e.g. 1M)")  # fmt: skip
     p.set_defaults(run=_compare)
@@ -107,6 +125,11 @@ def _inputs(args: argparse.Namespace) -> tuple[nx.DiGraph[str], list[Measurement
         read_measurements(path, collective=args.collective, n_ranks=args.ranks)
         for path in args.measurements
     ]
+    for s in sets:
+        if s.metadata.get("dropped_rows"):
+            print(f"simcoll: warning: {s.source}: dropped {s.metadata['dropped_rows']} row(s) "
+                  f"that failed nccl-tests' data check ({s.metadata['failed_check']}); a wrong "
+                  "result is no timing", file=sys.stderr)  # fmt: skip
     return topology, sets
 
 
@@ -141,21 +164,34 @@ def _choices(args: argparse.Namespace, sets: list[MeasurementSet]) -> tuple[Mode
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    folder = args.output.parent
-    if not folder.is_dir():  # say so before the fit, not after it
-        raise ConfigError(f"-o {args.output}: no such folder {folder}")
+    # say so before the fit (minutes), not after it
+    check_output(args.output, mark=PARAMS_MARK.encode(), inputs=_input_files(args), what="-o")
     groups = [g.strip() for g in args.fit.split(",") if g.strip()]
+    if not groups:
+        raise ConfigError(f"names no parameter group; valid: {', '.join(ALL_GROUPS)}",
+                          field="--fit")  # fmt: skip
     for group in groups:
         if group not in ALL_GROUPS:
             raise ConfigError(f"--fit: unknown parameter group {group!r}; valid: "
                               f"{', '.join(ALL_GROUPS)}")  # fmt: skip
-    topology, sets = _inputs(args)
-    regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
     names = [name for name, _, _ in REGIMES]
+    regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
+    if not regimes:
+        raise ConfigError(f"names no regime; valid: {', '.join(names)}", field="--regimes")
     for r in regimes:
         if r not in names:
             raise ConfigError(f"--regimes: unknown regime {r!r}; valid: {', '.join(names)}")
-    points = [p for p in _points(sets, args.in_place) if regime_of(p.size_bytes) in regimes]
+    topology, sets = _inputs(args)
+    measured = _points(sets, args.in_place)
+    points = [p for p in measured if regime_of(p.size_bytes) in regimes]
+    if not points:
+        sizes = sorted(p.size_bytes for p in measured)
+        found = ", ".join(n for n in names if n in {regime_of(s) for s in sizes})
+        raise ConfigError(
+            f"none of the {len(measured)} measured points is in {', '.join(regimes)} (their "
+            f"sizes, {sizes[0]} B to {sizes[-1]} B, are {found})",
+            field="--regimes",
+        )
     recipe, protocol, backend = _choices(args, sets)
     result = fit(topology, points, recipe=recipe, protocol=protocol, model=args.model,
                  parameters=groups)  # fmt: skip
@@ -191,6 +227,15 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _input_files(args: argparse.Namespace) -> list[str]:
+    """Every file the command reads: -o must be none of them."""
+    files = [args.topology, *args.measurements]
+    files += [str(sidecar_path(m)) for m in args.measurements]
+    if getattr(args, "params", None):
+        files.append(str(args.params))
+    return files
+
+
 def _recipes(recipe: Model, points: list[FitPoint]) -> dict[str, list[str]]:
     """Per collective, the recipes its points were simulated with, in words."""
     out: dict[str, list[str]] = {}
@@ -223,7 +268,32 @@ def _sections(calibration: Calibration) -> dict[str, Any]:
     }
 
 
+#: Every name ``compare --out`` writes.
+COMPARE_FILES = ("points.csv", "summary.csv", "compare.png")
+
+
 def _compare(args: argparse.Namespace) -> int:
+    if args.out is None:
+        return _run_compare(args, None)
+    with OutputFolder.open(args.out, pattern="|".join(re.escape(n) for n in COMPARE_FILES)) as out:
+        others = out.others()
+        if others and not args.force:
+            raise ConfigError(
+                f"holds files simcoll did not write ({', '.join(others[:3])}); choose another "
+                "--out or pass --force to write beside them; they stay untouched",
+                source=str(args.out),
+            )
+        clashes = [name for name in others if name in COMPARE_FILES]
+        if clashes:
+            raise ConfigError(
+                f"holds {', '.join(clashes)}, which simcoll writes but did not write here; "
+                "will not overwrite (move them or choose another --out)",
+                source=str(args.out),
+            )
+        return _run_compare(args, out)
+
+
+def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
     from simcoll.core.units import parse_size_bytes  # noqa: PLC0415
 
     topology, sets = _inputs(args)
@@ -243,15 +313,14 @@ def _compare(args: argparse.Namespace) -> int:
     print(f"simcoll compare on {args.topology} ({params}); errors: simulated vs measured, "
           "time err = sim/meas - 1")  # fmt: skip
     print(format_summary(summary))
-    if args.out:
-        _write_outputs(args.out, compared, summary)
+    if out is not None:
+        _write_outputs(out, compared, summary)
     return 0
 
 
-def _write_outputs(out: Path, compared: list[Any], summary: list[dict[str, Any]]) -> None:
+def _write_outputs(out: OutputFolder, compared: list[Any], summary: list[dict[str, Any]]) -> None:
     from simcoll.output.plot import plot_comparison  # noqa: PLC0415 - matplotlib only when asked
 
-    out.mkdir(parents=True, exist_ok=True)
     rows = [
         {
             **asdict(p),
@@ -261,11 +330,12 @@ def _write_outputs(out: Path, compared: list[Any], summary: list[dict[str, Any]]
         }
         for p in compared
     ]
+    written = []
     for name, table in (("points.csv", rows), ("summary.csv", summary)):
-        with (out / name).open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(table[0]))
-            writer.writeheader()
-            writer.writerows(table)
-    plot_comparison(compared, out / "compare.png")
-    print(f"wrote {out / 'points.csv'}, {out / 'summary.csv'}, {out / 'compare.png'}",
-          file=sys.stderr)  # fmt: skip
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+        written.append(out.write_text(name, text.getvalue()))
+    written.append(plot_comparison(compared, out.reserve("compare.png")))
+    print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)

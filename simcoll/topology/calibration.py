@@ -42,12 +42,24 @@ from typing import Any
 import networkx as nx
 
 from simcoll.core.errors import ConfigError
+from simcoll.core.files import TOO_DEEP, check_nesting, read_input_text, write_output
 from simcoll.core.protocols import Protocol
 from simcoll.topology.schema import LinkKind
 
-__all__ = ["LINK_CLASSES", "Calibration", "read_calibration", "write_calibration"]
+__all__ = [
+    "LINK_CLASSES",
+    "MAX_EFFICIENCY",
+    "PARAMS_MARK",
+    "Calibration",
+    "read_calibration",
+    "write_calibration",
+]
 
 LINK_CLASSES = ("nvlink", "pcie", "net")
+#: The first line of a params file simcoll writes: only such a file is replaced.
+PARAMS_MARK = "# simcoll calibration parameters, written by `simcoll calibrate`."
+#: The largest efficiency: a transfer moves at most its link's bandwidth of data.
+MAX_EFFICIENCY = 1.0
 _LINK_KINDS = tuple(kind.value for kind in LinkKind)
 PROTOCOL_NAMES = ("LL", "LL128", "simple")
 _SECTIONS = {
@@ -136,14 +148,19 @@ class Calibration:
 
 
 def _check(section: str, key: str, value: object, valid: tuple[str, ...]) -> None:
+    where = key if section == "call" else f"{section}.{key}"
     if key not in valid:
-        raise ConfigError(f"unknown {section} key {key!r}; valid: {', '.join(valid)}")
+        raise ConfigError(f"unknown key; valid: {', '.join(valid)}", field=where)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(f"{section}.{key} must be a finite number, got {value!r}")
-    if section.endswith("efficiency") and not 0 < value <= 4:
-        raise ConfigError(f"{section}.{key} must be in (0, 4], got {value!r}")
+        raise ConfigError(f"must be a finite number, got {value!r}", field=where)
+    if section.endswith("efficiency") and not 0 < value <= MAX_EFFICIENCY:
+        raise ConfigError(
+            f"must be in (0, {MAX_EFFICIENCY:g}], got {value!r}: an efficiency is the fraction "
+            "of a link's bandwidth that carries data, and no transfer beats its wire",
+            field=where,
+        )
     if not section.endswith("efficiency") and value < 0:
-        raise ConfigError(f"{section}.{key} must not be negative, got {value!r}")
+        raise ConfigError(f"must not be negative, got {value!r}", field=where)
 
 
 def read_calibration(path: str | Path) -> Calibration:
@@ -156,39 +173,48 @@ def read_calibration(path: str | Path) -> Calibration:
         a value that is not a number or out of range.
     """
     source = str(path)
+    text = read_input_text(path, missing="no such params file")
     try:
-        document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{source}: no such params file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{source}: cannot read: {error}") from None
+        document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{source}: not valid TOML: {error}") from None
+        raise ConfigError(f"not valid TOML: {error}", source=source) from None
+    except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise ConfigError(f"not valid TOML: {str(error).split(';')[0]}", source=source) from None
+    except RecursionError:
+        raise ConfigError(TOO_DEEP, source=source) from None
+    check_nesting(document, source=source)
     known = {"schema", "launch_s", "fit", "residuals", *_SECTIONS}
     for name in document:
         if name not in known:
-            raise ConfigError(f"{source}: unknown section {name!r}; valid: {', '.join(known)}")
+            raise ConfigError(f"unknown section; valid: {', '.join(sorted(known))}",
+                              source=source, field=name)  # fmt: skip
     sections: dict[str, dict[str, float]] = {}
     for section in _SECTIONS:
         table = document.get(section, {})
         if not isinstance(table, dict):
-            raise ConfigError(f"{source}: {section}: must be a table of numbers")
+            raise ConfigError("must be a table of numbers", source=source, field=section)
         sections[section] = table
     provenance = document.get("fit", {})
+    if not isinstance(provenance, dict):
+        raise ConfigError("must be a table", source=source, field="fit")
     try:
         return Calibration(
             **sections, launch_s=document.get("launch_s", 0.0), provenance=provenance
         )
     except ConfigError as error:
-        raise ConfigError(f"{source}: {error.message}") from None
+        raise error.located(source=source) from None
 
 
 def write_calibration(
     path: str | Path, calibration: Calibration, residuals: list[dict[str, Any]] | None = None
 ) -> Path:
-    """Write ``calibration`` (with its provenance and residuals) as a params TOML."""
+    """Write ``calibration`` (with its provenance and residuals) as a params TOML.
+
+    The file is written whole; an existing file is replaced only if simcoll wrote it
+    (its first line is :data:`PARAMS_MARK`), see :func:`simcoll.core.files.write_output`.
+    """
     lines = [
-        "# simcoll calibration parameters, written by `simcoll calibrate`.",
+        PARAMS_MARK,
         "# efficiency: data fraction of the wire per link class (x the protocol's own);",
         "# step_latency_s: added to every transfer over that class, seconds;",
         "# link_latency_s: replaces the topology's latency of every link of that kind, seconds;",
@@ -207,9 +233,7 @@ def write_calibration(
     for row in residuals or []:
         lines += ["", "[[residuals]]"]
         lines += [f"{key} = {_toml(value)}" for key, value in row.items()]
-    out = Path(path)
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return out
+    return write_output(path, "\n".join(lines) + "\n", mark=PARAMS_MARK.encode())
 
 
 def _toml(value: Any) -> str:

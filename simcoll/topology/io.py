@@ -35,6 +35,7 @@ from typing import Any
 import networkx as nx
 
 from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.core.files import TOO_DEEP, check_nesting, read_input_bytes, read_input_text
 from simcoll.topology.builder_params import (
     Param,
     builder_params,
@@ -48,7 +49,7 @@ from simcoll.topology.nodelink import from_node_link
 from simcoll.topology.routing import ROUTING_RULES
 from simcoll.topology.schema import validate
 
-__all__ = ["SCHEMA_VERSION", "load", "parse_overrides"]
+__all__ = ["SCHEMA_VERSION", "load", "parse_overrides", "source_files"]
 
 SCHEMA_VERSION = 1
 """The ``schema`` value this version of simcoll reads."""
@@ -109,6 +110,28 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     graph.graph["source"] = source
     graph.graph["description"] = _description(document, source)
     return validate(graph, source=source)
+
+
+def source_files(path: str | Path, overrides: Mapping[str, str] | None = None) -> list[Path]:
+    """The files :func:`load` reads for ``path``: the file itself and, for an importer
+    (an NCCL XML dump, an ``nvidia-smi`` matrix), the file its ``params.file`` names.
+
+    A file that cannot be read is still listed (loading it will say why); nothing here
+    raises.
+    """
+    files = [Path(path)]
+    if Path(path).suffix.lower() == ".json":
+        return files
+    try:
+        document = _read_toml(Path(path), str(path))
+    except ConfigError:
+        return files
+    params = document.get("params")
+    named = params.get("file") if isinstance(params, dict) else None
+    named = (overrides or {}).get("file", named)
+    if document.get("builder") in IMPORTERS and isinstance(named, str):
+        files.append(Path(path).parent / named)
+    return files
 
 
 def _build(
@@ -176,14 +199,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, str]:
 
 
 def _read_toml(path: Path, source: str) -> dict[str, Any]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError("no such file", source=source) from None
-    except OSError as error:
-        raise ConfigError(f"cannot read the file: {error.strerror}", source=source) from None
-    except ValueError as error:  # a NUL in the path
-        raise ConfigError(f"cannot read the file: {error}", source=source) from None
+    raw = read_input_bytes(path)  # a regular file of bounded size, or a one-line error
     try:
         text = raw.decode("utf-8").removeprefix("\ufeff")  # tolerate a byte-order mark
     except UnicodeDecodeError as error:
@@ -195,12 +211,16 @@ def _read_toml(path: Path, source: str) -> dict[str, Any]:
             field=f"line {line}",
         ) from None
     try:
-        return tomllib.loads(text)
+        document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise _toml_error(error, source) from None
     except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
         message = str(error).split(";")[0]
         raise ConfigError(f"invalid TOML: {message}", source=source) from None
+    except RecursionError:
+        raise ConfigError(TOO_DEEP, source=source) from None
+    check_nesting(document, source=source)
+    return document
 
 
 def _toml_error(error: tomllib.TOMLDecodeError, source: str) -> ConfigError:
@@ -293,20 +313,25 @@ def _refuse_overrides(overrides: Mapping[str, str] | None, source: str, what: st
 
 def _read_text(path: Path, source: str, name: str, *, field: str | None = None) -> str:
     """The UTF-8 text of a file an importer reads; errors name the key that names it."""
+    missing = f"no such file {name!r} (relative to the topology file)"
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(
-            f"no such file {name!r} (relative to the topology file)", source=source, field=field
-        ) from None
-    except (OSError, ValueError) as error:  # ValueError: not UTF-8, or a NUL in the name
-        raise ConfigError(f"cannot read {name!r}: {error}", source=source, field=field) from None
+        return read_input_text(path, missing=missing)
+    except ConfigError as error:
+        message = error.message
+        if message != missing:
+            message = f"cannot read {name!r}: {message.removeprefix('cannot read: ')}"
+        raise ConfigError(message, source=source, field=field) from None
 
 
 def _read_json(path: Path, source: str) -> Any:
-    text = _read_text(path, source, path.name)
     try:
-        return json.loads(text)
+        text = read_input_text(path)
+    except ConfigError as error:
+        raise error.located(source=source) from None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ConfigError(TOO_DEEP, source=source) from None
     except json.JSONDecodeError as error:
         raise ConfigError(
             f"invalid JSON: {error.msg}",
@@ -315,3 +340,5 @@ def _read_json(path: Path, source: str) -> Any:
         ) from None
     except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
         raise ConfigError(f"invalid JSON: {str(error).split(';')[0]}", source=source) from None
+    check_nesting(data, source=source)
+    return data

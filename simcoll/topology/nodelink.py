@@ -174,7 +174,14 @@ def _link(
             raise ConfigError(
                 f"must be a number, got {_describe(value)}", source=source, field=f"{where}.{name}"
             )
-        attrs[name] = float(value)
+        try:
+            attrs[name] = float(value)
+        except OverflowError:  # an integer such as 10**400, beyond any float
+            raise ConfigError(
+                f"must be a finite number, got an integer of {len(str(value))} digits",
+                source=source,
+                field=f"{where}.{name}",
+            ) from None
     return u, v, attrs
 
 

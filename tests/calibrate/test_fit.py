@@ -109,8 +109,13 @@ def test_errors_are_one_line():
     with pytest.raises(ConfigError, match=r"^unknown parameter group 'bandwidth'; valid: "):
         fit(star(2), [FitPoint("sendrecv", 2, 8, 1e-5)], recipe=lambda c, n, s: "direct",
             parameters=("bandwidth",))  # fmt: skip
-    with pytest.raises(ConfigError, match=r"^a measured time is 0 or negative"):
-        fit(star(2), [FitPoint("sendrecv", 2, 8, 0.0)], recipe=lambda c, n, s: "direct")
+    with pytest.raises(ConfigError) as info:
+        fit(star(2), [FitPoint("sendrecv", 2, 8, 0.0, "runs.csv")], recipe=lambda c, n, s: "direct")
+    # issue 17 item 19: the message named no file
+    assert str(info.value) == (
+        "runs.csv: a measured time of 0.0 s (sendrecv, 8 B) is not a positive finite number; "
+        "cannot fit a log error"
+    )
 
 
 def test_protocol_efficiency_scales_one_protocol():

@@ -36,7 +36,7 @@ _TEXT = st.text(alphabet=string.ascii_letters + string.digits + ',"_ ', min_size
 _MEASUREMENTS = st.builds(
     Measurement,
     collective=st.sampled_from([c.value for c in Collective]),
-    n_ranks=st.integers(min_value=1, max_value=100_000),
+    n_ranks=st.integers(min_value=1, max_value=32_768),  # simcoll.core.limits.MAX_RANKS
     size_bytes=st.integers(min_value=0, max_value=2**50),
     time_s=st.floats(min_value=1e-9, max_value=1e4, allow_nan=False),
     in_place=st.booleans(),

@@ -361,7 +361,7 @@ def test_byte_order_mark_is_tolerated(tmp_path: Path) -> None:
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     path = tmp_path / "absent.toml"
     assert str(_error(path)) == f"{path}: no such file"
-    assert str(_error(tmp_path)) == f"{tmp_path}: cannot read the file: Is a directory"
+    assert str(_error(tmp_path)) == f"{tmp_path}: is a directory, not a file"
 
 
 def test_source_is_the_path_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

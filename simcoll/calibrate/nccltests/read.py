@@ -55,8 +55,7 @@ iters: 20 agg iters: 1 validation: 1 graph: 0
 
 from __future__ import annotations
 
-import csv
-import io
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -64,9 +63,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Literal
 
-from simcoll.calibrate.measurements import Measurement, MeasurementSet
+from simcoll.calibrate.measurements import Measurement, MeasurementSet, csv_rows
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
+from simcoll.core.limits import MAX_SIZE_BYTES
 
 __all__ = [
     "TABLE_COLUMNS",
@@ -188,6 +188,7 @@ class _Run:
     half_width: int = 0
     trailing: int = 0
     halves: list[_Half] = field(default_factory=list)
+    wrong: list[float] = field(default_factory=list)  # each half's error column (0 if N/A)
 
 
 def parse_log(
@@ -238,10 +239,44 @@ def parse_log(
         raise ConfigError("no data lines under the column header", source=source)
     c = _collective(source, collective, run.metadata.get("Collective test"))
     ranks = _n_ranks(source, n_ranks, run.ranks)
+    kept = _passed_check(run)
     rows = tuple(
-        Measurement(collective=c.value, n_ranks=ranks, **asdict(half)) for half in run.halves
+        Measurement(collective=c.value, n_ranks=ranks, **asdict(half))
+        for half, ok in zip(run.halves, kept, strict=True)
+        if ok
     )
+    if not rows:
+        raise ConfigError(
+            f"every data line failed nccl-tests' data check ({run.metadata['failed_check']}); "
+            "no timing to use",
+            source=source,
+        )
     return MeasurementSet(source, rows, run.metadata)
+
+
+def _passed_check(run: _Run) -> list[bool]:
+    """Which halves passed nccl-tests' data check: a wrong result is no timing.
+
+    New layout: ``#wrong`` counts wrong elements, so any other value than 0 fails. Old
+    layout: ``error`` is the largest deviation, failing only past nccl-tests' threshold,
+    which the footer's ``Out of bounds values : N FAILED`` reports. A log that says
+    FAILED without a line to blame fails every line. The count and the reason go into
+    ``metadata["dropped_rows"]`` and ``metadata["failed_check"]``.
+    """
+    bounds = run.metadata.get("Out of bounds values")
+    failed = isinstance(bounds, int) and bounds > 0
+    new = run.metadata.get("layout") == "new"
+    kept = [not (w > 0 and (new or failed)) for w in run.wrong]
+    if failed and all(kept):
+        kept = [False] * len(kept)
+    if not all(kept):
+        run.metadata["dropped_rows"] = kept.count(False)
+        run.metadata["failed_check"] = (
+            f"the log says 'Out of bounds values : {bounds} FAILED'"
+            if failed
+            else "#wrong is not 0"
+        )
+    return kept
 
 
 def _comment(run: _Run, line: str, number: int) -> None:
@@ -327,7 +362,7 @@ def _data_line(run: _Run, line: str, number: int) -> list[_Half]:
             field=where,
         )
     values = dict(zip(run.prefix, tokens[:n_prefix], strict=False))
-    size = _whole(values["size"], source=run.source, field=f"{where}: size")
+    size = _size(values["size"], source=run.source, field=f"{where}: size")
     count = _whole(values.get("count", "0"), source=run.source, field=f"{where}: count")
     root = _whole(values.get("root", "-1"), source=run.source, field=f"{where}: root", signed=True)
     out = []
@@ -339,6 +374,7 @@ def _data_line(run: _Run, line: str, number: int) -> list[_Half]:
         error = half[3] if len(half) > 3 else "N/A"
         if error != "N/A":
             _check_number(run, error, f"{where}: {label} error")
+        run.wrong.append(0.0 if error == "N/A" else abs(float(error)))
         time_s = seconds_from_us(half[0], source=run.source, field=f"{where}: {label} time")
         dtype, redop = values.get("type", "float"), values.get("redop", "")
         out.append(_Half(size, count, dtype, redop, root, in_place, time_s))
@@ -354,6 +390,15 @@ def _whole(text: str, *, source: str, field: str, signed: bool = False) -> int:
     if value < 0 and not signed:
         raise ConfigError(f"must be >= 0, got {value}", source=source, field=field)
     return value
+
+
+def _size(text: str, *, source: str, field: str) -> int:
+    """A printed size in bytes: whole, not negative, at most 2^53 (8 PiB)."""
+    size = _whole(text, source=source, field=field)
+    if size > MAX_SIZE_BYTES:
+        raise ConfigError(f"must be at most 2^53 bytes (8 PiB), got {size}", source=source,
+                          field=field)  # fmt: skip
+    return size
 
 
 def _check_number(run: _Run, text: str, where: str) -> None:
@@ -381,7 +426,10 @@ def seconds_from_us(text: str, *, source: str, field: str) -> float:
         raise ConfigError(f"not a finite number: {text!r}", source=source, field=field)
     if us <= 0:
         raise ConfigError(f"must be positive, got {text}", source=source, field=field)
-    return float(us.scaleb(-6))
+    seconds = float(us.scaleb(-6))
+    if not 0 < seconds < math.inf:  # 1e400 us is inf, 1e-400 us is 0 as a float
+        raise ConfigError(f"out of range: {text} us is {seconds!r} s", source=source, field=field)
+    return seconds
 
 
 def _collective(source: str, given: str | None, printed: str | None) -> Collective:
@@ -426,14 +474,17 @@ def parse_table_csv(
     """
     c = _collective(source, collective, None)
     ranks = _n_ranks(source, n_ranks, set())
-    reader = csv.DictReader(io.StringIO(text))
-    if "size_bytes" not in (reader.fieldnames or ()):
+    reader = csv_rows(text, source)
+    header = next(reader, (1, []))[1]
+    if "size_bytes" not in header:
         raise ConfigError("missing column 'size_bytes'", source=source, field="line 1")
     rows = []
-    for cells in reader:
-        where = f"line {reader.line_num}"
-        get = {k: (v or "").strip() for k, v in cells.items() if k is not None}
-        size = _whole(get["size_bytes"] or "0", source=source, field=f"{where}: size_bytes")
+    for line, cells in reader:
+        if not cells:
+            continue
+        where = f"line {line}"
+        get = {k: v.strip() for k, v in zip(header, cells, strict=False)}
+        size = _size(get["size_bytes"] or "0", source=source, field=f"{where}: size_bytes")
         count = _whole(get.get("count") or "0", source=source, field=f"{where}: count")
         for column, in_place in (("time_us_oop", False), ("time_us_ip", True)):
             if not get.get(column):
