@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import NoReturn, TypeAlias
 
-__all__ = ["Parser", "SubParsers", "positive_int"]
+__all__ = ["Parser", "SubParsers", "positive_int", "positive_int_at_most"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -23,6 +24,26 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def positive_int_at_most(maximum: int) -> Callable[[str], int]:
+    """An argparse type: a positive integer of at most ``maximum``.
+
+    >>> positive_int_at_most(64)("65")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected a positive integer of at most 64, got 65
+    """
+
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > maximum:
+            raise argparse.ArgumentTypeError(
+                f"expected a positive integer of at most {maximum}, got {value}"
+            )
+        return value
+
+    return parse
 
 
 #: What ``add_parser`` is called on (a string: argparse's class is not subscriptable at run time).

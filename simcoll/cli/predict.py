@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 from simcoll.algorithms import algorithm_names
-from simcoll.cli._args import SubParsers, positive_int
+from simcoll.cli._args import SubParsers, positive_int_at_most
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
+from simcoll.core.files import check_output
+from simcoll.core.limits import MAX_CHANNELS, MAX_CHUNKS, MAX_IN_FLIGHT, MAX_RANKS
 from simcoll.core.sizes import align_size_bytes, parse_sizes
 from simcoll.core.units import format_bytes
 from simcoll.output.results import format_table, to_csv, to_json
@@ -73,21 +75,21 @@ def add_predict(sub: SubParsers) -> None:
     )
     p.add_argument(
         "--ranks",
-        type=positive_int,
+        type=positive_int_at_most(MAX_RANKS),
         metavar="N",
         help="number of ranks, on GPUs 0..N-1 (default: every GPU of the topology)",
     )
-    p.add_argument("--channels", type=positive_int, metavar="N",
-                   help="parallel channels (default 1)")  # fmt: skip
+    p.add_argument("--channels", type=positive_int_at_most(MAX_CHANNELS), metavar="N",
+                   help=f"parallel channels (default 1, at most {MAX_CHANNELS})")  # fmt: skip
     p.add_argument(
         "--chunks",
-        type=positive_int,
+        type=positive_int_at_most(MAX_CHUNKS),
         metavar="N",
         help="pipelined chunks per channel and block (default 1)",
     )
     p.add_argument(
         "--window",
-        type=positive_int,
+        type=positive_int_at_most(MAX_IN_FLIGHT),
         metavar="N",
         help="transfers in flight per connection (default 8, NCCL's step slots)",
     )
@@ -102,8 +104,8 @@ def add_predict(sub: SubParsers) -> None:
     p.add_argument(
         "--plot",
         metavar="PNG",
-        type=Path,
-        help="also write a plot of bus bandwidth against size to this PNG file",
+        help="also write a plot of bus bandwidth against size to this PNG file (not an "
+        "existing file simcoll did not write)",
     )
     p.add_argument("--params", type=Path, metavar="PARAMS.toml",
                    help="calibration from `simcoll calibrate` to simulate with")  # fmt: skip
@@ -121,11 +123,32 @@ def _checked_choices(args: argparse.Namespace) -> tuple[Collective, str]:
     if algorithm not in ("auto", "all") and algorithm not in names:
         raise ConfigError(f"{collective.value} has no algorithm {algorithm!r}; valid: "
                           f"{', '.join(names)}, auto, all")  # fmt: skip
+    if args.model == "nccl":
+        ignored = [f for f, v in (("--chunks", args.chunks), ("--window", args.window)) if v]
+        if ignored:
+            verb = "do" if len(ignored) > 1 else "does"
+            raise ConfigError(
+                f"{' and '.join(ignored)} {verb} not apply to --model nccl: NCCL's tuning "
+                "model costs channels, not pieces or a window; drop it or use --model flow"
+            )
     return collective, algorithm
+
+
+def _check_plot(args: argparse.Namespace) -> None:
+    """Refuse ``--plot`` before simulating: not a .png name, an input, a file not ours."""
+    from simcoll.output.plot import PNG_MARK  # noqa: PLC0415
+
+    name = str(args.plot)
+    if Path(name).suffix.lower() != ".png":
+        raise ConfigError(f"must name a .png file, got {name!r}", field="--plot")
+    inputs = [args.topology] + ([args.params] if args.params else [])
+    check_output(name, mark=PNG_MARK, inputs=inputs, what="--plot")
 
 
 def _predict(args: argparse.Namespace) -> int:
     collective, algorithm = _checked_choices(args)
+    if args.plot is not None:
+        _check_plot(args)
     sizes, is_range = parse_sizes(args.sizes)
     topology = load(args.topology, parse_overrides(args.set))
     n_ranks = args.ranks or len(gpu_nodes(topology))
@@ -159,7 +182,7 @@ def _predict(args: argparse.Namespace) -> int:
         smallest = max(size for size, _ in result.skipped)
         print(f"simcoll: note: skipped {len(result.skipped)} sizes up to {smallest} B: "
               f"{result.skipped[-1][1]}", file=sys.stderr)  # fmt: skip
-    if args.plot:
+    if args.plot is not None:
         _plot(args, result.rows, topology, collective)
     return 0
 

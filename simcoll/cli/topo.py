@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from simcoll.cli._args import Parser, SubParsers
+from simcoll.core.errors import ConfigError
+from simcoll.core.files import check_output, write_output
+from simcoll.output.plot import PNG_MARK
 from simcoll.topology import load, parse_overrides
 from simcoll.topology.inspect import report
-from simcoll.topology.nodelink import dumps
+from simcoll.topology.nodelink import to_node_link
 
 __all__ = ["add_topo"]
 
@@ -69,10 +73,12 @@ def add_topo(sub: SubParsers) -> None:
     for action, run in ((show, _topo_show), (draw, _topo_draw), (dump, _topo_dump)):
         _topology_args(action)
         action.set_defaults(run=run)
-    draw.add_argument("-o", "--output", required=True, type=Path, metavar="FILE.png",
-                      help="the PNG file to write")  # fmt: skip
-    dump.add_argument("-o", "--output", type=Path, metavar="FILE.json",
-                      help="the JSON file to write (default: standard output)")  # fmt: skip
+    draw.add_argument("-o", "--output", required=True, metavar="FILE.png",
+                      help="the PNG file to write (not an existing file simcoll did not "
+                      "write)")  # fmt: skip
+    dump.add_argument("-o", "--output", metavar="FILE.json",
+                      help="the JSON file to write (default: standard output; not an "
+                      "existing file simcoll did not write)")  # fmt: skip
 
 
 def _topology_args(parser: argparse.ArgumentParser) -> None:
@@ -90,16 +96,36 @@ def _topo_show(args: argparse.Namespace) -> int:
 def _topo_draw(args: argparse.Namespace) -> int:
     from simcoll.output.plot import plot_topology  # noqa: PLC0415 - matplotlib only when asked
 
+    _check_target(args, ".png")
     topology = load(args.topology, parse_overrides(args.set))
     print(f"simcoll: wrote {plot_topology(topology, args.output)}", file=sys.stderr)
     return 0
 
 
+#: The first key of a dump: it marks the file as simcoll's (``load`` ignores it).
+DUMP_MARK_KEY = "_written_by"
+_DUMP_MARK = f'"{DUMP_MARK_KEY}": "simcoll topo dump"'.encode()
+
+
 def _topo_dump(args: argparse.Namespace) -> int:
-    text = dumps(load(args.topology, parse_overrides(args.set))) + "\n"
+    if args.output is not None:
+        _check_target(args, ".json")
+    data = {DUMP_MARK_KEY: "simcoll topo dump", **to_node_link(load(args.topology,
+            parse_overrides(args.set)))}  # fmt: skip
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
     if args.output is None:
         sys.stdout.write(text)
     else:
-        args.output.write_text(text, encoding="utf-8")
-        print(f"simcoll: wrote {args.output}", file=sys.stderr)
+        written = write_output(args.output, text, mark=_DUMP_MARK, inputs=[args.topology],
+                               what="-o")  # fmt: skip
+        print(f"simcoll: wrote {written}", file=sys.stderr)
     return 0
+
+
+def _check_target(args: argparse.Namespace, suffix: str) -> None:
+    """Refuse ``-o`` before any work: a wrong suffix, an input, a file simcoll did not write."""
+    name = str(args.output)
+    if Path(name).suffix.lower() != suffix:
+        raise ConfigError(f"must name a {suffix} file, got {name!r}", field="-o")
+    mark = _DUMP_MARK if suffix == ".json" else PNG_MARK
+    check_output(name, mark=mark, inputs=[args.topology], what="-o")

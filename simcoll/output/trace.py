@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from simcoll.core.files import write_output
 from simcoll.sim.timeline import COMPUTE, Timeline
 
 __all__ = ["PID", "chrome_trace", "write_chrome_trace"]
@@ -140,15 +141,21 @@ def chrome_trace(
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
 
 
+#: The first key of a trace file simcoll writes: only such a file is replaced.
+TRACE_MARK = b'{"_written_by":"simcoll"'
+
+
 def write_chrome_trace(timeline: Timeline, path: str | Path, **kw: Any) -> Path:
     """Write :func:`chrome_trace` of ``timeline`` to ``path`` as compact JSON.
 
-    Keyword arguments go to :func:`chrome_trace`. Parent folders are created.
+    Keyword arguments go to :func:`chrome_trace`. Parent folders are created. The file
+    starts with a ``_written_by`` key (trace viewers ignore it); an existing file
+    without it is not overwritten (:func:`simcoll.core.files.write_output`).
     """
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(chrome_trace(timeline, **kw), separators=(",", ":")))
-    return out
+    data = {"_written_by": "simcoll", **chrome_trace(timeline, **kw)}
+    return write_output(out, json.dumps(data, separators=(",", ":")), mark=TRACE_MARK)
 
 
 def _ns(time_s: Any) -> IntArray:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from simcoll.core.errors import ConfigError
 from simcoll.output.trace import PID, chrome_trace, write_chrome_trace
 from simcoll.scenarios.workloads import run_workload
 from simcoll.sim.timeline import Span, Timeline, TransferBatch
@@ -98,12 +99,24 @@ def test_trace_round_trips_through_json_and_meets_the_schema(
     out = write_chrome_trace(timeline, tmp_path / "deep" / "run.trace.json", title="demo")
     assert out == tmp_path / "deep" / "run.trace.json"
     trace = json.loads(out.read_text())
+    # the first key marks the file as simcoll's (only such a file is ever replaced)
+    assert trace.pop("_written_by") == "simcoll"
     assert trace == json.loads(json.dumps(chrome_trace(timeline, title="demo")))
     assert_schema(trace)
     process = [e for e in trace["traceEvents"] if e["name"] == "process_name"]
     assert [e["args"]["name"] for e in process] == ["demo"]
     assert trace["otherData"]["n_transfers"] == 3
     assert trace["otherData"]["transfers_omitted"] == 0
+
+
+def test_a_file_simcoll_did_not_write_is_not_replaced(timeline: Timeline, tmp_path: Path) -> None:
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"traceEvents": []}')
+    with pytest.raises(ConfigError, match="exists and was not written by simcoll"):
+        write_chrome_trace(timeline, mine)
+    assert mine.read_text() == '{"traceEvents": []}'
+    ours = write_chrome_trace(timeline, tmp_path / "ours.json")
+    assert write_chrome_trace(timeline, ours) == ours  # its own file is replaced
 
 
 def test_threads_go_rank_by_rank_with_sort_indices(timeline: Timeline) -> None:

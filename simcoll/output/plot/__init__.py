@@ -12,6 +12,7 @@ closes its figure. Bandwidths are in GB/s, 10^9 bytes per second, as nccl-tests 
 them; sizes have binary prefixes (KiB, MiB, GiB).
 """
 
+from simcoll.output.plot._axes import PNG_MARK
 from simcoll.output.plot.metric import plot_metric
 from simcoll.output.plot.size import plot_busbw_vs_size, plot_comparison
 from simcoll.output.plot.sweep import Crossover, fastest_by_cell, plot_crossover, plot_scaling
@@ -20,6 +21,7 @@ from simcoll.output.plot.topology import MAX_LABELLED_PER_LAYER, plot_topology
 
 __all__ = [
     "MAX_LABELLED_PER_LAYER",
+    "PNG_MARK",
     "Crossover",
     "fastest_by_cell",
     "plot_busbw_vs_size",

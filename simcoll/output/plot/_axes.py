@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simcoll.core.errors import ConfigError
+from simcoll.core.files import check_output, write_output
 from simcoll.core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -35,12 +37,36 @@ def figure(width_in: float, height_in: float) -> Iterator[tuple[Figure, Axes]]:
         plt.close(fig)
 
 
+#: What marks a PNG as simcoll's (a ``Software`` text chunk): only such a file is replaced.
+PNG_MARK = b"Software\x00simcoll"
+
+
 def save(fig: Figure, path: str | Path, *, dpi: int = 120) -> Path:
-    """Write ``fig`` as a PNG at ``path``, creating parent folders."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=dpi)
-    return out
+    """Write ``fig`` as a PNG at exactly ``path`` (creating parent folders); return it.
+
+    Refused in one line (:class:`~simcoll.core.errors.ConfigError`): a name that does not
+    end in ``.png``, a directory, a special file, a symlink, and an existing file simcoll
+    did not write (:func:`simcoll.core.files.check_output`). The file is written whole or
+    not at all.
+    """
+    text = str(path)
+    if not text or Path(text).suffix.lower() != ".png":
+        raise ConfigError(
+            f"a plot is a PNG file: give a name ending in .png, got {text!r}", source=text or None
+        )
+    out = Path(text)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(
+            f"cannot make folder {out.parent}: {error.strerror}", source=text
+        ) from None
+    out = check_output(out, mark=PNG_MARK)
+
+    def write(tmp: Path) -> None:
+        fig.savefig(tmp, format="png", dpi=dpi, metadata={"Software": "simcoll"})
+
+    return write_output(out, write, mark=PNG_MARK, checked=True)
 
 
 def size_axis(ax: Axes, sizes_bytes: Sequence[int], *, axis: str = "x") -> None:
