@@ -8,6 +8,10 @@ the exit status is 2 (bad input) or 1 (a simulation that cannot finish).
 from __future__ import annotations
 
 import argparse
+import errno
+import io
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -39,12 +43,32 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit status of a process that wrote into a pipe closed by its reader (128 +
+#: SIGPIPE), as the shell reports for ``yes | head -1``.
+BROKEN_PIPE_STATUS = 128 + signal.SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    Standard output closed (``>&-``) is a one-line error; a pipe closed by its reader
+    (``| head -1``) ends the command quietly, as other Unix tools end.
+    """
+    if sys.stdout is None:
+        sys.stdout = _ClosedStdout()
     parser = _build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.run(args))
+        status = int(args.run(args))
+        sys.stdout.flush()
+        return status
+    except _StdoutClosedError:
+        print("simcoll: error: standard output is closed; redirect it (> FILE or > /dev/null)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    except BrokenPipeError:
+        _silence_stdout()
+        return BROKEN_PIPE_STATUS
     except SimulationError as error:
         print(f"simcoll: error: {error}", file=sys.stderr)
         return 1
@@ -57,6 +81,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("simcoll: interrupted", file=sys.stderr)
         return 130
+
+
+class _StdoutClosedError(OSError):
+    """Written to a standard output that the shell closed."""
+
+
+class _ClosedStdout(io.TextIOBase):
+    """What ``sys.stdout`` is when file descriptor 1 was closed: writing raises."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise _StdoutClosedError(errno.EBADF, "standard output is closed")
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush of what is
+    still buffered does not fail on the closed pipe as well."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
 
 
 if __name__ == "__main__":

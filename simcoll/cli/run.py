@@ -25,9 +25,10 @@ def add_run(sub: argparse._SubParsersAction[Any]) -> None:
         "the others go on.",
         epilog="example: simcoll run scenarios/ddp-buckets.toml --out runs/ddp",
     )
-    p.add_argument("scenario", type=Path, metavar="SCENARIO", help="scenario TOML file")
-    p.add_argument("--out", type=Path, metavar="DIR",
-                   help="output folder (default: runs/<scenario name>)")  # fmt: skip
+    p.add_argument("scenario", metavar="SCENARIO", help="scenario TOML file")
+    p.add_argument("--out", metavar="DIR",
+                   help="output folder (default: runs/<scenario name>); files simcoll did "
+                   "not write there are never changed")  # fmt: skip
     p.add_argument("--workers", type=int, metavar="N",
                    help="worker processes (default: one per core; 1: in-process)")  # fmt: skip
     p.add_argument("--scheduler", metavar="ADDRESS",
@@ -37,16 +38,18 @@ def add_run(sub: argparse._SubParsersAction[Any]) -> None:
                    help="refuse a sweep estimated to take longer than H hours (default 12); "
                    "the estimate is printed before the sweep starts")  # fmt: skip
     p.add_argument("--force", action="store_true",
-                   help="replace the results of another scenario in --out")  # fmt: skip
+                   help="use an --out holding other files (they stay untouched) or another "
+                   "scenario's results (simcoll's own files there are replaced)")  # fmt: skip
     p.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from simcoll.scenarios.cost import DEFAULT_MAX_HOURS  # noqa: PLC0415
+    from simcoll.scenarios.outdir import open_run_folder  # noqa: PLC0415
     from simcoll.scenarios.points import PointResult  # noqa: PLC0415
-    from simcoll.scenarios.report import write_report, write_timeline  # noqa: PLC0415
+    from simcoll.scenarios.report import format_results, write_report, write_timeline  # noqa: PLC0415
     from simcoll.scenarios.scenario import load_scenario  # noqa: PLC0415
-    from simcoll.scenarios.sweep import run_sweep  # noqa: PLC0415
+    from simcoll.scenarios.sweep import check_sweep, run_sweep  # noqa: PLC0415
 
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"must be at least 1, got {args.workers}", field="--workers")
@@ -54,34 +57,31 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"must be a positive number of hours, got {args.max_hours}", field="--max-hours"
         )
+    if args.out == "":
+        raise ConfigError("an empty folder name; give a folder (. for this one)", field="--out")
     scenario = load_scenario(args.scenario)
-    out: Path = args.out or Path("runs") / args.scenario.stem
-    n_points = len(scenario.points())
+    out = Path(args.out) if args.out is not None else Path("runs") / Path(args.scenario).stem
+    n_points = scenario.n_points
     print(f"{scenario.title}: {n_points} point(s), results in {out}/", file=sys.stderr)
+    max_hours = args.max_hours if args.max_hours is not None else DEFAULT_MAX_HOURS
+    check_sweep(scenario, workers=args.workers, scheduler=args.scheduler, max_hours=max_hours,
+                progress=sys.stderr)  # fmt: skip
+    with open_run_folder(out) as folder:
 
-    def on_point(result: PointResult) -> None:
-        if result.timeline is not None:
-            write_timeline(result.timeline, result.point, scenario, out)
+        def on_point(result: PointResult) -> None:
+            if result.timeline is not None:
+                write_timeline(result.timeline, result.point, scenario, folder)
 
-    result = run_sweep(
-        scenario,
-        out,
-        workers=args.workers,
-        scheduler=args.scheduler,
-        force=args.force,
-        progress=sys.stderr,
-        max_hours=args.max_hours if args.max_hours is not None else DEFAULT_MAX_HOURS,
-        on_point=on_point,
-    )
-    written = write_report(result, out)
-    from simcoll.scenarios.report import format_results  # noqa: PLC0415
-
+        result = run_sweep(scenario, folder, workers=args.workers, scheduler=args.scheduler,
+                           force=args.force, progress=sys.stderr, max_hours=None,
+                           on_point=on_point)  # fmt: skip
+        written = write_report(result, folder)
+        has_timelines = folder.is_own("timelines/")
     print(format_results(result))
     if result.skipped:
         print(f"# {result.skipped} point(s) were already in {out} and were not run again")
     print(f"# wrote {', '.join(str(p) for p in written)}")
-    timelines = sorted((out / "timelines").glob("*")) if (out / "timelines").exists() else []
-    if timelines:
+    if has_timelines:
         print(f"# timelines (Perfetto: ui.perfetto.dev; Gantt; link load): {out / 'timelines'}/")
     if result.failures:
         print(f"simcoll: {len(result.failures)} of {n_points} point(s) failed; see table.txt",

@@ -20,9 +20,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from simcoll.core.errors import ConfigError
+from simcoll.scenarios.outdir import open_run_folder
 from simcoll.scenarios.points import PointResult
 from simcoll.scenarios.scenario import load_scenario, parse_scenario
-from simcoll.scenarios.sweep import SweepResult, run_sweep
+from simcoll.scenarios.sweep import SweepResult, check_sweep, run_sweep
 
 __all__ = ["run_scenario"]
 
@@ -56,19 +58,27 @@ def run_scenario(
         values), ``.column(name)`` (a numpy array), ``.to_pandas()`` (with pandas
         installed), ``.failures`` (points that failed, with their errors).
     """
+    if isinstance(scenario, bool) or not isinstance(scenario, str | Path | Mapping):
+        raise ConfigError(
+            "run_scenario takes a scenario file's path or its contents as a dict, got "
+            f"{type(scenario).__name__} {scenario!r:.40}"
+        )
     if isinstance(scenario, Mapping):
         spec = parse_scenario(scenario, source="<scenario>", base=Path(base))
     else:
         spec = load_scenario(scenario)
-    timelines: list[PointResult] = []
-    result = run_sweep(
-        spec, out, workers=workers, scheduler=scheduler, force=force, on_point=timelines.append
-    )
-    if out is not None:
-        from simcoll.scenarios.report import write_report, write_timeline  # noqa: PLC0415
+    if out is None:
+        return run_sweep(spec, None, workers=workers, scheduler=scheduler)
+    from simcoll.scenarios.report import write_report, write_timeline  # noqa: PLC0415
 
-        for point in timelines:
+    check_sweep(spec, workers=workers, scheduler=scheduler)
+    with open_run_folder(out) as folder:
+
+        def on_point(point: PointResult) -> None:
             if point.timeline is not None:
-                write_timeline(point.timeline, point.point, spec, Path(out))
-        write_report(result, out)
+                write_timeline(point.timeline, point.point, spec, folder)
+
+        result = run_sweep(spec, folder, workers=workers, scheduler=scheduler, force=force,
+                           max_hours=None, on_point=on_point)  # fmt: skip
+        write_report(result, folder)
     return result

@@ -72,7 +72,7 @@ def check_cost(
     seconds, peak, counted = estimate_sweep(scenario)
     wall_s = seconds / max(1, workers)
     memory = memory_bytes if memory_bytes is not None else _ram_bytes()
-    n_points = len(scenario.points())
+    n_points = scenario.n_points
     if wall_s > max_hours * 3600:
         raise ConfigError(
             f"this sweep would take about {_duration(wall_s)} on {workers} worker(s) "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,7 +19,7 @@ import networkx as nx
 
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, SimcollError
-from simcoll.output.results import Row
+from simcoll.output.results import CSV_COLUMNS, Row
 from simcoll.prediction import predict
 from simcoll.prediction.choices import DEFAULT_ALGORITHM
 from simcoll.scenarios.scenario import (
@@ -32,6 +32,7 @@ from simcoll.scenarios.scenario import (
 from simcoll.sim.timeline import Timeline
 from simcoll.topology import gpu_nodes, load
 from simcoll.topology.calibration import Calibration, read_calibration
+from simcoll.topology.io import source_files
 
 __all__ = ["PointResult", "check_scenario", "evaluate_point", "scenario_topology"]
 
@@ -77,12 +78,30 @@ class _NotApplicable(Exception):  # noqa: N818 - not an error: the point does no
 
 
 @lru_cache(maxsize=16)
-def _topology(file: str, overrides: tuple[tuple[str, str], ...]) -> nx.DiGraph[str]:
+def _topology(
+    file: str, overrides: tuple[tuple[str, str], ...], version: tuple[int, ...]
+) -> nx.DiGraph[str]:
+    """The loaded topology, cached by path, overrides and ``version`` (the files' stat:
+    an edited file is loaded again, never served from the cache)."""
     return load(file, dict(overrides))
 
 
+def _version(file: Path, overrides: dict[str, str]) -> tuple[int, ...]:
+    """Inode, size and modification time of every file :func:`load` reads for ``file``."""
+    return tuple(n for path in source_files(file, overrides) for n in _stat(path))
+
+
+def _stat(path: Path) -> tuple[int, int, int]:
+    try:
+        info = path.stat()
+    except (OSError, ValueError):
+        return (-1, -1, -1)
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
 @lru_cache(maxsize=4)
-def _calibration(file: str) -> Calibration:
+def _calibration(file: str, version: tuple[int, ...]) -> Calibration:
+    """The params file, cached by path and ``version`` (its stat), as :func:`_topology`."""
     return read_calibration(file)
 
 
@@ -122,7 +141,7 @@ def _evaluate(
     elif not isinstance(protocol, str):
         raise ConfigError(f"must be a protocol name, got {protocol!r}", field="workload.protocol")
     cal_file = params.pop("calibration", None)
-    calibration = _calibration(str(cal_file)) if cal_file else None
+    calibration = _calibration(str(cal_file), _stat(Path(str(cal_file)))) if cal_file else None
     if kind == "collective" and not timeline:
         return _collective_rows(topology, params, model, protocol, calibration), None
     from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - the workloads pull in SimPy
@@ -212,8 +231,55 @@ def check_scenario(scenario: Scenario) -> None:
                     source=scenario.source,
                     field=where,
                 )
+    check_outputs(scenario)
     if TOPOLOGY_FILE_AXIS not in scenario.axes:
         scenario_topology(scenario, scenario.topology_file, dict(scenario.topology_set))
+
+
+#: Columns of every row that hold text, not numbers (a plot's y cannot be one of them).
+TEXT_COLUMNS = ("collective", "algorithm", "protocol", "model", "type", "redop")
+_SCALING_Y = ("busbw", "algbw", "time")
+
+
+def check_outputs(scenario: Scenario) -> None:
+    """Refuse, before any point runs, an ``[output]`` ``x``, ``y`` or ``series`` that names
+    no column the rows will have, a ``y`` that is not numeric, or a scaling plot of
+    another ``y`` than busbw, algbw or time (these used to fail after the whole sweep)."""
+    from simcoll.scenarios.workloads import is_metric  # noqa: PLC0415 - pulls in SimPy
+
+    kind = scenario.kind
+    row_fields = {f.name for f in fields(Row)}
+
+    def known(name: str) -> bool:
+        if name in scenario.axes or name in row_fields:
+            return True
+        return is_metric("collective" if kind == "collective" else kind, name)
+
+    for key in ("x", "y", "series"):
+        name = scenario.output.get(key)
+        if name is not None and not known(name):
+            raise ConfigError(
+                f"no column {name!r} in the results; valid: the sweep axes "
+                f"({', '.join(scenario.axes) or 'none'}), the row columns "
+                f"({', '.join(CSV_COLUMNS)}, ...) and the {kind} metrics",
+                source=scenario.source,
+                field=f"output.{key}",
+            )
+    y = scenario.output.get("y")
+    axis = scenario.axes.get(str(y), [])
+    if y in TEXT_COLUMNS or any(
+        isinstance(v, bool) or not isinstance(v, int | float) for v in axis
+    ):
+        raise ConfigError(f"{y!r} is not a numeric column", source=scenario.source,
+                          field="output.y")  # fmt: skip
+    scaling = str(y).removesuffix("_s").removesuffix("_bytes_per")
+    if (
+        y is not None
+        and "scaling" in scenario.output.get("plots", [])
+        and scaling not in _SCALING_Y
+    ):
+        raise ConfigError(f"a scaling plot shows busbw, algbw or time, not {y!r}",
+                          source=scenario.source, field="output.y")  # fmt: skip
 
 
 def scenario_topology(scenario: Scenario, file: Path, overrides: dict[str, str]) -> nx.DiGraph[str]:
@@ -223,7 +289,7 @@ def scenario_topology(scenario: Scenario, file: Path, overrides: dict[str, str])
     ``topology.set.NAME`` (or the ``topology.NAME`` axis of ``[sweep]``), not ``--set``.
     """
     try:
-        return _topology(str(file), tuple(sorted(overrides.items())))
+        return _topology(str(file), tuple(sorted(overrides.items())), _version(file, overrides))
     except SimcollError as error:
         field = error.field or ""
         if field.startswith("--set "):

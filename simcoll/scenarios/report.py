@@ -14,12 +14,12 @@ point's Chrome/Perfetto trace, Gantt chart and link utilisation as the point fin
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
-import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,9 @@ from typing import Any
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.units import format_bytes, format_time
+from simcoll.output.folder import OutputFolder
 from simcoll.output.results import CSV_COLUMNS, Row, format_table
+from simcoll.scenarios.outdir import open_run_folder
 from simcoll.scenarios.scenario import Point, Scenario
 from simcoll.scenarios.sweep import SweepResult
 from simcoll.sim.timeline import Timeline
@@ -51,24 +53,36 @@ def default_plots(kind: str, axes: dict[str, list[Any]]) -> list[str]:
     return plots
 
 
-def write_report(result: SweepResult, out_dir: str | Path) -> list[Path]:
-    """Write the tables and plots of ``result`` into ``out_dir``; returns what was written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    s = result.scenario
-    rows = result.rows
-    written = [
-        _atomic(out / "results.csv", rows_to_csv(rows, s)),
-        _atomic(out / "results.json", json.dumps(rows, indent=1, default=str) + "\n"),
-        _atomic(out / "table.txt", format_results(result) + "\n"),
-    ]
-    if rows:
-        wanted = s.output.get("plots") or default_plots(s.kind, s.axes)
-        for name in wanted:
-            if name in ("gantt", "link_utilisation"):
-                continue  # drawn per timeline, by write_timeline
-            written.append(_plot(name, rows, s, out / f"{name.replace('_', '-')}.png"))
+def write_report(result: SweepResult, out_dir: str | Path | OutputFolder) -> list[Path]:
+    """Write the tables and plots of ``result`` into ``out_dir`` (a path, locked while
+    writing, or an open run folder); returns what was written. Only files simcoll wrote
+    there are replaced (:mod:`simcoll.scenarios.outdir`)."""
+    with _folder(out_dir) as folder:
+        s = result.scenario
+        rows = result.rows
+        written = [
+            folder.write_text("results.csv", rows_to_csv(rows, s)),
+            folder.write_text("results.json", json.dumps(rows, indent=1, default=str) + "\n"),
+            folder.write_text("table.txt", format_results(result) + "\n"),
+        ]
+        if rows:
+            wanted = s.output.get("plots") or default_plots(s.kind, s.axes)
+            for name in wanted:
+                if name in ("gantt", "link_utilisation"):
+                    continue  # drawn per timeline, by write_timeline
+                path = folder.reserve(f"{name.replace('_', '-')}.png")
+                written.append(_plot(name, rows, s, path))
     return written
+
+
+@contextlib.contextmanager
+def _folder(out_dir: str | Path | OutputFolder) -> Iterator[OutputFolder]:
+    """An open run folder: the one given, or ``out_dir`` opened (and locked) for the block."""
+    if isinstance(out_dir, OutputFolder):
+        yield out_dir
+        return
+    with open_run_folder(out_dir) as folder:
+        yield folder
 
 
 def rows_to_csv(rows: Sequence[dict[str, Any]], scenario: Scenario) -> str:
@@ -247,27 +261,22 @@ def _metric_axes(s: Scenario) -> tuple[str, str, str | None]:
 
 
 def write_timeline(
-    timeline: Timeline, point: Point, scenario: Scenario, out_dir: Path
+    timeline: Timeline, point: Point, scenario: Scenario, out_dir: str | Path | OutputFolder
 ) -> list[Path]:
     """One point's trace (Chrome/Perfetto JSON), Gantt chart, and link utilisation over the
-    run (bars) and over time (heatmap)."""
+    run (bars) and over time (heatmap), in ``timelines/`` of the run folder."""
     from simcoll.output import plot  # noqa: PLC0415
     from simcoll.output.trace import write_chrome_trace  # noqa: PLC0415
 
-    folder = out_dir / "timelines"
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"point-{point.index:04d}"
+    stem = f"timelines/point-{point.index:04d}"
     title = f"{scenario.title} ({point.label})"
-    return [
-        write_chrome_trace(timeline, folder / f"{stem}.trace.json", title=title),
-        plot.plot_gantt(timeline, folder / f"{stem}-gantt.png", title=title),
-        plot.plot_link_utilisation(timeline, folder / f"{stem}-links.png", title=title),
-        plot.plot_link_heatmap(timeline, folder / f"{stem}-links-over-time.png", title=title),
-    ]
-
-
-def _atomic(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    with _folder(out_dir) as folder:
+        trace = folder.reserve(f"{stem}.trace.json")
+        return [
+            write_chrome_trace(timeline, trace, title=title),
+            plot.plot_gantt(timeline, folder.reserve(f"{stem}-gantt.png"), title=title),
+            plot.plot_link_utilisation(timeline, folder.reserve(f"{stem}-links.png"), title=title),
+            plot.plot_link_heatmap(
+                timeline, folder.reserve(f"{stem}-links-over-time.png"), title=title
+            ),
+        ]

@@ -57,10 +57,12 @@ from pathlib import Path
 from typing import Any
 
 from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.core.files import TOO_DEEP, check_nesting, read_input_bytes
+from simcoll.core.limits import MAX_SIZE_BYTES
 from simcoll.core.sizes import parse_sizes
 from simcoll.core.units import parse_bandwidth_bytes_per_s, parse_size_bytes, parse_time_s
 
-__all__ = ["SCENARIO_SCHEMA", "Point", "Scenario", "load_scenario", "parse_scenario"]
+__all__ = ["MAX_POINTS", "SCENARIO_SCHEMA", "Point", "Scenario", "load_scenario", "parse_scenario"]
 
 SCENARIO_SCHEMA = 1
 _TOP_KEYS = ("schema", "title", "description", "topology", "workload", "sweep", "output")
@@ -79,6 +81,11 @@ _OUTPUT_KEYS = ("plots", "timelines", "x", "y", "series", "reference_bytes_per_s
 TIMELINE_CHOICES = ("none", "first", "all")
 TOPOLOGY_PREFIX = "topology."
 TOPOLOGY_FILE_AXIS = "topology.file"
+#: The largest scenario file read (the shipped ones are under 4 KiB).
+MAX_SCENARIO_BYTES = 2**20
+#: The most points one sweep may have (each point is kept in memory, and costs at least
+#: a simulation).
+MAX_POINTS = 100_000
 Value = int | float | str | bool | list[Any]
 
 
@@ -119,21 +126,43 @@ class Scenario:
         """The workload kind (``"collective"`` unless the file says otherwise)."""
         return str(self.workload.get("kind", "collective"))
 
+    @property
+    def n_points(self) -> int:
+        """How many points the sweep has (the product of the axis lengths), counted
+        without making them."""
+        return math.prod(len(values) for values in self.axes.values())
+
     def points(self) -> list[Point]:
-        """Every point of the sweep, the last axis varying fastest."""
+        """Every point of the sweep, the last axis varying fastest (at most
+        :data:`MAX_POINTS`: :func:`parse_scenario` refuses more)."""
         names = list(self.axes)
         combos = itertools.product(*(self.axes[n] for n in names))
         return [Point(i, dict(zip(names, combo, strict=True))) for i, combo in enumerate(combos)]
 
     @property
     def digest(self) -> str:
-        """A hash of everything that decides the results (not the outputs wanted)."""
+        """A hash of the scenario's data that decides the results (not the outputs wanted).
+
+        File paths enter as written in the scenario, relative to its folder, so the digest
+        does not depend on the working directory; the files' *contents* are hashed by
+        :func:`simcoll.scenarios.outdir.run_digest`.
+        """
+        workload = dict(self.workload)
+        if isinstance(workload.get("calibration"), str):
+            workload["calibration"] = self._relative(Path(str(workload["calibration"])))
         text = json.dumps(
-            [str(self.topology_file), self.topology_set, self.workload, self.axes],
+            [self._relative(self.topology_file), self.topology_set, workload, self.axes],
             sort_keys=True,
             default=str,
         )
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def _relative(self, path: Path) -> str:
+        """``path`` relative to the scenario's folder (as the file wrote it)."""
+        try:
+            return path.relative_to(self.base).as_posix()
+        except ValueError:  # an absolute path in the file
+            return path.as_posix()
 
     def setup(self, point: Point) -> tuple[Path, dict[str, str], dict[str, Value]]:
         """The topology file, its overrides and the workload parameters at ``point``.
@@ -159,12 +188,7 @@ class Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; errors name the file and the field."""
     source = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ConfigError("no such scenario file", source=source) from None
-    except OSError as error:
-        raise ConfigError(f"cannot read: {error.strerror}", source=source) from None
+    raw = read_input_bytes(path, missing="no such scenario file", max_bytes=MAX_SCENARIO_BYTES)
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as error:
@@ -173,11 +197,17 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ConfigError(f"not valid TOML: {error}", source=source) from None
     except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
         raise ConfigError(f"not valid TOML: {str(error).split(';')[0]}", source=source) from None
+    except RecursionError:
+        raise ConfigError(TOO_DEEP, source=source) from None
     return parse_scenario(data, source=source, base=Path(path).parent)
 
 
 def parse_scenario(data: Mapping[str, Any], *, source: str, base: Path | None = None) -> Scenario:
     """Validate scenario data (as read from TOML); file paths resolve against ``base``."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a scenario is a table (a dict), got {type(data).__name__}",
+                          source=source)  # fmt: skip
+    check_nesting(data, source=source)
     try:
         return _parse(data, source, base or Path())
     except SimcollError as error:
@@ -213,6 +243,7 @@ def _parse(data: Mapping[str, Any], source: str, base: Path) -> Scenario:
     for name in axes:
         if name in ENGINE_KEYS[:1]:
             raise ConfigError("the workload kind cannot be swept", field=f"sweep.{name}")
+    _check_size(axes)
     output = _output(_table(data, "output"))
     return Scenario(
         source=source,
@@ -228,6 +259,18 @@ def _parse(data: Mapping[str, Any], source: str, base: Path) -> Scenario:
         output=output,
         base=base,
     )
+
+
+def _check_size(axes: dict[str, list[Value]]) -> None:
+    """Refuse a sweep of more than :data:`MAX_POINTS` points, counted, not built."""
+    n_points = math.prod(len(values) for values in axes.values())
+    if n_points > MAX_POINTS:
+        sizes = " x ".join(f"{len(v)} {name}" for name, v in axes.items())
+        raise ConfigError(
+            f"has {n_points} points ({sizes}), more than the {MAX_POINTS} one run takes; "
+            "sweep fewer values, or split it into several scenarios",
+            field="sweep",
+        )
 
 
 def _known(table: Mapping[str, Any], keys: tuple[str, ...], prefix: str) -> None:
@@ -287,6 +330,8 @@ def _value(value: Any, where: str) -> Value:
         raise ConfigError(error.message, field=where) from None
     if not isinstance(value, int | float | str | bool):
         raise ConfigError(f"must be a number, string or list, got {value!r}", field=where)
+    if name.endswith("_bytes") and not isinstance(value, bool | str) and value > MAX_SIZE_BYTES:
+        raise ConfigError(f"must be at most 2^53 bytes (8 PiB), got {value!r}", field=where)
     return value
 
 

@@ -14,9 +14,8 @@ The files it writes are those of :mod:`simcoll.scenarios.outdir`; one point is
 
 from __future__ import annotations
 
-import concurrent.futures as cf
+import contextlib
 import json
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -25,15 +24,23 @@ from pathlib import Path
 from typing import IO, Any
 
 from simcoll.core.errors import ConfigError
+from simcoll.output.folder import OutputFolder
 from simcoll.scenarios.cost import DEFAULT_MAX_HOURS, check_cost
-from simcoll.scenarios.outdir import RESULTS_JSONL, jsonable, prepare_out_dir
+from simcoll.scenarios.outdir import (
+    RESULTS_JSONL,
+    jsonable,
+    open_run_folder,
+    prepare_out_dir,
+    run_digest,
+)
 from simcoll.scenarios.points import PointResult, check_scenario, evaluate_point
+from simcoll.scenarios.pool import run_in_processes
 from simcoll.scenarios.scenario import (
     Point,
     Scenario,
 )
 
-__all__ = ["RESULTS_JSONL", "SweepResult", "run_sweep"]
+__all__ = ["RESULTS_JSONL", "SweepResult", "check_scheduler_address", "check_sweep", "run_sweep"]
 
 
 @dataclass(eq=False)
@@ -70,15 +77,9 @@ class SweepResult:
         return pd.DataFrame(self.rows)
 
 
-# -- one point ------------------------------------------------------------------------------
-
-
-# -- many points ----------------------------------------------------------------------------
-
-
 def run_sweep(
     scenario: Scenario,
-    out_dir: str | Path | None = None,
+    out_dir: str | Path | OutputFolder | None = None,
     *,
     workers: int | None = None,
     scheduler: str | None = None,
@@ -92,9 +93,13 @@ def run_sweep(
     Parameters
     ----------
     out_dir
-        Where ``results.jsonl`` goes as points finish (None: keep results in memory only).
-        A folder already holding this scenario's results is resumed: finished points are
-        not run again. One holding anything else is refused unless ``force``.
+        Where ``results.jsonl`` goes as points finish (None: keep results in memory only):
+        a path, locked for the sweep, or an open :class:`~simcoll.output.folder.OutputFolder`
+        (:func:`~simcoll.scenarios.outdir.open_run_folder`) that the caller keeps locked
+        while it also writes the report. A folder already holding this scenario's results,
+        from the same file contents, is resumed: finished points are not run again. One
+        holding anything else is refused unless ``force``; simcoll never deletes or
+        overwrites a file it did not write there (:mod:`simcoll.scenarios.outdir`).
     workers
         Local worker processes (default: one per core; 1 runs in this process).
     scheduler
@@ -108,19 +113,95 @@ def run_sweep(
         Refuse, before starting, a sweep estimated to take longer (:func:`check_cost`);
         None skips the estimate.
     """
+    check_sweep(
+        scenario, workers=workers, scheduler=scheduler, max_hours=max_hours, progress=progress
+    )
+    if out_dir is None:
+        return _sweep(scenario, None, force, workers, scheduler, progress, on_point)
+    if isinstance(out_dir, OutputFolder):
+        return _sweep(scenario, out_dir, force, workers, scheduler, progress, on_point)
+    with open_run_folder(out_dir) as folder:
+        return _sweep(scenario, folder, force, workers, scheduler, progress, on_point)
+
+
+def check_sweep(
+    scenario: Scenario,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    max_hours: float | None = DEFAULT_MAX_HOURS,
+    progress: IO[str] | None = None,
+) -> None:
+    """Refuse, before anything runs or is written, a sweep that would fail every point or
+    exceed the limits (:func:`check_scenario`, :func:`check_cost`); print the estimate to
+    ``progress``."""
+    if scheduler is not None:
+        check_scheduler_address(scheduler)
     check_scenario(scenario)
     n_workers = 1 if scheduler is None and workers == 1 else workers or os.cpu_count() or 1
     if max_hours is not None:
         line = check_cost(scenario, workers=n_workers, max_hours=max_hours)
         if progress is not None:
             progress.write(f"{line}\n")
+
+
+#: The protocols of a Dask scheduler that another machine can reach.
+SCHEDULER_PROTOCOLS = ("tcp", "tls")
+
+
+def check_scheduler_address(address: object) -> None:
+    """Refuse, in one line, an address that is not ``tcp://HOST:PORT`` (or ``tls://``,
+    or ``HOST:PORT``); IPv6 hosts in brackets, ``tcp://[::1]:8786``.
+
+    >>> check_scheduler_address("tcp://[::1")
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: --scheduler: 'tcp://[::1' has an IPv6 host without its \
+closing ']'; expected tcp://HOST:PORT
+    """
+    if not isinstance(address, str) or not address.strip():
+        raise ConfigError(f"expected tcp://HOST:PORT, got {address!r}", field="--scheduler")
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in SCHEDULER_PROTOCOLS:
+        raise ConfigError(
+            f"{address!r} uses {scheme}://, which no other process reaches; expected "
+            "tcp://HOST:PORT (or tls://)",
+            field="--scheduler",
+        )
+    if rest.startswith("["):
+        end = rest.find("]")
+        if end < 0:
+            raise ConfigError(
+                f"{address!r} has an IPv6 host without its closing ']'; expected tcp://HOST:PORT",
+                field="--scheduler",
+            )
+        host, port = rest[1:end], rest[end + 1 :].removeprefix(":")
+    else:
+        host, _, port = rest.rpartition(":")
+    if not host or not host.isprintable() or any(c in host for c in " /@?#[]"):
+        raise ConfigError(f"{address!r} names no host; expected tcp://HOST:PORT",
+                          field="--scheduler")  # fmt: skip
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{address!r} has no port in 1..65535; expected tcp://HOST:PORT",
+                          field="--scheduler")  # fmt: skip
+
+
+def _sweep(  # noqa: PLR0917 - run_sweep's own arguments, passed on
+    scenario: Scenario,
+    folder: OutputFolder | None,
+    force: bool,
+    workers: int | None,
+    scheduler: str | None,
+    progress: IO[str] | None,
+    on_point: Callable[[PointResult], None] | None,
+) -> SweepResult:
     points = scenario.points()
     done: dict[str, PointResult] = {}
-    log: IO[str] | None = None
-    if out_dir is not None:
-        out = Path(out_dir)
-        done = prepare_out_dir(out, scenario, len(points), force=force)
-        log = (out / RESULTS_JSONL).open("a", encoding="utf-8")
+    digest = run_digest(scenario) if folder is not None else ""
+    if folder is not None:
+        done = prepare_out_dir(folder, scenario, len(points), force=force, digest=digest)
     wanted = _timeline_points(scenario, points)
     todo = [p for p in points if p.key not in done]
     results: dict[int, PointResult] = {}
@@ -128,24 +209,22 @@ def run_sweep(
         if p.key in done:
             results[p.index] = replace(done[p.key], point=p)
     bar = _Progress(progress, len(todo))
-    try:
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context(folder.appending(RESULTS_JSONL)) if folder else None
+        stack.callback(bar.close)
         for result in _execute(scenario, todo, wanted, workers=workers, scheduler=scheduler):
             results[result.point.index] = result
             if log is not None:
-                log.write(json.dumps(result.record(), default=jsonable) + "\n")
+                record = {**result.record(), "digest": digest}
+                log.write(json.dumps(record, default=jsonable) + "\n")
                 log.flush()
                 os.fsync(log.fileno())
             if on_point is not None:
                 on_point(result)
             bar.advance(result)
-    finally:
-        bar.close()
-        if log is not None:
-            log.close()
     ordered = [results[p.index] for p in points if p.index in results]
-    return SweepResult(
-        scenario, ordered, Path(out_dir) if out_dir else None, skipped=len(points) - len(todo)
-    )
+    out = folder.path if folder is not None else None
+    return SweepResult(scenario, ordered, out, skipped=len(points) - len(todo))
 
 
 def _timeline_points(scenario: Scenario, points: list[Point]) -> set[int]:
@@ -175,19 +254,7 @@ def _execute(
         for p in todo:
             yield evaluate_point(scenario, p, timeline=p.index in wanted)
         return
-    # spawn, not fork: a forked child of a process with threads may deadlock.
-    context = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=n, mp_context=context) as pool:
-        futures = [
-            pool.submit(evaluate_point, scenario, p, timeline=p.index in wanted) for p in todo
-        ]
-        try:
-            for future in cf.as_completed(futures):
-                yield future.result()
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    yield from run_in_processes(evaluate_point, scenario, todo, wanted, n)
 
 
 def _on_dask(
@@ -199,10 +266,12 @@ def _on_dask(
         raise ConfigError(
             "--scheduler needs Dask: pip install 'simcoll[dask]'", field="--scheduler"
         ) from None
+    check_scheduler_address(address)
     try:
         client = Client(address, timeout=30)  # type: ignore[no-untyped-call]
-    except OSError as error:
-        raise ConfigError(f"cannot reach {address}: {error}", field="--scheduler") from None
+    except (OSError, ValueError, TypeError) as error:
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise ConfigError(f"cannot reach {address}: {reason}", field="--scheduler") from None
     with client:
         futures = [
             client.submit(evaluate_point, scenario, p, timeline=p.index in wanted, pure=False)

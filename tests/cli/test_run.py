@@ -112,8 +112,8 @@ def test_occupied_out_folder_needs_force(
     path = scenario(tmp_path, "size_bytes = [4096]")
     assert main(["run", str(path), "--out", str(out)]) == 2
     assert capsys.readouterr().err.endswith(
-        f"simcoll: error: {out}: holds other files; choose another --out or pass --force to "
-        "replace them\n"
+        f"simcoll: error: {out}: holds files simcoll did not write (notes.txt); choose another "
+        "--out or pass --force to write beside them; they stay untouched\n"
     )
     assert main(["run", str(path), "--out", str(out), "--force", "--workers", "1"]) == 0
     assert (out / "notes.txt").read_text() == "mine"

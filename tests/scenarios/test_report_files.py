@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from simcoll.core.errors import ConfigError
 from simcoll.scenarios.report import write_report
 from simcoll.scenarios.scenario import parse_scenario
 from simcoll.scenarios.sweep import run_sweep
@@ -35,6 +36,10 @@ def test_a_failed_write_leaves_the_previous_results_whole(
 
     monkeypatch.setattr(os, "replace", crash)
     smaller = type(result)(result.scenario, result.points[:1])
-    with pytest.raises(OSError, match="No space left on device"):
+    with pytest.raises(ConfigError) as info:
         write_report(smaller, out)
+    # one line naming the file (issue 17: it was ": No space left on device"), and the
+    # half-written file is gone (it was left behind as .results.csv.tmp)
+    assert str(info.value) == f"{out / 'results.csv'}: cannot write: No space left on device"
     assert (out / "results.csv").read_bytes() == before
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]

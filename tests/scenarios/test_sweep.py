@@ -98,12 +98,13 @@ def test_a_folder_of_other_files_is_not_overwritten_without_force(tmp_path: Path
     with pytest.raises(ConfigError) as info:
         run_sweep(load_scenario(path), out, workers=1)
     assert str(info.value) == (
-        f"{out}: holds other files; choose another --out or pass --force to replace them"
+        f"{out}: holds files simcoll did not write (thesis.tex); choose another --out or pass "
+        "--force to write beside them; they stay untouched"
     )
     run_sweep(load_scenario(path), out, workers=1, force=True)
     assert (out / "thesis.tex").read_text() == "precious"
     other = write_scenario(tmp_path, "size_bytes = [2048]")
-    with pytest.raises(ConfigError, match="holds another scenario's results"):
+    with pytest.raises(ConfigError, match="and another scenario's results"):
         run_sweep(load_scenario(other), out, workers=1)
 
 

@@ -23,6 +23,11 @@ name                     what runs
 from __future__ import annotations
 
 from simcoll.scenarios.workloads._base import WorkloadResult
-from simcoll.scenarios.workloads._registry import WORKLOADS, run_workload, workload_params
+from simcoll.scenarios.workloads._registry import (
+    WORKLOADS,
+    is_metric,
+    run_workload,
+    workload_params,
+)
 
-__all__ = ["WORKLOADS", "WorkloadResult", "run_workload", "workload_params"]
+__all__ = ["WORKLOADS", "WorkloadResult", "is_metric", "run_workload", "workload_params"]

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +27,14 @@ from simcoll.scenarios.workloads.pipeline import pipeline
 from simcoll.scenarios.workloads.tensor_parallel import tensor_parallel_mlp
 from simcoll.topology.calibration import Calibration
 
-__all__ = ["WORKLOADS", "run_workload", "workload_params"]
+__all__ = [
+    "COMMON_METRICS",
+    "WORKLOADS",
+    "WORKLOAD_METRICS",
+    "is_metric",
+    "run_workload",
+    "workload_params",
+]
 
 WORKLOADS: dict[str, Callable[..., WorkloadResult]] = {
     "collective": collective,
@@ -41,6 +49,35 @@ WORKLOADS: dict[str, Callable[..., WorkloadResult]] = {
 """Workload functions by the name a scenario's ``workload.kind`` gives."""
 
 _ENGINE_PARAMS = ("model", "protocol", "calibration")
+
+#: The metrics every workload reports (:func:`~simcoll.scenarios.workloads._base.comm_metrics`).
+COMMON_METRICS = ("time_s", "compute_s", "comm_s", "exposed_comm_s", "hidden_comm_s")
+#: Each workload's own metrics, as regular expressions (``\\d+`` for a rank or group), so
+#: that a scenario's ``[output]`` columns can be checked before any point runs;
+#: ``tests/scenarios/workloads/test_metrics.py`` holds them to what the workloads return.
+WORKLOAD_METRICS: dict[str, tuple[str, ...]] = {
+    "collective": ("iteration_time_s", "algbw_bytes_per_s", "busbw_bytes_per_s"),
+    "ddp": ("n_layers", "n_buckets", "first_bucket_bytes", "bucket_bytes", "grad_bytes",
+            "allreduce_s", "no_overlap_time_s"),
+    "tensor_parallel_mlp": ("tp_degree", "n_groups", "allreduce_bytes", "gemm_flops_per_layer",
+                            "gemm_forward_s_per_layer"),
+    "fsdp": ("n_layers", "prefetch", "allgather_bytes", "reducescatter_bytes"),
+    "moe": ("ep_degree", "n_groups", "alltoall_bytes"),
+    "pipeline": ("n_stages", "n_microbatches", "bubble_fraction", "ideal_bubble_fraction"),
+    "concurrent": ("n_groups", "max_slowdown", r"time_s_group_\d+", r"alone_time_s_group_\d+",
+                   r"slowdown_group_\d+"),
+    "p2p": ("bandwidth_bytes_per_s", r"time_s_to_\d+", r"bandwidth_bytes_per_s_to_\d+"),
+}  # fmt: skip
+
+
+def is_metric(kind: str, name: str) -> bool:
+    """Whether workload ``kind`` reports a metric called ``name``.
+
+    >>> is_metric("p2p", "time_s_to_4"), is_metric("p2p", "n_buckets")
+    (True, False)
+    """
+    patterns = (*COMMON_METRICS, *WORKLOAD_METRICS.get(kind, ()))
+    return any(re.fullmatch(pattern, name) for pattern in patterns)
 
 
 def _workload(name: str) -> Callable[..., WorkloadResult]:
