@@ -133,3 +133,29 @@ def test_file_errors(tmp_path: Path) -> None:
     broken.write_text("schema = \n")
     with pytest.raises(ConfigError, match=r"broken\.toml: not valid TOML: "):
         load_scenario(broken)
+
+
+def test_a_sweep_of_too_many_points_is_refused_before_any_is_made(tmp_path: Path) -> None:
+    # issue 17 item 9: three axes of 464 values (10^8 points, a 6 KB file) grew past 8 GB
+    values = ", ".join(str(v) for v in range(1, 465))
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'schema = 1\n[topology]\nfile = "t.toml"\n[workload]\ncollective = "allreduce"\n'
+        f"[sweep]\nsize_bytes = [{values}]\nn_channels = [{values}]\nn_chunks = [{values}]\n"
+    )
+    assert path.stat().st_size < 8000
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path)
+    assert str(info.value) == (
+        f"{path}: sweep: has 99897344 points (464 size_bytes x 464 n_channels x 464 n_chunks), "
+        "more than the 100000 one run takes; sweep fewer values, or split it into several "
+        "scenarios"
+    )
+
+
+def test_n_points_is_counted_not_built() -> None:
+    data = {"schema": 1, "topology": {"file": "t"},
+            "sweep": {"size_bytes": [1, 2, 3], "n_ranks": [2, 4], "algorithm": ["ring"]}}  # fmt: skip
+    scenario = parse_scenario(data, source="s.toml")
+    assert scenario.n_points == 3 * 2 * 1 == len(scenario.points())
+    assert parse_scenario({"schema": 1, "topology": {"file": "t"}}, source="s").n_points == 1
