@@ -2,42 +2,63 @@
 
 The engine's cost grows with the number of transfers it simulates. :func:`estimate_point`
 counts them from the algorithm's structure (no schedule is built, so the count is instant
-even for 16,384 ranks) and turns them into seconds and bytes with two constants measured
-on a 2-core machine, :data:`SECONDS_PER_TRANSFER` and :data:`BYTES_PER_TRANSFER`. Ring
-all-reduce, all-gather and reduce-scatter usually take the exact symmetric path
-(:mod:`simcoll.sim.symmetry`), which simulates one representative rank instead of n; the
-estimate assumes so. It is an order of magnitude, not a promise: its purpose is to stop a
-sweep that would run for days or exhaust memory before it starts.
+even for 16,384 ranks) and turns them into seconds and bytes with constants measured by
+``simcoll bench`` on a 2-core machine (each case prints its estimate beside its wall
+time). Ring all-reduce, all-gather and reduce-scatter take the exact symmetric path
+(:mod:`simcoll.sim.symmetry`) where the fabric allows, which simulates one period of
+ranks instead of all n: the caller says which path will run (``symmetric``;
+:mod:`simcoll.scenarios.cost` asks the symmetry check itself, as the run will). With
+ECMP collisions on a large fat-tree the check fails and every transfer is simulated; an
+estimate that assumed the symmetric path there was 4x short at 4,096 GPUs and let a
+30,000-GPU point through the memory check. It is an order of magnitude, not a promise:
+its purpose is to stop a sweep that would run for days or exhaust memory before it starts.
 
 >>> e = estimate_point("alltoall", "direct", n_ranks=1024, size_bytes=2**30)
->>> e.transfers, round(e.seconds)  # 1024 x 1023 pairs, 1 KiB each: one piece; x 60 us
-(1047552, 63)
->>> # one representative rank, 2 x 7 steps, 128 MiB blocks cut into 64 pieces
+>>> e.transfers, round(e.seconds)  # 1024 x 1023 pairs, 1 KiB each: one piece; x 100 us
+(1047552, 105)
+>>> # the symmetric path: one period (here 1 rank), 2 x 7 steps, 128 MiB blocks in 64 pieces
 >>> estimate_point("allreduce", "ring", n_ranks=8, size_bytes=2**30).transfers
 896
+>>> # the general path: every rank's transfers
+>>> estimate_point("allreduce", "ring", n_ranks=8, size_bytes=2**30, symmetric=False).transfers
+7168
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from simcoll.core.collectives import Collective
+from simcoll.plan.tuning import ring_chunks
 
 __all__ = [
     "BYTES_PER_TRANSFER",
+    "SECONDS_PER_REPRESENTATIVE",
     "SECONDS_PER_TRANSFER",
     "PointEstimate",
     "estimate_point",
 ]
 
-#: Wall seconds per simulated transfer on the general path: measured 25-116 us on a
-#: 2-core machine (64-rank tree, ring and all-to-all on a fat tree); the upper end is used.
-SECONDS_PER_TRANSFER = 60e-6
-#: Peak memory per simulated transfer: about 0.5 KiB measured (a 64-rank ring all-reduce
-#: of 64,512 transfers grew the process by 30 MiB); doubled for headroom.
-BYTES_PER_TRANSFER = 1024
+#: Wall seconds per simulated transfer on the general path. ``simcoll bench`` on the
+#: project's 2-core machine (2026-11): 41 us (ring all-reduce, 256 GPUs, ECMP fat-tree,
+#: 130,560 transfers), 98 us (tree-1024), 159 us (alltoall-1024: a million flows in flight
+#: at once); 100 us is used.
+SECONDS_PER_TRANSFER = 100e-6
+#: Wall seconds per representative transfer on the symmetric path, which also routes
+#: every copy and checks the symmetry: 169 us (sweep-128), 217 us (ring-1024); 200 us.
+SECONDS_PER_REPRESENTATIVE = 200e-6
+#: Peak memory per simulated transfer: 0.4 KiB measured on a ring (256 GPUs, 130,560
+#: transfers: 98 MiB), 2 KiB on alltoall-1024 (1.05 M transfers, 2.1 GiB); 2 KiB is used.
+BYTES_PER_TRANSFER = 2048
 #: simcoll's default piece size and most pieces per block (:mod:`simcoll.prediction`).
+#: Steps of a ring collective on n ranks.
+_RING_STEPS: dict[str, Callable[[int], int]] = {
+    "allreduce": lambda n: 2 * (n - 1),
+    "allgather": lambda n: n - 1,
+    "reducescatter": lambda n: n - 1,
+}
 _PIECE_BYTES = 512 * 2**10
 _MAX_PIECES = 64
 
@@ -47,11 +68,13 @@ class PointEstimate:
     """Transfers one point simulates, and what they cost."""
 
     transfers: int
+    seconds_per_transfer: float = SECONDS_PER_TRANSFER
 
     @property
     def seconds(self) -> float:
-        """Wall seconds, at :data:`SECONDS_PER_TRANSFER`."""
-        return self.transfers * SECONDS_PER_TRANSFER
+        """Wall seconds: :data:`SECONDS_PER_TRANSFER` each on the general path,
+        :data:`SECONDS_PER_REPRESENTATIVE` on the symmetric one."""
+        return self.transfers * self.seconds_per_transfer
 
     @property
     def peak_bytes(self) -> int:
@@ -67,6 +90,8 @@ def estimate_point(
     size_bytes: int,
     n_chunks: int | None = None,
     n_channels: int = 1,
+    symmetric: bool = True,
+    period_ranks: int = 1,
 ) -> PointEstimate:
     """Estimate the transfers of one simulated collective call (see the module docstring).
 
@@ -74,19 +99,27 @@ def estimate_point(
     default blocks cut into about 512 KiB, at most 64) from the algorithm's shape: rings
     move a piece per rank per step; all-pairs algorithms (direct, pairwise, bruck,
     halving-doubling) at most one per rank pair; trees and in-network algorithms about
-    two per rank. The symmetric path simulates one rank's share of a ring.
+    two per rank. With ``symmetric`` (the caller's knowledge that the symmetric path
+    will run, with ``period_ranks`` ranks per period), a ring all-reduce, all-gather or
+    reduce-scatter costs one period's share on one channel (the other channels are its
+    copies), at :data:`SECONDS_PER_REPRESENTATIVE` each; otherwise every rank's.
     """
     c = collective if isinstance(collective, Collective) else Collective.parse(collective)
     n = max(1, n_ranks)
     block_bytes = size_bytes / max(1, c.n_blocks(n))
     pieces = n_chunks or min(_MAX_PIECES, max(1, math.ceil(block_bytes / _PIECE_BYTES)))
+    if algorithm == "ring" and c.value in _RING_STEPS and not n_chunks:  # as predict cuts
+        pieces = ring_chunks(c, n, size_bytes, max(1, n_channels))
     per = pieces * max(1, n_channels)
     if n == 1:
         return PointEstimate(0)
     if algorithm == "ring":
-        steps = {"allreduce": 2 * (n - 1), "allgather": n - 1, "reducescatter": n - 1}
-        if c.value in steps:  # the symmetric path simulates one representative rank
-            return PointEstimate(steps[c.value] * per)
+        steps = {name: count(n) for name, count in _RING_STEPS.items()}
+        if c.value in steps and symmetric:  # one period of ranks, one channel: the rest copy
+            reps = max(1, period_ranks) * steps[c.value] * pieces
+            return PointEstimate(reps, SECONDS_PER_REPRESENTATIVE)
+        if c.value in steps:  # the general path: every rank sends every step
+            return PointEstimate(n * steps[c.value] * per)
         return PointEstimate((n - 1) * per)  # a chain: every rank but the last sends
     if algorithm in ("tree", "double_binary_tree", "msb_tree", "hierarchical", "nvls", "sharp"):
         return PointEstimate(2 * n * per)

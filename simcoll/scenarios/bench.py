@@ -11,7 +11,10 @@ past its time limit is stopped without losing the rows already printed) and repo
 - ``wall_s``: wall-clock seconds of the case (topology, schedule, routing, simulation);
 - ``events_per_s``: events / wall_s; ``peak_MiB``: peak resident memory of the process;
 - ``busbw_GB/s``: nccl-tests bus bandwidth (for the sweep: at its largest size);
-- ``path``: ``symmetric`` (exact quotient, :mod:`simcoll.sim.symmetry`) or ``general``.
+- ``path``: ``symmetric`` (exact quotient, :mod:`simcoll.sim.symmetry`) or ``general``;
+- ``estimate_s``: what :mod:`simcoll.models.estimate` (the cost check of ``simcoll run``)
+  predicts for the case's wall time, by the path it takes: its constants are calibrated
+  on these rows.
 
 The cases and their targets (issue 5) are in :data:`CASES`.
 """
@@ -36,6 +39,7 @@ import numpy as np
 from simcoll.algorithms import build_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
+from simcoll.models.estimate import estimate_point
 from simcoll.plan.tuning import ring_chunks
 from simcoll.sim.engine import SimulationResult, simulate
 from simcoll.sim.symmetry import simulate_ring_fast
@@ -74,6 +78,7 @@ class BenchRow:
     peak_MiB: float = math.nan  # noqa: N815 - the unit's own spelling
     busbw_GBps: float = math.nan  # noqa: N815 - GB/s
     path: str = ""
+    estimate_s: float = math.nan
     target_wall_s: float | None = None
     status: str = "ok"
 
@@ -94,18 +99,30 @@ def _ring_case(name: str, file: str, n_nodes: int | None) -> BenchRow:
     if found is None:
         raise ConfigError(f"{file}: the ring is not symmetric on this fabric")
     result, sym = found
-    return _row(name, result, transfers=sym.n_transfers, path="symmetric")
+    row = _row(name, result, transfers=sym.n_transfers, path="symmetric")
+    row.estimate_s = estimate_point("allreduce", "ring", n_ranks=n, size_bytes=GIB, n_channels=8,
+                                    n_chunks=1, period_ranks=sym.period_ranks).seconds  # fmt: skip
+    return row
 
 
 def _general_case(  # noqa: PLR0917 - a case's own description
-    name: str, file: str, n_nodes: int, collective: str, algorithm: str, size_bytes: int
+    name: str,
+    file: str,
+    n_nodes: int,
+    collective: str,
+    algorithm: str,
+    size_bytes: int,
+    routing: str | None = "dmodk",
 ) -> BenchRow:
-    graph = _topology(file, n_nodes, routing="dmodk")
+    graph = _topology(file, n_nodes, routing=routing)
     n = len(gpu_nodes(graph))
     params = {"gpus_per_node": 8} if algorithm == "tree" else {}
     schedule = build_schedule(collective, algorithm, n_ranks=n, size_bytes=size_bytes, **params)
     result = simulate(graph, schedule)
-    return _row(name, result, transfers=schedule.n_transfers, path="general")
+    row = _row(name, result, transfers=schedule.n_transfers, path="general")
+    row.estimate_s = estimate_point(collective, algorithm, n_ranks=n, size_bytes=size_bytes,
+                                    n_chunks=1, symmetric=False).seconds  # fmt: skip
+    return row
 
 
 def _sweep_case(name: str) -> BenchRow:
@@ -115,7 +132,7 @@ def _sweep_case(name: str) -> BenchRow:
     grain = n * channels * 64  # every size splits evenly into the pieces of any chunking
     sizes = np.unique(np.round(np.logspace(20, 30, 64, base=2) / grain).astype(np.int64) * grain)
     transfers = simulated = events = 0
-    sim_time_s = 0.0
+    sim_time_s = estimate_s = 0.0
     busbw = math.nan
     for size in sizes.tolist():
         chunks = ring_chunks(Collective.ALLREDUCE, n, size, channels)
@@ -125,6 +142,9 @@ def _sweep_case(name: str) -> BenchRow:
         if found is None:
             raise ConfigError("the 128-GPU ring is not symmetric on this fabric")
         result, sym = found
+        estimate_s += estimate_point("allreduce", "ring", n_ranks=n, size_bytes=size,
+                                     n_channels=channels, n_chunks=chunks,
+                                     period_ranks=sym.period_ranks).seconds  # fmt: skip
         transfers += sym.n_transfers
         simulated += sym.representatives.n_transfers
         events += result.stats.instants
@@ -139,6 +159,7 @@ def _sweep_case(name: str) -> BenchRow:
         sim_time_ms=sim_time_s * 1e3,
         busbw_GBps=busbw,
         path="symmetric",
+        estimate_s=estimate_s,
     )
 
 
@@ -180,6 +201,15 @@ CASES: tuple[Case, ...] = (
         60.0,
         lambda: _general_case(
             "alltoall-1024", "a100-roce-2to1.toml", 128, "alltoall", "direct", 256 * MIB
+        ),
+    ),
+    Case(
+        "ring-ecmp-256",
+        "ring all-reduce 64 MiB, 32 DGX H100, rail-optimized fat-tree with hashed ECMP: the "
+        "general path (collisions break the symmetry)",
+        None,
+        lambda: _general_case(
+            "ring-ecmp-256", "h100-rail-optimized.toml", 32, "allreduce", "ring", 64 * MIB, None
         ),
     ),
     Case(
@@ -249,6 +279,7 @@ COLUMNS = (
     ("events", "events", "{:,}"),
     ("sim_time_ms", "sim time (ms)", "{:.3f}"),
     ("wall_s", "wall (s)", "{:.3f}"),
+    ("estimate_s", "estimate (s)", "{:.3g}"),
     ("events_per_s", "events/s", "{:,.0f}"),
     ("peak_MiB", "peak mem (MiB)", "{:,.0f}"),
     ("busbw_GBps", "busbw (GB/s)", "{:.2f}"),

@@ -1,62 +1,206 @@
 """What a sweep will cost, said before it starts: summed simulation seconds and the largest
-point's memory, from :mod:`simcoll.models.estimate`; refused over a limit."""
+point's memory, from :mod:`simcoll.models.estimate`; refused over a limit.
+
+Each point is estimated by the path it will take. A ring all-reduce, all-gather or
+reduce-scatter is asked the same question its run asks, whether the symmetric path is
+exact on this fabric (:mod:`simcoll.sim.symmetry`, answered once per topology, ranks and
+period); where it is not, every transfer counts. A workload point is run with its
+collectives recorded, not simulated (:func:`simcoll.sim.session.recording_calls`), and
+each call is estimated as a collective point; its memory is that of all its calls, which
+one session holds at once. Closed-form models (``analytical``, ``nccl``) cost nothing.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
 
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.units import format_bytes, format_time
-from simcoll.models.estimate import BYTES_PER_TRANSFER, SECONDS_PER_TRANSFER, estimate_point
+from simcoll.models.estimate import (
+    BYTES_PER_TRANSFER,
+    SECONDS_PER_TRANSFER,
+    PointEstimate,
+    estimate_point,
+)
+from simcoll.plan.placement import map_ranks
+from simcoll.plan.tuning import ring_chunks
 from simcoll.prediction.choices import DEFAULT_ALGORITHM, candidates
 from simcoll.scenarios.points import scenario_topology
-from simcoll.scenarios.scenario import (
-    Scenario,
-)
-from simcoll.topology import gpu_nodes
+from simcoll.scenarios.scenario import Scenario
+from simcoll.sim.symmetry import RING_COLLECTIVES, ring_symmetric, symmetric_routes
+from simcoll.topology import Router, gpu_nodes
 
 __all__ = ["DEFAULT_MAX_HOURS", "check_cost", "estimate_sweep"]
 
 #: A sweep whose estimate is longer than this is refused unless the caller raises it.
 DEFAULT_MAX_HOURS = 12.0
+_CLOSED_FORMS = ("analytical", "nccl")
+_SYMMETRIC_KNOBS = {"n_channels", "n_chunks", "max_in_flight"}
+
+
+@dataclass
+class _Cache:
+    """What estimating many points of one sweep computes once: routers, exact periods."""
+
+    routers: dict[int, Router]
+    exact: dict[tuple[int, str, int, int], bool]
 
 
 def estimate_sweep(scenario: Scenario) -> tuple[float, int, int]:
     """``(seconds, peak_bytes, n_estimated)``: summed simulation seconds over the points
-    it can estimate (collective points; see :mod:`simcoll.models.estimate`), the largest peak
-    memory of one point, and how many points were estimated."""
+    it can estimate, the largest peak memory of one point, and how many points were
+    estimated (a point whose values are wrong is left to report its own error)."""
     seconds, peak, counted = 0.0, 0, 0
+    cache = _Cache({}, {})
     for point in scenario.points():
         file, overrides, params = scenario.setup(point)
-        if scenario.kind != "collective":
-            continue
         try:
-            c = Collective.parse(str(params.get("collective")))
-            n = params.get("n_ranks") or len(
-                gpu_nodes(scenario_topology(scenario, file, overrides))
-            )
-            names = candidates(c, str(params.get("algorithm", DEFAULT_ALGORITHM)))
-            size, chunks = params.get("size_bytes"), params.get("n_chunks")
-            channels = params.get("n_channels", 1)
-            if not all(isinstance(v, int) for v in (n, size, channels)):
-                continue
+            topology = scenario_topology(scenario, file, overrides)
+            found = _estimate(scenario.kind, topology, dict(params), cache)
         except SimcollError:
             continue  # the point will report it
-        n_protocols = 3 if params.get("protocol") == "auto" else 1
-        for name in names:
-            e = estimate_point(
-                c,
-                name,
-                n_ranks=int(n),  # type: ignore[arg-type]
-                size_bytes=int(size),  # type: ignore[arg-type]
-                n_chunks=chunks if isinstance(chunks, int) else None,
-                n_channels=int(channels),  # type: ignore[arg-type]
-            )
-            seconds += e.seconds * n_protocols
-            peak = max(peak, e.peak_bytes)
+        if found is None:
+            continue
+        seconds += found[0]
+        peak = max(peak, found[1])
         counted += 1
     return seconds, peak, counted
+
+
+def _estimate(
+    kind: str, topology: nx.DiGraph[str], params: dict[str, Any], cache: _Cache
+) -> tuple[float, int] | None:
+    """``(seconds, peak_bytes)`` of one point, or None where it cannot tell."""
+    params.pop("kind", None)
+    model = str(params.pop("model", "flow"))
+    protocol = params.pop("protocol", None)
+    params.pop("calibration", None)
+    n_protocols = 3 if protocol == "auto" else 1
+    calls: list[_Call | None]
+    if kind == "collective":
+        calls = [_collective_call(params, len(gpu_nodes(topology)))]
+    else:
+        calls = _workload_calls(kind, topology, model, protocol, params)
+    if None in calls:
+        return None
+    general = kind != "collective"  # a session simulates every transfer of every call
+    estimates = [
+        e for call in calls if call for e in _call_estimates(topology, call, model, cache, general)
+    ]
+    seconds = sum(e.seconds for e in estimates) * n_protocols
+    if kind == "collective":  # one candidate's schedule at a time
+        return seconds, max((e.peak_bytes for e in estimates), default=0)
+    return seconds, sum(e.peak_bytes for e in estimates)  # a session holds all its calls
+
+
+@dataclass(frozen=True)
+class _Call:
+    collective: str
+    algorithm: str
+    n_ranks: int
+    size_bytes: int
+    params: Mapping[str, int]
+
+
+def _collective_call(params: dict[str, Any], n_gpus: int) -> _Call | None:
+    collective, size, n = params.get("collective"), params.get("size_bytes"), params.get("n_ranks")
+    n = n or n_gpus
+    knobs = {k: v for k, v in params.items() if k not in ("collective", "size_bytes", "n_ranks",
+             "algorithm", "kind")}  # fmt: skip
+    if not isinstance(collective, str) or not isinstance(n, int) or not isinstance(size, int):
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in knobs.values()):
+        return None
+    algorithm = str(params.get("algorithm", DEFAULT_ALGORITHM))
+    return _Call(collective, algorithm, n, size, knobs)
+
+
+def _workload_calls(
+    kind: str, topology: nx.DiGraph[str], model: str, protocol: Any, params: dict[str, Any]
+) -> list[_Call | None]:
+    """The calls a workload point makes, recorded without simulating them."""
+    from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - pulls in SimPy
+    from simcoll.sim.session import recording_calls  # noqa: PLC0415
+
+    with recording_calls() as recorded:
+        try:
+            run_workload(kind, topology, model=model, protocol=protocol, **params)
+        except SimcollError:
+            raise  # bad parameters: the point will say so
+        except (ArithmeticError, ValueError):
+            pass  # metrics of calls that took no time: only the calls are needed
+    return [
+        _Call(r.collective, r.algorithm, r.n_ranks, r.size_bytes, dict(r.params)) for r in recorded
+    ]
+
+
+def _call_estimates(
+    topology: nx.DiGraph[str], call: _Call, model: str, cache: _Cache, general: bool
+) -> list[PointEstimate]:
+    """One estimate per algorithm the call simulates (``auto``: each candidate);
+    ``general``: the call never takes the symmetric path (inside a workload)."""
+    if model in _CLOSED_FORMS:
+        return []
+    c = Collective.parse(call.collective)
+    estimates = []
+    for name in candidates(c, call.algorithm):
+        period = None if general else _symmetric_period(topology, c, name, call, model, cache)
+        estimates.append(
+            estimate_point(
+                c,
+                name,
+                n_ranks=call.n_ranks,
+                size_bytes=call.size_bytes,
+                n_chunks=call.params.get("n_chunks"),
+                n_channels=call.params.get("n_channels", 1),
+                symmetric=period is not None,
+                period_ranks=period or 1,
+            )
+        )
+    return estimates
+
+
+def _symmetric_period(  # noqa: PLR0917 - one candidate of one call, and the sweep's cache
+    topology: nx.DiGraph[str],
+    c: Collective,
+    name: str,
+    call: _Call,
+    model: str,
+    cache: _Cache,
+) -> int | None:
+    """The period of ranks the symmetric path will simulate, or None for the general path
+    (the same search :func:`simcoll.sim.symmetry.simulate_ring_fast` makes, without
+    simulating: the routes of every copy are checked, once per period)."""
+    n = call.n_ranks
+    if (
+        name != "ring"
+        or model not in ("flow", "ideal")
+        or c.value not in RING_COLLECTIVES
+        or not set(call.params) <= _SYMMETRIC_KNOBS
+        or n > len(gpu_nodes(topology))
+    ):
+        return None
+    channels = call.params.get("n_channels", 1)
+    chunks = call.params.get("n_chunks") or ring_chunks(c, n, call.size_bytes, channels)
+    router = cache.routers.setdefault(id(topology), Router(topology))
+    nodes = map_ranks(topology, n)
+    for period in (p for p in range(1, n // 2 + 1) if n % p == 0):
+        sym = ring_symmetric(c.value, n, call.size_bytes, n_channels=channels, n_chunks=chunks,
+                             period_ranks=period)  # fmt: skip
+        if sym is None:
+            return None  # uneven pieces: the general path
+        key = (id(topology), c.value, n, period)
+        if key not in cache.exact:
+            cache.exact[key] = symmetric_routes(topology, sym, nodes, router=router) is not None
+        if cache.exact[key]:
+            return period
+    return None
 
 
 def check_cost(
@@ -90,10 +234,11 @@ def check_cost(
             source=scenario.source,
         )
     if not counted:
-        return "no estimate for workload points"
+        return "no estimate for these points"
+    what = "collective" if scenario.kind == "collective" else scenario.kind
     return (
-        f"estimated about {_duration(wall_s)} on {workers} worker(s) for the {counted} "
-        "collective point(s)"
+        f"estimated about {_duration(wall_s)} on {workers} worker(s) for the {counted} {what} "
+        "point(s)"
     )
 
 

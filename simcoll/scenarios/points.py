@@ -28,6 +28,7 @@ from simcoll.scenarios.scenario import (
     TOPOLOGY_PREFIX,
     Point,
     Scenario,
+    default_plots,
 )
 from simcoll.sim.timeline import Timeline
 from simcoll.topology import gpu_nodes, load
@@ -255,7 +256,10 @@ def check_outputs(scenario: Scenario) -> None:
             return True
         return is_metric("collective" if kind == "collective" else kind, name)
 
-    for key in ("x", "y", "series"):
+    plots = scenario.output.get("plots") or default_plots(kind, scenario.axes)
+    y = scenario.output.get("y")
+    keys = ["x", "series"] + (["y"] if y is not None and plots != ["scaling"] else [])
+    for key in keys:
         name = scenario.output.get(key)
         if name is not None and not known(name):
             raise ConfigError(
@@ -265,7 +269,6 @@ def check_outputs(scenario: Scenario) -> None:
                 source=scenario.source,
                 field=f"output.{key}",
             )
-    y = scenario.output.get("y")
     axis = scenario.axes.get(str(y), [])
     if y in TEXT_COLUMNS or any(
         isinstance(v, bool) or not isinstance(v, int | float) for v in axis
@@ -273,11 +276,7 @@ def check_outputs(scenario: Scenario) -> None:
         raise ConfigError(f"{y!r} is not a numeric column", source=scenario.source,
                           field="output.y")  # fmt: skip
     scaling = str(y).removesuffix("_s").removesuffix("_bytes_per")
-    if (
-        y is not None
-        and "scaling" in scenario.output.get("plots", [])
-        and scaling not in _SCALING_Y
-    ):
+    if y is not None and "scaling" in plots and scaling not in _SCALING_Y:
         raise ConfigError(f"a scaling plot shows busbw, algbw or time, not {y!r}",
                           source=scenario.source, field="output.y")  # fmt: skip
 

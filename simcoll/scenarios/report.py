@@ -6,10 +6,7 @@
 its axes make meaningful), each written atomically. :func:`write_timeline` writes one
 point's Chrome/Perfetto trace, Gantt chart and link utilisation as the point finishes.
 
->>> default_plots("collective", {"size_bytes": [1, 2], "n_ranks": [2, 4]})
-['busbw_vs_size', 'scaling']
->>> default_plots("ddp", {"bucket_bytes": [1, 2]})
-['metric']
+The plots a scenario gets by default are :func:`~simcoll.scenarios.scenario.default_plots`.
 """
 
 from __future__ import annotations
@@ -30,27 +27,13 @@ from simcoll.core.units import format_bytes, format_time
 from simcoll.output.folder import OutputFolder
 from simcoll.output.results import CSV_COLUMNS, Row, format_table
 from simcoll.scenarios.outdir import open_run_folder
-from simcoll.scenarios.scenario import Point, Scenario
+from simcoll.scenarios.scenario import Point, Scenario, default_plots
 from simcoll.scenarios.sweep import SweepResult
 from simcoll.sim.timeline import Timeline
 
 __all__ = ["default_plots", "format_workload_table", "write_report", "write_timeline"]
 
 _ROW_FIELDS = {f.name for f in fields(Row)}
-
-
-def default_plots(kind: str, axes: dict[str, list[Any]]) -> list[str]:
-    """The plots that make sense for a workload kind and its sweep axes."""
-    if kind != "collective":
-        return ["metric"] if axes else []
-    plots = []
-    if len(axes.get("size_bytes", [])) > 1:
-        plots.append("busbw_vs_size")
-    if len(axes.get("n_ranks", [])) > 1:
-        plots.append("scaling")
-    if len(axes.get("algorithm", [])) > 1 and "size_bytes" in axes and "n_ranks" in axes:
-        plots.append("crossover")
-    return plots
 
 
 def write_report(result: SweepResult, out_dir: str | Path | OutputFolder) -> list[Path]:

@@ -62,7 +62,15 @@ from simcoll.core.limits import MAX_SIZE_BYTES
 from simcoll.core.sizes import parse_sizes
 from simcoll.core.units import parse_bandwidth_bytes_per_s, parse_size_bytes, parse_time_s
 
-__all__ = ["MAX_POINTS", "SCENARIO_SCHEMA", "Point", "Scenario", "load_scenario", "parse_scenario"]
+__all__ = [
+    "MAX_POINTS",
+    "SCENARIO_SCHEMA",
+    "Point",
+    "Scenario",
+    "default_plots",
+    "load_scenario",
+    "parse_scenario",
+]
 
 SCENARIO_SCHEMA = 1
 _TOP_KEYS = ("schema", "title", "description", "topology", "workload", "sweep", "output")
@@ -259,6 +267,26 @@ def _parse(data: Mapping[str, Any], source: str, base: Path) -> Scenario:
         output=output,
         base=base,
     )
+
+
+def default_plots(kind: str, axes: dict[str, list[Any]]) -> list[str]:
+    """The plots that make sense for a workload kind and its sweep axes.
+
+    >>> default_plots("collective", {"size_bytes": [1, 2], "n_ranks": [2, 4]})
+    ['busbw_vs_size', 'scaling']
+    >>> default_plots("ddp", {"bucket_bytes": [1, 2]})
+    ['metric']
+    """
+    if kind != "collective":
+        return ["metric"] if axes else []
+    plots = []
+    if len(axes.get("size_bytes", [])) > 1:
+        plots.append("busbw_vs_size")
+    if len(axes.get("n_ranks", [])) > 1:
+        plots.append("scaling")
+    if len(axes.get("algorithm", [])) > 1 and "size_bytes" in axes and "n_ranks" in axes:
+        plots.append("crossover")
+    return plots
 
 
 def _check_size(axes: dict[str, list[Value]]) -> None:

@@ -29,7 +29,9 @@ Streams
 from __future__ import annotations
 
 import bisect
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +53,7 @@ from simcoll.sim.timeline import COMM, COMPUTE, Span, Timeline, TransferBatch, b
 from simcoll.topology import Router, gpu_nodes
 from simcoll.topology.calibration import Calibration
 
-__all__ = ["LOAD_BINS", "Session", "Waitable"]
+__all__ = ["LOAD_BINS", "RecordedCall", "Session", "Waitable", "recording_calls"]
 
 #: Time bins of a timeline's per-link load (the link utilisation heatmap).
 LOAD_BINS = 200
@@ -59,6 +61,34 @@ LOAD_BINS = 200
 #: What :meth:`Session.collective`, :meth:`Session.copy` and :meth:`Session.compute`
 #: return: an event a workload process may ``yield`` (wait for) now or later.
 Waitable = simpy.Event
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """A collective or copy a workload asked for, recorded instead of simulated."""
+
+    collective: str
+    algorithm: str
+    n_ranks: int
+    size_bytes: int
+    params: tuple[tuple[str, int], ...] = ()
+
+
+_RECORDING: ContextVar[list[RecordedCall] | None] = ContextVar("_RECORDING", default=None)
+
+
+@contextmanager
+def recording_calls() -> Iterator[list[RecordedCall]]:
+    """Sessions made inside the block simulate nothing: every collective and copy is
+    recorded (and takes no time), so that a workload's calls can be counted and costed
+    before it runs (:mod:`simcoll.scenarios.cost`). Compute and control flow run as usual.
+    """
+    calls: list[RecordedCall] = []
+    token = _RECORDING.set(calls)
+    try:
+        yield calls
+    finally:
+        _RECORDING.reset(token)
 
 
 @dataclass
@@ -176,6 +206,11 @@ class Session:
         """
         group = self._group(ranks, name or str(collective))
         c = collective if isinstance(collective, Collective) else Collective.parse(collective)
+        recorded = _RECORDING.get()
+        if recorded is not None:
+            items = tuple(sorted(dict(params or {}).items()))
+            recorded.append(RecordedCall(c.value, algorithm, len(group), size_bytes, items))
+            return self._recorded(group, stream, name or c.value)
         schedule = build_schedule(
             c, algorithm, n_ranks=len(group), size_bytes=size_bytes, **dict(params or {})
         )
@@ -188,6 +223,10 @@ class Session:
         """Copy ``size_bytes`` from one GPU to another (cudaMemcpyPeer, NCCL send/recv)."""
         label = name or f"copy {src_rank}->{dst_rank} {_size_text(size_bytes)}"
         group = self._group((src_rank, dst_rank), label)
+        recorded = _RECORDING.get()
+        if recorded is not None:
+            recorded.append(RecordedCall("sendrecv", "direct", 2, size_bytes))
+            return self._recorded(group, stream, label)
         b = ScheduleBuilder(
             Collective.SENDRECV, "copy", n_ranks=2, size_bytes=size_bytes, pieces_per_block=1
         )
@@ -224,6 +263,13 @@ class Session:
             raise SimulationError(f"the workload cannot finish: {'; '.join(what)}")
 
     # -- inside -------------------------------------------------------------------------
+
+    def _recorded(self, group: tuple[int, ...], stream: str, name: str) -> Waitable:
+        """A recorded call: done at once, with an empty span on every rank of its group."""
+        now = self.env.now
+        for r in group:
+            self._spans.append(Span(r, stream, name, now, now))
+        return self.env.timeout(0)
 
     def _group(self, ranks: Iterable[int], name: str) -> tuple[int, ...]:
         group = tuple(int(r) for r in ranks)

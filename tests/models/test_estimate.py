@@ -8,10 +8,17 @@ import pytest
 
 from simcoll.algorithms import build_schedule
 from simcoll.core.errors import ConfigError
-from simcoll.models.estimate import BYTES_PER_TRANSFER, SECONDS_PER_TRANSFER, estimate_point
-from simcoll.scenarios.cost import check_cost
+from simcoll.models.estimate import (
+    BYTES_PER_TRANSFER,
+    SECONDS_PER_REPRESENTATIVE,
+    SECONDS_PER_TRANSFER,
+    estimate_point,
+)
+from simcoll.scenarios.cost import check_cost, estimate_sweep
 from simcoll.scenarios.scenario import load_scenario
 from simcoll.scenarios.sweep import run_sweep
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -33,6 +40,14 @@ def test_counts_match_the_schedules_they_stand_for(
         collective, algorithm, n_ranks=n_ranks, size_bytes=size_bytes, n_chunks=n_chunks
     )
     assert estimate.transfers == schedule.n_transfers
+
+
+def test_rings_of_the_general_path_count_every_rank() -> None:
+    e = estimate_point("allreduce", "ring", n_ranks=16, size_bytes=2**20, n_chunks=4,
+                       symmetric=False)  # fmt: skip
+    full = build_schedule("allreduce", "ring", n_ranks=16, size_bytes=2**20, n_chunks=4)
+    assert e.transfers == full.n_transfers == 16 * 2 * 15 * 4
+    assert e.seconds == pytest.approx(e.transfers * SECONDS_PER_TRANSFER)
 
 
 def test_rings_of_the_symmetric_path_count_one_representative_rank() -> None:
@@ -74,8 +89,8 @@ def test_a_sweep_that_would_run_too_long_is_refused_before_it_starts(tmp_path: P
         run_sweep(load_scenario(path), tmp_path / "out", workers=1, max_hours=0.1)
     assert str(info.value) == (
         f"{path}: this sweep would take about {hours * 60:.3g} min on 1 worker(s) (2 points, "
-        "estimated from their transfers at 60 us each), over the 0.1 h limit; sweep fewer or "
-        "smaller points, or raise --max-hours"
+        f"estimated from their transfers at {SECONDS_PER_TRANSFER * 1e6:.0f} us each), over the "
+        "0.1 h limit; sweep fewer or smaller points, or raise --max-hours"
     )
     assert not (tmp_path / "out").exists()
 
@@ -84,10 +99,12 @@ def test_a_point_too_big_for_memory_is_refused(tmp_path: Path) -> None:
     path = big_scenario(tmp_path)
     with pytest.raises(ConfigError) as info:
         check_cost(load_scenario(path), workers=2, memory_bytes=2**30)
+    transfers = 4096 * 4095
+    gib = transfers * BYTES_PER_TRANSFER / 2**30
     assert str(info.value) == (
-        f"{path}: its largest point would need about 16 GiB of memory per worker (16773120 "
-        "transfers), more than the 1 GiB this machine has for 2 worker(s); simulate fewer "
-        "ranks, chunks or workers"
+        f"{path}: its largest point would need about {gib:.4g} GiB of memory per worker "
+        f"({transfers} transfers), more than the 1 GiB this machine has for 2 worker(s); "
+        "simulate fewer ranks, chunks or workers"
     )
 
 
@@ -96,3 +113,80 @@ def test_a_small_sweep_prints_its_estimate(tmp_path: Path) -> None:
     line = check_cost(load_scenario(path), workers=2, max_hours=100, memory_bytes=2**40)
     assert line.startswith("estimated about ")
     assert line.endswith(" on 2 worker(s) for the 2 collective point(s)")
+
+
+def ring_scenario(tmp_path: Path, topology: str, size: str = "16 MiB") -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(
+        f'schema = 1\n[topology]\nfile = "{REPO / "topologies" / topology}"\n[workload]\n'
+        f'collective = "allreduce"\nalgorithm = "ring"\n[sweep]\nsize_bytes = ["{size}"]\n'
+    )
+    return path
+
+
+def test_a_ring_that_cannot_take_the_symmetric_path_counts_every_transfer(
+    tmp_path: Path,
+) -> None:
+    # issue 17 item 10: the estimate assumed the symmetric path even where it does not run
+    # (31 s estimated, 116 s taken at 4,096 GPUs). The 3D torus of 64 GPUs routes its ring
+    # unevenly: the general path runs, 64 ranks x 2 x 63 steps, one piece each (16 MiB / 64
+    # = 256 KiB blocks, under the 512 KiB piece).
+    scenario = load_scenario(ring_scenario(tmp_path, "torus-3d.toml"))
+    seconds, peak, counted = estimate_sweep(scenario)
+    transfers = 64 * 2 * 63
+    assert (seconds, peak, counted) == pytest.approx(
+        (transfers * SECONDS_PER_TRANSFER, transfers * BYTES_PER_TRANSFER, 1)
+    )
+    # a DGX H100 is symmetric with a period of one rank: 2 x 7 steps x 4 pieces of 512 KiB
+    scenario = load_scenario(ring_scenario(tmp_path, "dgx-h100.toml"))
+    seconds, peak, _ = estimate_sweep(scenario)
+    assert (seconds, peak) == pytest.approx(
+        (14 * 4 * SECONDS_PER_REPRESENTATIVE, 14 * 4 * BYTES_PER_TRANSFER)
+    )
+
+
+def workload_scenario(tmp_path: Path, workload: str, n_gpus: int = 4) -> Path:
+    (tmp_path / "star.toml").write_text(
+        f'schema = 1\nbuilder = "switch_star"\n[params]\nn_gpus = {n_gpus}\n'
+        'link_bandwidth = "50 GB/s"\nlink_latency = "1 us"\n'
+    )
+    path = tmp_path / "w.toml"
+    path.write_text(f'schema = 1\n[topology]\nfile = "star.toml"\n[workload]\n{workload}\n')
+    return path
+
+
+def test_workload_points_are_estimated_by_the_calls_they_make(tmp_path: Path) -> None:
+    # issue 17 item 11: workload points were never estimated. Two layers of 4 KiB, one per
+    # bucket: two ring all-reduces on 4 ranks, each 4 x 2 x 3 transfers of one piece.
+    workload = (
+        'kind = "ddp"\nlayer_params_bytes = [4096, 4096]\nfirst_bucket_bytes = 1\nbucket_bytes = 1'
+    )
+    seconds, peak, counted = estimate_sweep(load_scenario(workload_scenario(tmp_path, workload)))
+    transfers = 2 * 4 * 2 * 3
+    assert (seconds, peak, counted) == pytest.approx(
+        (transfers * SECONDS_PER_TRANSFER, transfers * BYTES_PER_TRANSFER, 1)
+    )
+
+
+def test_a_workload_too_big_for_memory_is_refused_before_it_runs(tmp_path: Path) -> None:
+    # 1,000 MoE layers on 64 ranks, each a dispatch and a combine all-to-all (direct, one
+    # piece per pair): 2,000 x 64 x 63 transfers, all held by one session
+    workload = 'kind = "moe"\nn_layers = 1000\ntokens_per_rank = 64\nhidden_size = 64'
+    path = workload_scenario(tmp_path, workload, n_gpus=64)
+    with pytest.raises(ConfigError) as info:
+        check_cost(load_scenario(path), workers=1, memory_bytes=2**30)
+    transfers = 2000 * 64 * 63
+    assert str(info.value).startswith(
+        f"{path}: its largest point would need about "
+        f"{transfers * BYTES_PER_TRANSFER / 2**30:.4g} GiB of memory per worker ({transfers} "
+        "transfers), more than the 1 GiB"
+    )
+
+
+def test_a_workload_count_past_its_cap_is_one_line_and_fast(tmp_path: Path) -> None:
+    # issue 17 item 11: ddp n_layers = 1e8 grew past 8 GB
+    path = workload_scenario(tmp_path, 'kind = "ddp"\nn_layers = 100000000')
+    result = run_sweep(load_scenario(path), workers=1)
+    assert [p.error for p in result.points] == [
+        "ddp: n_layers must be an integer of at most 100000, got 100000000"
+    ]

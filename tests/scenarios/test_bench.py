@@ -22,7 +22,9 @@ def test_bench_ring_8_counts_the_whole_schedule_and_its_representatives() -> Non
     out = io.StringIO()
     print_rows(iter([row]), "csv", out)
     header, line = out.getvalue().splitlines()
-    assert header.startswith("case,ranks,transfers,simulated,events,sim_time_ms,wall_s")
+    assert header.startswith("case,ranks,transfers,simulated,events,sim_time_ms,wall_s,estimate_s")
+    # the cost check's estimate, by the path taken: 14 representatives at 200 us each
+    assert row.estimate_s == pytest.approx(14 * 200e-6)
     assert line.startswith("ring-8,8,896,14,")
 
 
@@ -32,6 +34,7 @@ def test_the_suite_has_the_issue_cases() -> None:
         "ring-1024",
         "ring-16384",
         "alltoall-1024",
+        "ring-ecmp-256",
         "tree-1024",
         "sweep-128",
     ]

@@ -154,8 +154,8 @@ def test_a_sweep_of_too_many_points_is_refused_before_any_is_made(tmp_path: Path
 
 
 def test_n_points_is_counted_not_built() -> None:
-    data = {"schema": 1, "topology": {"file": "t"},
-            "sweep": {"size_bytes": [1, 2, 3], "n_ranks": [2, 4], "algorithm": ["ring"]}}  # fmt: skip
+    sweep = {"size_bytes": [1, 2, 3], "n_ranks": [2, 4], "algorithm": ["ring"]}
+    data = {"schema": 1, "topology": {"file": "t"}, "sweep": sweep}
     scenario = parse_scenario(data, source="s.toml")
     assert scenario.n_points == 3 * 2 * 1 == len(scenario.points())
     assert parse_scenario({"schema": 1, "topology": {"file": "t"}}, source="s").n_points == 1

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.core.limits import MAX_SIZE_BYTES
 from simcoll.core.units import parse_size_bytes, parse_time_s
 from simcoll.sim.session import Session
 from simcoll.sim.timeline import Timeline
@@ -77,6 +78,15 @@ def comm_metrics(timeline: Timeline, ranks: Sequence[int]) -> dict[str, float]:
     }
 
 
+#: Counts of things a workload makes one by one (layers, micro-batches, copies, calls,
+#: groups): each costs events and memory before any byte moves.
+REPEAT_COUNTS = frozenset(
+    {"n_layers", "n_microbatches", "n_copies", "iterations", "n_groups", "n_stages"}
+)
+#: The largest such count (``ddp n_layers = 1e8`` grew past 8 GB before any estimate).
+MAX_REPEATS = 100_000
+
+
 class ParamChecker:
     """Checks one workload's parameters; every error names the workload and the parameter.
 
@@ -106,17 +116,25 @@ class ParamChecker:
         return size
 
     def sizes_bytes(self, name: str, value: object) -> list[int]:
-        """A non-empty list of sizes in bytes."""
+        """A non-empty list of sizes in bytes, at most :data:`MAX_REPEATS` long."""
         if not isinstance(value, list | tuple) or not value:
             raise self.error(name, "a non-empty list of sizes in bytes", value)
+        if len(value) > MAX_REPEATS:
+            raise self.error(
+                name, f"a list of at most {MAX_REPEATS} sizes", f"{len(value)} of them"
+            )
         return [self.size_bytes(name, v) for v in value]
 
     def count(self, name: str, value: object, *, minimum: int = 1) -> int:
-        """An integer >= ``minimum``."""
+        """An integer >= ``minimum``; at most :data:`MAX_REPEATS` for a count of things the
+        workload makes one by one (:data:`REPEAT_COUNTS`), else at most 2^53."""
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise self.error(name, f"an integer >= {minimum}", value)
+        maximum = MAX_REPEATS if name in REPEAT_COUNTS else MAX_SIZE_BYTES
+        if value > maximum:
+            raise self.error(name, f"an integer of at most {maximum}", value)
         return value
 
     def time_s(self, name: str, value: object) -> float:
@@ -137,7 +155,8 @@ class ParamChecker:
         if not isinstance(value, list | tuple):
             return [self.time_s(name, value)] * n
         if len(value) != n:
-            raise self.error(name, f"one time or a list of {n} (one per {what})", value)
+            shown = value if len(value) <= 8 else f"a list of {len(value)}"
+            raise self.error(name, f"one time or a list of {n} (one per {what})", shown)
         return [self.time_s(name, v) for v in value]
 
     def rate(self, name: str, value: object) -> float:
