@@ -24,9 +24,14 @@ What it cannot emulate, it says so:
 
 Teardown always happens: on leaving the ``with`` block (also on an exception), on SIGINT
 and SIGTERM while the testbed is up, and at interpreter exit. Every namespace and
-interface is written to a state file (``/run/simcoll-testbed/<id>.json``) *before* it is
-created; teardown deletes exactly those names, and ``python -m validation.testbed
-cleanup`` deletes what state files left behind by a process that was killed with -9.
+interface is written to a state file (``/run/simcoll-testbed/<id>.json``, mode 0600) as
+soon as it is created, never before: a name that could not be created (someone else's)
+is never deleted. Teardown deletes exactly those names, and ``python -m validation.testbed
+cleanup`` deletes what state files left behind by a process that was killed with -9. Only
+state files owned by root and writable by nobody else, in folders of the same kind, are
+read, and only names of the testbed's own pattern (``sc<id>-...``) are ever deleted:
+a file planted in a world-writable ``$TMPDIR/simcoll-testbed`` cannot make cleanup delete
+``eth0`` or another namespace.
 
 Command line::
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +28,15 @@ STATE_DIRS = (Path("/run/simcoll-testbed"), Path(tempfile.gettempdir()) / "simco
 
 PREFIX = "sc"
 """Every name a testbed creates starts with ``sc<id>-``; ``<id>`` is 4 hex digits."""
+
+NAME_PATTERN = re.compile(rf"{PREFIX}[0-9a-f]{{4}}-(?:fab|r\d+|b\d+|p\d+|l\d+[ab])")
+"""Every name a testbed creates, exactly (:meth:`Testbed.namespace`, ``-fab``, bridges
+``-b<i>``, veth ends ``-r<rank>``/``-p<rank>``/``-l<j>a``/``-l<j>b``). Teardown and cleanup
+touch no other name, whatever a state file lists: never ``eth0``, never a namespace of
+someone else's."""
+
+STATE_NAME = re.compile(rf"{PREFIX}[0-9a-f]{{4}}\.json")
+"""The name of a state file: the testbed's id."""
 
 TBF_BURST_BYTES = 128 * 1024
 """tbf bucket. Smaller buckets lose 7-38 % of a 1 Gbit/s flow on a busy 2-core machine
@@ -178,17 +190,27 @@ def _kill_netns_processes(namespaces: Sequence[str]) -> None:
 def _proc_start_time(pid: int) -> int | None:
     """The start time of process ``pid`` in clock ticks since boot, None if it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    return int(text.rsplit(")", 1)[1].split()[19])
+
+
+def testbed_names(names: object) -> list[str]:
+    """The names of a state file's list that a testbed could have made (:data:`NAME_PATTERN`);
+    anything else (``eth0``, another tool's namespace, a non-string) is dropped."""
+    if not isinstance(names, list):
+        return []
+    return [n for n in names if isinstance(n, str) and NAME_PATTERN.fullmatch(n)]
 
 
 def _teardown_names(namespaces: Sequence[str], interfaces: Sequence[str]) -> list[str]:
-    """Delete exactly these namespaces (and, if any leaked there, root interfaces).
+    """Delete exactly these namespaces (and, if any leaked there, root interfaces); names
+    that are not a testbed's (:data:`NAME_PATTERN`) are never touched.
 
     Returns what is still there afterwards (empty when all went).
     """
+    namespaces, interfaces = testbed_names(list(namespaces)), testbed_names(list(interfaces))
     _kill_netns_processes(namespaces)
     for ns in reversed(namespaces):
         if _netns_exists(ns):
@@ -199,26 +221,60 @@ def _teardown_names(namespaces: Sequence[str], interfaces: Sequence[str]) -> lis
     return sorted(set(namespaces) & _netns_list()) + sorted(_root_links() & set(interfaces))
 
 
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM (in the main thread) until the block ends."""
+    masked = threading.current_thread() is threading.main_thread()
+    if masked:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        yield
+    finally:
+        if masked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+
+
 # --------------------------------------------------------------------------------------
 # State files
 # --------------------------------------------------------------------------------------
 
 
+def trusted(path: Path, *, kind: int) -> bool:
+    """Whether ``path`` is a file (``kind=stat.S_IFREG``) or folder (``stat.S_IFDIR``), not a
+    symbolic link, owned by root and writable by nobody else: the only state a testbed
+    trusts (``$TMPDIR/simcoll-testbed`` may be anyone's)."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return (
+        stat.S_IFMT(info.st_mode) == kind
+        and info.st_uid == 0
+        and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
 def _state_dir() -> Path:
     for folder in STATE_DIRS:
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError:
             continue
-        if os.access(folder, os.W_OK):
+        if trusted(folder, kind=stat.S_IFDIR) and os.access(folder, os.W_OK):
             return folder
-    raise TestbedError(f"no writable state folder among {', '.join(map(str, STATE_DIRS))}")
+    raise TestbedError(
+        f"no state folder owned by root and writable only by it among "
+        f"{', '.join(map(str, STATE_DIRS))}"
+    )
 
 
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    """Replace ``path`` atomically, so a kill never leaves half a state file."""
+    """Replace ``path`` atomically, so a kill never leaves half a state file; only root
+    may write it (mode 0600), as :func:`trusted` requires."""
     partial = path.with_suffix(".partial")
-    with partial.open("w") as file:
+    partial.unlink(missing_ok=True)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as file:
         json.dump(data, file, indent=1)
         file.flush()
         os.fsync(file.fileno())
@@ -226,28 +282,36 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def _state_files() -> Iterator[Path]:
+    """State files a testbed wrote: root's, in root's folders, named by a testbed id."""
     for folder in STATE_DIRS:
-        if folder.is_dir():
-            yield from sorted(folder.glob("*.json"))
+        if trusted(folder, kind=stat.S_IFDIR):
+            for path in sorted(folder.glob("*.json")):
+                if STATE_NAME.fullmatch(path.name) and trusted(path, kind=stat.S_IFREG):
+                    yield path
 
 
 def cleanup_leftovers(*, force: bool = False) -> list[str]:
     """Delete what the state files of dead testbed processes list; return the names removed.
 
-    A state file whose owner process is still running belongs to a live testbed and is
-    left alone unless ``force``. Names that no longer exist are skipped silently.
+    Only root's state files in root's folders are read (:func:`trusted`), and of what they
+    list only names a testbed makes (:data:`NAME_PATTERN`) are touched. A state file whose
+    owner process is still running belongs to a live testbed and is left alone unless
+    ``force``. Names that no longer exist are skipped silently.
     """
     removed: list[str] = []
     for path in _state_files():
         try:
             state = json.loads(path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
-        alive = _proc_start_time(state.get("pid", -1)) == state.get("pid_start")
+        if not isinstance(state, dict):
+            continue
+        pid = state.get("pid")
+        alive = isinstance(pid, int) and _proc_start_time(pid) == state.get("pid_start")
         if alive and not force:
             continue
-        namespaces = list(state.get("namespaces", []))
-        interfaces = list(state.get("interfaces", []))
+        namespaces = testbed_names(state.get("namespaces"))
+        interfaces = testbed_names(state.get("interfaces"))
         present = (set(namespaces) & _netns_list()) | (set(interfaces) & _root_links())
         left = _teardown_names(namespaces, interfaces)
         removed += sorted(present - set(left))

@@ -40,6 +40,7 @@ from validation.testbed._system import (
     _Port,
     _proc_start_time,
     _run,
+    _signals_held,
     _state_dir,
     _teardown_names,
     _write_json,
@@ -202,8 +203,7 @@ class Testbed:
                 continue
             path = folder / f"{PREFIX}{token}.json"
             try:
-                with path.open("x"):
-                    pass
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             except FileExistsError:
                 continue
             self.id, self._state_path = token, path
@@ -226,13 +226,26 @@ class Testbed:
         }
         _write_json(self._state_path, state)
 
-    def _record(self, *, namespaces: Sequence[str] = (), interfaces: Sequence[str] = ()) -> None:
-        """Write names into the state file before they are created."""
+    def _create(
+        self,
+        argv: Sequence[str],
+        *,
+        namespaces: Sequence[str] = (),
+        interfaces: Sequence[str] = (),
+    ) -> None:
+        """Run the command that creates these names, then write them into the state file.
+
+        A name is recorded only once it exists: if ``ip netns add`` fails because the name
+        is taken (someone else's namespace), teardown never deletes it. Signals are held
+        from the command to the record, so a SIGINT cannot fall between them.
+        """
         if not self._up:  # torn down by a signal handler that did not end the process
             raise TestbedError("the testbed was torn down while it was being built")
-        self._namespaces += namespaces
-        self._interfaces += interfaces
-        self._save_state()
+        with _signals_held():
+            _run(argv)
+            self._namespaces += namespaces
+            self._interfaces += interfaces
+            self._save_state()
 
     def _install_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -263,8 +276,7 @@ class Testbed:
     def _build(self) -> None:
         fab = self.fabric_namespace
         for ns in [fab, *(self.namespace(r) for r in range(self.world_size))]:
-            self._record(namespaces=[ns])
-            _run(["ip", "netns", "add", ns])
+            self._create(["ip", "netns", "add", ns], namespaces=[ns])
             _run(["ip", "-n", ns, "link", "set", "lo", "up"])
             _run(
                 ["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
@@ -273,17 +285,16 @@ class Testbed:
             )  # fmt: skip
         bridges = {node: f"{PREFIX}{self.id}-b{i}" for i, node in enumerate(self._switches)}
         for bridge in bridges.values():
-            self._record(interfaces=[bridge])
-            _run(["ip", "-n", fab, "link", "add", "name", bridge, "type", "bridge",
-                  "forward_delay", "0", "stp_state", "0"])  # fmt: skip
+            self._create(["ip", "-n", fab, "link", "add", "name", bridge, "type", "bridge",
+                          "forward_delay", "0", "stp_state", "0"], interfaces=[bridge])  # fmt: skip
             _run(["ip", "-n", fab, "link", "set", bridge, "up"])
         for rank, gpu in enumerate(self._gpus):
             switch = next(iter(self.graph.successors(gpu)))
             ns = self.namespace(rank)
             inner, outer = self.interface(rank), f"{PREFIX}{self.id}-p{rank}"
-            self._record(interfaces=[inner, outer])
-            _run(["ip", "-n", fab, "link", "add", "name", outer, "type", "veth",
-                  "peer", "name", inner, "netns", ns])  # fmt: skip
+            veth = ["ip", "-n", fab, "link", "add", "name", outer, "type", "veth", "peer",
+                    "name", inner, "netns", ns]  # fmt: skip
+            self._create(veth, interfaces=[inner, outer])
             _run(["ip", "-n", fab, "link", "set", outer, "master", bridges[switch], "up"])
             _run(["ip", "-n", ns, "addr", "add", f"{self.rank_ip(rank)}/16", "dev", inner])
             _run(["ip", "-n", ns, "link", "set", inner, "up"])
@@ -300,9 +311,8 @@ class Testbed:
         )
         for j, (u, v) in enumerate(links):
             end_u, end_v = f"{PREFIX}{self.id}-l{j}a", f"{PREFIX}{self.id}-l{j}b"
-            self._record(interfaces=[end_u, end_v])
-            _run(["ip", "-n", fab, "link", "add", "name", end_u, "type", "veth",
-                  "peer", "name", end_v])  # fmt: skip
+            self._create(["ip", "-n", fab, "link", "add", "name", end_u, "type", "veth",
+                          "peer", "name", end_v], interfaces=[end_u, end_v])  # fmt: skip
             _run(["ip", "-n", fab, "link", "set", end_u, "master", bridges[u], "up"])
             _run(["ip", "-n", fab, "link", "set", end_v, "master", bridges[v], "up"])
             self._ports += [
