@@ -76,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"simcoll: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:
-        print(f"simcoll: error: {error.filename or ''}: {error.strerror}", file=sys.stderr)
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"simcoll: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("simcoll: interrupted", file=sys.stderr)
