@@ -21,7 +21,13 @@ no shipped file names (:data:`SEED_BUILDERS`):
   duplicated rank, a GPU that only routes through a non-transit node); scenario damage
   (a bad ``topology.file``, unknown workload kind, bad sweep axes); and byte damage
   (non-UTF-8 bytes, truncation, an empty file, random bytes);
-- hypothesis properties over random mutations, random explicit graphs and random bytes.
+- hypothesis properties over random mutations, random explicit graphs and random bytes;
+- the adversarial kinds of issue 17: deep nesting (65 to 5,000 levels of TOML and JSON in
+  topology, scenario, params, node-link and sidecar files), special files (``/dev/zero``,
+  a FIFO, a socket, a directory, a symlink to a device, as any loader's input or named
+  from inside another file), ``results.jsonl`` lines that are not point records, numbers
+  past an int64 or a float (sizes, ranks, channels, times, bandwidths, efficiencies; in
+  files and through the API), and odd ``--scheduler`` addresses, fixed and random.
 
 The long run loops over random cases until its time is up and prints one line of counts;
 ``SIMCOLL_FUZZ_SEED`` (default: the clock) picks the cases, and a failure shows the file's
@@ -34,13 +40,16 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 import math
 import os
 import random
 import signal
+import socket
 import time
 import tomllib
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,9 +61,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simcoll.calibrate.read import read_measurements
 from simcoll.core.errors import SimcollError
+from simcoll.core.sizes import parse_sizes
 from simcoll.scenarios import points
 from simcoll.scenarios.scenario import Scenario, load_scenario
+from simcoll.topology.calibration import read_calibration
 from simcoll.topology.io import load
 from simcoll.topology.routing import Router
 from simcoll.topology.schema import gpu_nodes, validate
@@ -1324,3 +1336,241 @@ def test_a_cycle_of_switches_loads_and_routes_without_looping(tmp_path: Path) ->
     router = Router(load(path))
     assert router.route("gpu0", "gpu1") == (("gpu0", "s0"), ("s0", "s1"), ("s1", "gpu1"))
     assert router.route("gpu1", "gpu0") == (("gpu1", "s1"), ("s1", "s0"), ("s0", "gpu0"))
+
+
+# -- adversarial input kinds (issue 17) ------------------------------------------------------------
+#
+# Deep nesting, special files, JSON lines that are not point records, numbers past what an
+# int64 or a float holds, and odd scheduler addresses. Each attempt either works or raises
+# a SimcollError of one line (naming its file where there is one); TALLY counts them and
+# test_adversarial_tally prints the totals (run with -s).
+
+TALLY: Counter[str] = Counter()
+
+
+def attempt(kind: str, action: Callable[[], object], source: str | None = None) -> str:
+    """Run ``action``; "ok", or the text of its one-line SimcollError (else the test fails)."""
+    TALLY[f"{kind}: tried"] += 1
+    with time_guard():
+        try:
+            action()
+        except SimcollError as error:
+            text = str(error)
+            assert len(text.splitlines()) == 1, (kind, text)
+            assert text == text.strip(), (kind, text)
+            if source is not None:
+                assert text.startswith(f"{source}: "), (kind, source, text)
+            TALLY[f"{kind}: refused in one line"] += 1
+            return text
+    return "ok"
+
+
+def _nested(depth: int, shape: str, syntax: str) -> str:
+    if syntax == "json":
+        return (
+            "[" * depth + "]" * depth if shape == "array" else '{"a": ' * depth + "1" + "}" * depth
+        )
+    return "[" * depth + "]" * depth if shape == "array" else "{a = " * depth + "1" + "}" * depth
+
+
+NESTING = [(d, s) for d in (65, 600, 5000) for s in ("array", "table")]
+
+
+@pytest.mark.parametrize(("depth", "shape"), NESTING)
+def test_deep_nesting_in_every_file_format(tmp_path: Path, depth: int, shape: str) -> None:
+    toml, json_ = _nested(depth, shape, "toml"), _nested(depth, shape, "json")
+    files = {
+        "topology": ("t.toml", f"schema = 1\nx = {toml}\n", load),
+        "scenario": ("s.toml", f"schema = 1\nx = {toml}\n", load_scenario),
+        "params": ("p.toml", f"x = {toml}\n", read_calibration),
+        "node-link": ("t.json", json_, load),
+    }
+    for name, text, loader in files.values():
+        path = tmp_path / name
+        path.write_text(text)
+        message = attempt("deep nesting", lambda p=path, f=loader: f(p), str(path))
+        assert "nest" in message, message
+    runs = tmp_path / "runs.csv"
+    runs.write_text("collective,n_ranks,size_bytes,time_s\nallreduce,2,8,1e-5\n")
+    runs.with_suffix(".json").write_text(json_)
+    sidecar = str(runs.with_suffix(".json"))
+    assert "nest" in attempt("deep nesting", lambda: read_measurements(runs), sidecar)
+
+
+def _special_files(folder: Path) -> dict[str, Path]:
+    fifo = folder / "fifo.toml"
+    os.mkfifo(fifo)
+    link = folder / "link.toml"
+    link.symlink_to("/dev/zero")
+    sock = folder / "sock.toml"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(sock))
+    server.close()
+    (folder / "dir.toml").mkdir()
+    return {
+        "/dev/zero": Path("/dev/zero"),
+        "/dev/null": Path("/dev/null"),
+        "/dev/urandom": Path("/dev/urandom"),
+        "a FIFO": fifo,
+        "a symlink to /dev/zero": link,
+        "a socket": sock,
+        "a directory": folder / "dir.toml",
+    }
+
+
+def test_special_files_in_every_loader(tmp_path: Path) -> None:
+    loaders: dict[str, Callable[[Path], object]] = {
+        "topology": load,
+        "scenario": load_scenario,
+        "measurements": read_measurements,
+        "params": read_calibration,
+    }
+    for what, path in _special_files(tmp_path).items():
+        for name, loader in loaders.items():
+            message = attempt("special file", lambda f=loader, p=path: f(p), str(path))
+            assert message != "ok", (what, name)
+        # named from inside another file: a scenario's topology, an importer's file
+        scenario = tmp_path / "s.toml"
+        scenario.write_text(f'schema = 1\n[topology]\nfile = "{path}"\n[sweep]\nn_ranks = [2]\n')
+        assert attempt("special file", lambda s=scenario: _check(s)) != "ok", what
+        importer = tmp_path / "imp.toml"
+        importer.write_text(f'schema = 1\nbuilder = "nvidia_smi"\n[params]\nfile = "{path}"\n')
+        assert attempt("special file", lambda i=importer: load(i), str(importer)) != "ok", what
+
+
+def _check(path: Path) -> None:
+    points._topology.cache_clear()
+    points.check_scenario(load_scenario(path))
+
+
+NOT_RECORDS = [
+    "42", "null", "true", '"text"', "[]", "[1, 2]", "{}", '{"key": 1}', '{"key": "x"}',
+    '{"key": "x", "status": "ok"}', '{"key": "x", "status": "ok", "rows": 5}',
+    '{"key": "x", "status": "maybe", "rows": [], "elapsed_s": 0}',
+    '{"key": "x", "status": "ok", "rows": [], "elapsed_s": "soon"}',
+    '{"key": "x", "status": "ok", "rows": [], "elapsed_s": -1}',
+    "{broken", "", "   ", _nested(600, "array", "json"), _nested(5000, "table", "json"),
+    '{"key": "x", "status": "ok", "rows": [], "elapsed_s": 1e999}',
+]  # fmt: skip
+BAD_ROWS = [
+    [1], ["row"], [{"time_s": "fast"}], [{"collective": ["a"]}], [{"n_ranks": {"a": 1}}],
+    [{"collective": "allgather", "algorithm": "ring", "protocol": "none", "n_ranks": 4.5,
+      "size_bytes": 4096, "time_s": 1.0, "algbw_bytes_per_s": 1.0, "busbw_bytes_per_s": 1.0}],
+    [{"collective": "allgather", "algorithm": "ring", "protocol": "none", "n_ranks": 4,
+      "size_bytes": 4096, "time_s": None, "algbw_bytes_per_s": 1.0, "busbw_bytes_per_s": 1.0}],
+]  # fmt: skip
+
+
+def test_results_jsonl_lines_that_are_not_records(tmp_path: Path) -> None:
+    from simcoll.scenarios.outdir import RESULTS_JSONL, finished_points, run_digest  # noqa: PLC0415
+    from simcoll.scenarios.sweep import run_sweep  # noqa: PLC0415
+
+    (tmp_path / "star.toml").write_text(
+        _SEED.format("switch_star").replace("n_gpus = 8", "n_gpus = 4")
+    )
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'schema = 1\n[topology]\nfile = "star.toml"\n[workload]\ncollective = "allgather"\n'
+        '[sweep]\nsize_bytes = ["4 KiB", "8 KiB"]\n'
+    )
+    scenario = load_scenario(path)
+    run_sweep(scenario, tmp_path / "out", workers=1)
+    log = tmp_path / "out" / RESULTS_JSONL
+    first, second = log.read_text().splitlines()
+    digest = run_digest(scenario)
+    lines = [*NOT_RECORDS]
+    lines += [json.dumps({**json.loads(second), "rows": rows}) for rows in BAD_ROWS]
+    for line in lines:
+        log.write_text(f"{first}\n{line}\n{second}\n")
+        message = attempt("results.jsonl line", lambda: finished_points(log, scenario, digest))
+        blank = not line.strip()
+        assert message.startswith(f"{log}: line 2: ") or blank, (line[:40], message)
+
+
+HUGE = [2**53 + 1, 2**63, 2**64, 10**25, 10**29, 10**400]
+
+
+def test_huge_numbers_everywhere(tmp_path: Path) -> None:
+    import simcoll  # noqa: PLC0415
+    from simcoll.calibrate.nccltests.read import parse_log  # noqa: PLC0415
+    from simcoll.scenarios.scenario import parse_scenario  # noqa: PLC0415
+    from simcoll.topology import switch_star  # noqa: PLC0415
+
+    star = switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+    texts = [*(str(n) for n in HUGE), "1e300", "1e400", "-1e400", "1e-400", "9e15 TiB"]
+    csv = tmp_path / "runs.csv"
+    for text in texts:
+        size = text if text.lstrip("-").isdigit() else "8"
+        for cells in (f"allreduce,2,{text},1e-5", f"allreduce,{text},8,1", f"allreduce,2,8,{text}"):
+            csv.write_text(f"collective,n_ranks,size_bytes,time_s\n{cells}\n")
+            message = attempt("huge number", lambda: read_measurements(csv), str(csv))
+            # a size or a rank count past its cap is refused; a time of 1e300 s is only long
+            assert message != "ok" or cells.endswith(text), cells
+        assert attempt("huge number", lambda t=text: parse_sizes(t)) != "ok", text
+        log = LOG_TEMPLATE.replace("SIZE", size).replace("TIME", text.lstrip("-"))
+        attempt("huge number", lambda lg=log: parse_log(lg, source="all_reduce_perf.log"))
+    for n in HUGE:
+        for field in ("size_bytes", "n_ranks", "n_channels", "n_chunks"):
+            sweep = {field: [n]}
+            data = {"schema": 1, "topology": {"file": "t.toml"}, "sweep": sweep}
+            attempt("huge number", lambda d=data: parse_scenario(d, source="s.toml"))
+        assert attempt("huge number", lambda n=n: simcoll.build_schedule(
+            "allreduce", "ring", n_ranks=4, size_bytes=n)) != "ok"  # fmt: skip
+        assert attempt("huge number", lambda n=n: simcoll.build_schedule(
+            "allreduce", "ring", n_ranks=n, size_bytes=1024)) != "ok"  # fmt: skip
+        assert attempt("huge number", lambda n=n: simcoll.predict(star, "allreduce", [n])) != "ok"
+        assert attempt("huge number", lambda n=n: simcoll.predict(
+            star, "allreduce", [1024], params={"n_channels": n})) != "ok"  # fmt: skip
+        nodelink = tmp_path / "t.json"
+        link = {"source": "gpu0", "target": "gpu1", "kind": "nvlink", "latency_s": 1e-6}
+        gpus = [{"id": f"gpu{r}", "kind": "gpu", "rank": r} for r in (0, 1)]
+        back = {**link, "source": "gpu1", "target": "gpu0", "bandwidth_bytes_per_s": 1e9}
+        links = [{**link, "bandwidth_bytes_per_s": n}, back]
+        nodelink.write_text(json.dumps({"directed": True, "nodes": gpus, "links": links}))
+        message = attempt("huge number", lambda p=nodelink: load(p), str(nodelink))
+        assert message == "ok" or "bandwidth" in message
+        params = tmp_path / "p.toml"
+        params.write_text(f"[efficiency]\nnvlink = {n}\n")
+        assert attempt("huge number", lambda p=params: read_calibration(p), str(params)) != "ok"
+
+
+LOG_TEMPLATE = """\
+#  Rank  0 Group  0 Pid  10000 on      node0 device  0 [0x07] NVIDIA A100-SXM4-40GB
+#  Rank  1 Group  0 Pid  10000 on      node0 device  1 [0x0f] NVIDIA A100-SXM4-40GB
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+        SIZE           256     float     sum      -1    TIME    0.08    0.08      0    12.00    0.09    0.09      0
+"""  # noqa: E501 - as nccl-tests prints it
+
+SCHEDULERS = [
+    "foo", "", " ", "tcp://", "tcp://[::1", "tcp://[::1]", "tcp://[::1]:", "tcp://[::1]:8786",
+    "tcp://host", "tcp://host:", "tcp://host:0", "tcp://host:65536", "tcp://host:99999999999",
+    "tcp://host:-1", "tcp://host:port", "tcp://:8786", "inproc://x", "ucx://host:1",
+    "http://host:80", "tcp://host/path:1", "tcp://a b:1", "tcp://host:8786\n", "\x00:1",
+    "tcp://user@host:1", "tls://host:8786", "host:8786", "tcp://" + "a" * 10_000 + ":1",
+    "tcp://[::1]]:1", "tcp://[]:1", "tcp://host:1:2", "::1:8786", "tcp://127.0.0.1:8786",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("address", SCHEDULERS)
+def test_odd_scheduler_addresses(address: str) -> None:
+    from simcoll.scenarios.sweep import check_scheduler_address  # noqa: PLC0415
+
+    attempt("scheduler address", lambda: check_scheduler_address(address))
+
+
+@FUZZ
+@given(address=st.text(max_size=40))
+def test_random_scheduler_addresses(address: str) -> None:
+    from simcoll.scenarios.sweep import check_scheduler_address  # noqa: PLC0415
+
+    attempt("scheduler address", lambda: check_scheduler_address(address))
+
+
+def test_adversarial_tally() -> None:
+    """The totals of the adversarial kinds above (run after them: ``pytest -s``)."""
+    kinds = sorted({key.split(": ")[0] for key in TALLY})
+    tried = sum(TALLY[f"{k}: tried"] for k in kinds)
+    refused = sum(TALLY[f"{k}: refused in one line"] for k in kinds)
+    parts = [f"{k} {TALLY[f'{k}: tried']}/{TALLY[f'{k}: refused in one line']}" for k in kinds]
+    print(f"\nadversarial inputs: {tried} tried, {refused} refused in one line, 0 tracebacks "
+          f"({'; '.join(parts)}; tried/refused)")  # fmt: skip

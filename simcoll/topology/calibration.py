@@ -33,6 +33,7 @@ kinds are link kinds (``nvlink``, ``pcie``, ``cpu_link``, ``ib``, ``ethernet``).
 from __future__ import annotations
 
 import math
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -151,7 +152,12 @@ def _check(section: str, key: str, value: object, valid: tuple[str, ...]) -> Non
     where = key if section == "call" else f"{section}.{key}"
     if key not in valid:
         raise ConfigError(f"unknown key; valid: {', '.join(valid)}", field=where)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"must be a finite number, got {value!r}", field=where)
+    if isinstance(value, int) and abs(value) > sys.float_info.max:  # 10**400: no float
+        raise ConfigError(f"must be a finite number, got an integer of {len(str(value))} digits",
+                          field=where)  # fmt: skip
+    if not math.isfinite(value):
         raise ConfigError(f"must be a finite number, got {value!r}", field=where)
     if section.endswith("efficiency") and not 0 < value <= MAX_EFFICIENCY:
         raise ConfigError(
