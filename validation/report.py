@@ -147,8 +147,10 @@ def report(dataset: Dataset) -> list[dict[str, str]]:
         else:
             folder = out / ("uncalibrated" if index == 0 else f"view{index - 1}")
         target = str(folder.relative_to(REPO))
+        # --force: the folder also holds params.toml and the variants' folders (each folder
+        # lists what compare wrote there in .simcoll-manifest.json, and only that is replaced)
         run(["compare", *dataset.measured, *base, *dataset.compare_args, *extra,
-             "--out", target])  # fmt: skip
+             "--out", target, "--force"])  # fmt: skip
         with (folder / "summary.csv").open(encoding="utf-8") as handle:
             for row in csv.DictReader(handle):
                 rows.append({"dataset": dataset.name, "variant": label, **row})
