@@ -28,14 +28,20 @@ from simcoll.scenarios.scenario import (
     TOPOLOGY_PREFIX,
     Point,
     Scenario,
-    default_plots,
 )
 from simcoll.sim.timeline import Timeline
 from simcoll.topology import gpu_nodes, load
 from simcoll.topology.calibration import Calibration, read_calibration
 from simcoll.topology.io import source_files
 
-__all__ = ["PointResult", "check_scenario", "evaluate_point", "scenario_topology"]
+__all__ = [
+    "PointResult",
+    "check_outputs",
+    "check_scenario",
+    "default_plots",
+    "evaluate_point",
+    "scenario_topology",
+]
 
 _T = TypeVar("_T")
 
@@ -235,6 +241,26 @@ def check_scenario(scenario: Scenario) -> None:
     check_outputs(scenario)
     if TOPOLOGY_FILE_AXIS not in scenario.axes:
         scenario_topology(scenario, scenario.topology_file, dict(scenario.topology_set))
+
+
+def default_plots(kind: str, axes: dict[str, list[Any]]) -> list[str]:
+    """The plots that make sense for a workload kind and its sweep axes.
+
+    >>> default_plots("collective", {"size_bytes": [1, 2], "n_ranks": [2, 4]})
+    ['busbw_vs_size', 'scaling']
+    >>> default_plots("ddp", {"bucket_bytes": [1, 2]})
+    ['metric']
+    """
+    if kind != "collective":
+        return ["metric"] if axes else []
+    plots = []
+    if len(axes.get("size_bytes", [])) > 1:
+        plots.append("busbw_vs_size")
+    if len(axes.get("n_ranks", [])) > 1:
+        plots.append("scaling")
+    if len(axes.get("algorithm", [])) > 1 and "size_bytes" in axes and "n_ranks" in axes:
+        plots.append("crossover")
+    return plots
 
 
 #: Columns of every row that hold text, not numbers (a plot's y cannot be one of them).

@@ -6,7 +6,7 @@
 its axes make meaningful), each written atomically. :func:`write_timeline` writes one
 point's Chrome/Perfetto trace, Gantt chart and link utilisation as the point finishes.
 
-The plots a scenario gets by default are :func:`~simcoll.scenarios.scenario.default_plots`.
+The plots a scenario gets by default are :func:`~simcoll.scenarios.points.default_plots`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from simcoll.core.units import format_bytes, format_time
 from simcoll.output.folder import OutputFolder
 from simcoll.output.results import CSV_COLUMNS, Row, format_table
 from simcoll.scenarios.outdir import open_run_folder
-from simcoll.scenarios.scenario import Point, Scenario, default_plots
+from simcoll.scenarios.points import default_plots
+from simcoll.scenarios.scenario import Point, Scenario
 from simcoll.scenarios.sweep import SweepResult
 from simcoll.sim.timeline import Timeline
 

@@ -67,7 +67,6 @@ __all__ = [
     "SCENARIO_SCHEMA",
     "Point",
     "Scenario",
-    "default_plots",
     "load_scenario",
     "parse_scenario",
 ]
@@ -149,12 +148,9 @@ class Scenario:
 
     @property
     def digest(self) -> str:
-        """A hash of the scenario's data that decides the results (not the outputs wanted).
-
-        File paths enter as written in the scenario, relative to its folder, so the digest
-        does not depend on the working directory; the files' *contents* are hashed by
-        :func:`simcoll.scenarios.outdir.run_digest`.
-        """
+        """A hash of the data that decides the results (not the outputs wanted), paths as
+        written, relative to the scenario (not the cwd); ``outdir.run_digest`` adds the
+        files' *contents*."""
         workload = dict(self.workload)
         if isinstance(workload.get("calibration"), str):
             workload["calibration"] = self._relative(Path(str(workload["calibration"])))
@@ -267,26 +263,6 @@ def _parse(data: Mapping[str, Any], source: str, base: Path) -> Scenario:
         output=output,
         base=base,
     )
-
-
-def default_plots(kind: str, axes: dict[str, list[Any]]) -> list[str]:
-    """The plots that make sense for a workload kind and its sweep axes.
-
-    >>> default_plots("collective", {"size_bytes": [1, 2], "n_ranks": [2, 4]})
-    ['busbw_vs_size', 'scaling']
-    >>> default_plots("ddp", {"bucket_bytes": [1, 2]})
-    ['metric']
-    """
-    if kind != "collective":
-        return ["metric"] if axes else []
-    plots = []
-    if len(axes.get("size_bytes", [])) > 1:
-        plots.append("busbw_vs_size")
-    if len(axes.get("n_ranks", [])) > 1:
-        plots.append("scaling")
-    if len(axes.get("algorithm", [])) > 1 and "size_bytes" in axes and "n_ranks" in axes:
-        plots.append("crossover")
-    return plots
 
 
 def _check_size(axes: dict[str, list[Value]]) -> None:
