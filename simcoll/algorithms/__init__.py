@@ -15,6 +15,9 @@ Common parameters (every algorithm takes those that apply):
 ``root``
     the root rank of broadcast, reduce, gather and scatter.
 
+A plan (:mod:`simcoll.plan`) gives the ring and tree algorithms one ring or tree per
+channel (their ``rings`` and ``trees``): pass it to :func:`build_schedule` as ``plan``.
+
 >>> algorithm_names("sendrecv")
 ['direct']
 >>> build_schedule("allreduce", "ring", n_ranks=8, size_bytes=1024).n_transfers
@@ -57,6 +60,7 @@ from simcoll.core.limits import (
     check_size_bytes,
 )
 from simcoll.core.schedule import Schedule
+from simcoll.plan.channels import Plan
 
 __all__ = ["ALGORITHMS", "PARAM_MAXIMUM", "AlgorithmFn", "algorithm_names", "build_schedule"]
 
@@ -101,12 +105,17 @@ def algorithm_names(collective: Collective | str) -> list[str]:
 def build_schedule(
     collective: Collective | str,
     algorithm: str,
+    plan: Plan | None = None,
+    /,
     *,
     n_ranks: int,
     size_bytes: int,
     **params: int,
 ) -> Schedule:
     """Build the schedule of one collective call by algorithm name.
+
+    With a ``plan``, an algorithm that takes rings or trees runs the plan's, one per
+    channel (``n_channels`` is then the plan's); the others ignore it.
 
     Raises
     ------
@@ -147,7 +156,25 @@ def build_schedule(
             )
     if "root" in params and not 0 <= params["root"] < n_ranks:
         raise ConfigError(f"{c.value}: root {params['root']} is not a rank of {n_ranks}")
-    return fn(n_ranks, size_bytes, **params)
+    return fn(n_ranks, size_bytes, **params, **_from_plan(fn, plan, n_ranks))
+
+
+#: Parameters a plan gives, never a user: one ring or tree per channel.
+PLAN_PARAMS = ("rings", "trees")
+
+
+def _from_plan(fn: AlgorithmFn, plan: Plan | None, n_ranks: int) -> dict[str, object]:
+    """The keyword arguments ``plan`` gives ``fn``: its rings or trees, if it takes them."""
+    if plan is None:
+        return {}
+    if plan.n_ranks != n_ranks:
+        raise ConfigError(f"the plan has {plan.n_ranks} ranks, the call {n_ranks}")
+    taken = inspect.signature(fn).parameters
+    if "rings" in taken:
+        return {"rings": plan.rings}
+    if "trees" in taken:
+        return {"trees": plan.trees}
+    return {}
 
 
 #: The largest value of each common parameter (others, ranks and group sizes, are at most
@@ -160,5 +187,10 @@ PARAM_MAXIMUM = {
 
 
 def _accepted_params(fn: AlgorithmFn) -> list[str]:
-    """The keyword-only parameters of an algorithm function, in signature order."""
-    return [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    """The keyword-only parameters of an algorithm function a caller may set, in signature
+    order (not the plan's)."""
+    return [
+        p.name
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind is p.KEYWORD_ONLY and p.name not in PLAN_PARAMS
+    ]

@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from simcoll.algorithms._dataflow import Dataflow
-from simcoll.algorithms.ring import _ring_phase
+from simcoll.algorithms.ring import _ring_phase, ring_orders
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ScheduleError
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
@@ -228,16 +228,15 @@ def reducescatter_allgather_allreduce(
         params={"n_channels": n_channels, "n_chunks": n_chunks, "max_in_flight": max_in_flight},
     )
     b.barrier = {}
-    done = _ring_phase(
-        b, op=Op.REDUCE, block_at=-1, n_channels=n_channels, n_chunks=n_chunks, after={}
-    )
+    rings = ring_orders(n_ranks, n_channels, None)
+    done = _ring_phase(b, op=Op.REDUCE, block_at=-1, rings=rings, n_chunks=n_chunks, after={})
     # done[r, c, k]: the last reduce-scatter transfer into r (channel c, chunk k), which is
     # also the last out of r - 1.
     last_in: dict[int, list[int]] = {}
     for (rank, _, _), t in done.items():
         last_in.setdefault(rank, []).append(t)
     b.barrier = {r: last_in.get(r, []) + last_in.get((r + 1) % n_ranks, []) for r in range(n_ranks)}
-    _ring_phase(b, op=Op.COPY, block_at=0, n_channels=n_channels, n_chunks=n_chunks, after=done)
+    _ring_phase(b, op=Op.COPY, block_at=0, rings=rings, n_chunks=n_chunks, after=done)
     return b.build()
 
 

@@ -1,6 +1,8 @@
 """Ring algorithms, as NCCL runs them: channels, chunk pipelining, one peer per rank.
 
-Rank ``r`` sends only to ``(r + 1) mod n`` (the ring below is for n = 4)::
+Each channel has its own ring, an order of the ranks (from the plan,
+:mod:`simcoll.plan.search`); by default every channel's ring is the rank order, where rank
+``r`` sends only to ``(r + 1) mod n`` (the ring below is for n = 4)::
 
     0 ──► 1 ──► 2 ──► 3
     ▲                 │
@@ -8,9 +10,12 @@ Rank ``r`` sends only to ``(r + 1) mod n`` (the ring below is for n = 4)::
 
 Each block of the buffer is cut into ``n_channels`` parts, one per channel (NCCL runs one
 ring per channel, in parallel), and each part into ``n_chunks`` pieces that flow around the
-ring one after another. A piece is forwarded as soon as it has arrived, so pieces of one
-step overlap the next step: this is the pipelining the fabric honours through each
-connection's send order and in-flight window (see :mod:`simcoll.core.schedule`).
+ring one after another. The rank at position ``i`` of a channel's ring plays the part rank
+``i`` plays in the rank-order ring: it sends to position ``i + 1``, and at step ``s`` it
+forwards the block of the rank at position ``i - s``. A piece is forwarded as soon as it
+has arrived, so pieces of one step overlap the next step: this is the pipelining the fabric
+honours through each connection's send order and in-flight window (see
+:mod:`simcoll.core.schedule`).
 
 Bandwidth-optimal volumes per rank (nccl-tests ``doc/PERFORMANCE.md``): all-reduce sends
 2(n-1)/n x S, reduce-scatter and all-gather (n-1)/n x S, broadcast and reduce S (every rank
@@ -19,16 +24,48 @@ but one end of the chain).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from simcoll.core.collectives import Collective
+from simcoll.core.errors import ScheduleError
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 
 __all__ = [
     "ring_allgather",
     "ring_allreduce",
     "ring_broadcast",
+    "ring_orders",
     "ring_reduce",
     "ring_reducescatter",
 ]
+
+Rings = Sequence[Sequence[int]]
+
+
+def ring_orders(n_ranks: int, n_channels: int, rings: Rings | None) -> tuple[tuple[int, ...], ...]:
+    """The ring of every channel: ``rings`` checked, or the rank order ``n_channels`` times.
+
+    >>> ring_orders(3, 2, None)
+    ((0, 1, 2), (0, 1, 2))
+    >>> ring_orders(3, 1, [[0, 2, 1], [1, 0, 2]])
+    ((0, 2, 1), (1, 0, 2))
+
+    Raises
+    ------
+    ScheduleError
+        If a ring is not an order of the ``n_ranks`` ranks.
+    """
+    if rings is None:
+        return (tuple(range(n_ranks)),) * n_channels
+    orders = tuple(tuple(int(r) for r in ring) for ring in rings)
+    if not orders:
+        raise ScheduleError("ring: rings must hold at least one channel's order")
+    for index, order in enumerate(orders):
+        if sorted(order) != list(range(n_ranks)):
+            raise ScheduleError(
+                f"ring: channel {index}'s ring {list(order)} is not an order of {n_ranks} ranks"
+            )
+    return orders
 
 
 def _builder(
@@ -36,13 +73,21 @@ def _builder(
     n_ranks: int,
     size_bytes: int,
     *,
-    n_channels: int,
+    rings: tuple[tuple[int, ...], ...],
     n_chunks: int,
     max_in_flight: int,
     root: int = 0,
 ) -> ScheduleBuilder:
     # All-reduce has a single block; the ring cuts it into n ring blocks of its own.
     ring_blocks = n_ranks if collective is Collective.ALLREDUCE else 1
+    n_channels = len(rings)
+    params: dict[str, object] = {
+        "n_channels": n_channels,
+        "n_chunks": n_chunks,
+        "max_in_flight": max_in_flight,
+    }
+    if any(ring != tuple(range(n_ranks)) for ring in rings):
+        params["rings"] = rings
     return ScheduleBuilder(
         collective,
         "ring",
@@ -51,7 +96,7 @@ def _builder(
         pieces_per_block=ring_blocks * n_channels * n_chunks,
         root=root,
         max_in_flight=max_in_flight,
-        params={"n_channels": n_channels, "n_chunks": n_chunks, "max_in_flight": max_in_flight},
+        params=params,
     )
 
 
@@ -60,36 +105,39 @@ def _ring_phase(
     *,
     op: Op,
     block_at: int,
-    n_channels: int,
+    rings: tuple[tuple[int, ...], ...],
     n_chunks: int,
     after: dict[tuple[int, int, int], int],
 ) -> dict[tuple[int, int, int], int]:
-    """n - 1 ring steps; at step s rank r sends ring block (r + block_at - s) mod n to r + 1.
+    """n - 1 ring steps; at step s the rank at position i of a channel's ring sends the
+    block of the rank at position (i + block_at - s) mod n to position i + 1.
 
-    Ring block i is pieces [i * P, (i + 1) * P) with P = n_channels * n_chunks: for
-    all-gather and reduce-scatter that is the collective's block i.
+    Block k is pieces [k * P, (k + 1) * P) with P = n_channels * n_chunks: for all-gather
+    and reduce-scatter that is the collective's block k (rank k's).
 
     ``after[r, c, j]`` is the transfer that must arrive at rank r before its first send
     of channel c, chunk j. Returns the same map for the transfers this phase delivers last.
     """
     n = b.n_ranks
+    n_channels = len(rings)
     last = dict(after)
     for step in range(n - 1):
         arrived: dict[tuple[int, int, int], int] = {}
         for chunk in range(n_chunks):
-            for rank in range(n):
-                block = (rank + block_at - step) % n
-                for channel in range(n_channels):
+            for position in range(n):
+                for channel, ring in enumerate(rings):
+                    rank, successor = ring[position], ring[(position + 1) % n]
+                    block = ring[(position + block_at - step) % n]
                     dep = last.get((rank, channel, chunk))
                     t = b.add(
                         src=rank,
-                        dst=(rank + 1) % n,
+                        dst=successor,
                         pieces=[(block * n_channels + channel) * n_chunks + chunk],
                         op=op,
                         channel=channel,
                         deps=() if dep is None else (dep,),
                     )
-                    arrived[(rank + 1) % n, channel, chunk] = t
+                    arrived[successor, channel, chunk] = t
         last = arrived
     return last
 
@@ -101,6 +149,7 @@ def ring_reducescatter(
     n_channels: int = 1,
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    rings: Rings | None = None,
 ) -> Schedule:
     """Ring reduce-scatter: n - 1 steps; rank r ends with block r reduced over all ranks.
 
@@ -110,15 +159,16 @@ def ring_reducescatter(
     >>> s.n_transfers, s.bytes_sent_per_rank().tolist()
     (12, [48, 48, 48, 48])
     """
+    orders = ring_orders(n_ranks, n_channels, rings)
     b = _builder(
         Collective.REDUCESCATTER,
         n_ranks,
         size_bytes,
-        n_channels=n_channels,
+        rings=orders,
         n_chunks=n_chunks,
         max_in_flight=max_in_flight,
     )
-    _ring_phase(b, op=Op.REDUCE, block_at=-1, n_channels=n_channels, n_chunks=n_chunks, after={})
+    _ring_phase(b, op=Op.REDUCE, block_at=-1, rings=orders, n_chunks=n_chunks, after={})
     return b.build()
 
 
@@ -129,6 +179,7 @@ def ring_allgather(
     n_channels: int = 1,
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    rings: Rings | None = None,
 ) -> Schedule:
     """Ring all-gather: n - 1 steps; at step s rank r forwards block (r - s) mod n.
 
@@ -136,15 +187,16 @@ def ring_allgather(
     >>> s.n_transfers, s.transfer_bytes.tolist()[:2]
     (24, [8, 8])
     """
+    orders = ring_orders(n_ranks, n_channels, rings)
     b = _builder(
         Collective.ALLGATHER,
         n_ranks,
         size_bytes,
-        n_channels=n_channels,
+        rings=orders,
         n_chunks=n_chunks,
         max_in_flight=max_in_flight,
     )
-    _ring_phase(b, op=Op.COPY, block_at=0, n_channels=n_channels, n_chunks=n_chunks, after={})
+    _ring_phase(b, op=Op.COPY, block_at=0, rings=orders, n_chunks=n_chunks, after={})
     return b.build()
 
 
@@ -155,6 +207,7 @@ def ring_allreduce(
     n_channels: int = 1,
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    rings: Rings | None = None,
 ) -> Schedule:
     """Ring all-reduce: a ring reduce-scatter, then a ring all-gather; 2(n - 1) steps.
 
@@ -164,33 +217,37 @@ def ring_allreduce(
     >>> s.n_transfers, s.bytes_sent_per_rank().tolist()
     (24, [96, 96, 96, 96])
     """
+    orders = ring_orders(n_ranks, n_channels, rings)
     b = _builder(
         Collective.ALLREDUCE,
         n_ranks,
         size_bytes,
-        n_channels=n_channels,
+        rings=orders,
         n_chunks=n_chunks,
         max_in_flight=max_in_flight,
     )
-    done = _ring_phase(
-        b, op=Op.REDUCE, block_at=-1, n_channels=n_channels, n_chunks=n_chunks, after={}
-    )
-    _ring_phase(b, op=Op.COPY, block_at=0, n_channels=n_channels, n_chunks=n_chunks, after=done)
+    done = _ring_phase(b, op=Op.REDUCE, block_at=-1, rings=orders, n_chunks=n_chunks, after={})
+    _ring_phase(b, op=Op.COPY, block_at=0, rings=orders, n_chunks=n_chunks, after=done)
     return b.build()
 
 
-def _chain(b: ScheduleBuilder, *, first: int, op: Op, n_channels: int, n_chunks: int) -> None:
-    """Pass every piece along first -> first + 1 -> ... (n - 1 hops), pipelined."""
+def _chain(
+    b: ScheduleBuilder, *, root: int, op: Op, rings: tuple[tuple[int, ...], ...], n_chunks: int
+) -> None:
+    """Pass every piece along each channel's ring (n - 1 hops), pipelined: from the root
+    for a copy (broadcast), from the root's successor to the root for a reduction."""
     n = b.n_ranks
+    after_root = 1 if op is Op.REDUCE else 0
+    starts = [ring.index(root) + after_root for ring in rings]
     previous: dict[tuple[int, int], int] = {}
     for hop in range(n - 1):
-        src = (first + hop) % n
         for chunk in range(n_chunks):
-            for channel in range(n_channels):
+            for channel, ring in enumerate(rings):
+                position = (starts[channel] + hop) % n
                 dep = previous.get((channel, chunk))
                 previous[channel, chunk] = b.add(
-                    src=src,
-                    dst=(src + 1) % n,
+                    src=ring[position],
+                    dst=ring[(position + 1) % n],
                     pieces=[channel * n_chunks + chunk],
                     op=op,
                     channel=channel,
@@ -206,23 +263,25 @@ def ring_broadcast(
     n_channels: int = 1,
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    rings: Rings | None = None,
 ) -> Schedule:
-    """Ring broadcast: pieces flow root -> root + 1 -> ... -> root - 1, pipelined.
+    """Ring broadcast: pieces flow from the root around each channel's ring, pipelined.
 
     >>> s = ring_broadcast(4, 64, root=2, n_chunks=2)
     >>> [(t.src, t.dst) for t in s.transfers()][:3]
     [(2, 3), (2, 3), (3, 0)]
     """
+    orders = ring_orders(n_ranks, n_channels, rings)
     b = _builder(
         Collective.BROADCAST,
         n_ranks,
         size_bytes,
-        n_channels=n_channels,
+        rings=orders,
         n_chunks=n_chunks,
         max_in_flight=max_in_flight,
         root=root,
     )
-    _chain(b, first=root, op=Op.COPY, n_channels=n_channels, n_chunks=n_chunks)
+    _chain(b, root=root, op=Op.COPY, rings=orders, n_chunks=n_chunks)
     return b.build()
 
 
@@ -234,21 +293,23 @@ def ring_reduce(
     n_channels: int = 1,
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    rings: Rings | None = None,
 ) -> Schedule:
-    """Ring reduce: partial sums flow root + 1 -> root + 2 -> ... -> root, pipelined.
+    """Ring reduce: partial sums flow around each channel's ring into the root, pipelined.
 
     >>> s = ring_reduce(3, 30, root=0)
     >>> [(t.src, t.dst, t.op.value) for t in s.transfers()]
     [(1, 2, 'reduce'), (2, 0, 'reduce')]
     """
+    orders = ring_orders(n_ranks, n_channels, rings)
     b = _builder(
         Collective.REDUCE,
         n_ranks,
         size_bytes,
-        n_channels=n_channels,
+        rings=orders,
         n_chunks=n_chunks,
         max_in_flight=max_in_flight,
         root=root,
     )
-    _chain(b, first=root + 1, op=Op.REDUCE, n_channels=n_channels, n_chunks=n_chunks)
+    _chain(b, root=root, op=Op.REDUCE, rings=orders, n_chunks=n_chunks)
     return b.build()

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from simcoll.core.collectives import Collective
+from simcoll.core.errors import ScheduleError
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 from simcoll.plan.trees import Tree, binomial_tree, msb_binomial_tree, node_trees
 
@@ -260,26 +261,39 @@ def tree_allreduce(
     n_channels: int = 1,
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    trees: Sequence[Tree] | None = None,
 ) -> Schedule:
-    """NCCL's double-binary-tree all-reduce: half the buffer reduced and broadcast per tree.
+    """NCCL's double-binary-tree all-reduce: each channel reduces its share of the buffer up
+    its tree and broadcasts it back down.
 
-    Channels 0, 2, ... run tree 0 and channels 1, 3, ... tree 1 (2 x n_channels in all).
-    With ``gpus_per_node = g`` the trees span nodes of g consecutive ranks with a chain
-    inside each node, as NCCL builds them (:func:`node_trees`); ``predict`` sets it from
-    the topology's servers.
+    Without ``trees``, channels 0, 2, ... run tree 0 and channels 1, 3, ... tree 1 of
+    :func:`~simcoll.plan.trees.node_trees` (2 x n_channels in all): with ``gpus_per_node =
+    g`` the trees span nodes of g consecutive ranks with a chain inside each node, as NCCL
+    builds them. With ``trees`` (one per channel, from a plan), channel c runs
+    ``trees[c]`` and ``n_channels`` and ``gpus_per_node`` are not used.
 
     >>> s = tree_allreduce(4, 64)
     >>> s.n_channels, s.bytes_sent_per_rank().tolist()
     (2, [64, 128, 128, 64])
     """
-    b = _builder(Collective.ALLREDUCE, n_ranks, size_bytes, n_channels=n_channels,
-                 n_chunks=n_chunks, max_in_flight=max_in_flight, trees=2)  # fmt: skip
+    if trees is None:
+        pair = node_trees(n_ranks, gpus_per_node)
+        per_channel = [pair[c % 2] for c in range(2 * n_channels)]
+    else:
+        per_channel = list(trees)
+        for index, tree in enumerate(per_channel):
+            if sorted(tree.top_down()) != list(range(n_ranks)):
+                raise ScheduleError(f"tree: channel {index}'s tree does not span {n_ranks} ranks")
+    # Without trees the parameter counts channels per tree, as before plans existed.
+    shares = (n_channels, 2) if trees is None else (len(per_channel), 1)
+    b = _builder(Collective.ALLREDUCE, n_ranks, size_bytes, n_channels=shares[0],
+                 n_chunks=n_chunks, max_in_flight=max_in_flight, trees=shares[1])  # fmt: skip
 
     def pieces(_: int, channel: int, chunk: int) -> list[int]:
         return [channel * n_chunks + chunk]
 
-    for index, tree in enumerate(node_trees(n_ranks, gpus_per_node)):
-        lanes = _lanes(range(index, 2 * n_channels, 2), n_chunks)
+    for channel, tree in enumerate(per_channel):
+        lanes = _lanes([channel], n_chunks)
         reduced = _up(b, tree, lanes, pieces, Op.REDUCE)
         at_root = {key: ts for key, ts in reduced.items() if key[0] == tree.root}
         _down(b, tree, lanes, pieces, at_root=at_root)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from simcoll.cli._args import Parser
 from simcoll.cli.bench import add_bench
 from simcoll.cli.calibrate import add_calibrate, add_compare
+from simcoll.cli.plan import add_plan
 from simcoll.cli.predict import add_predict
 from simcoll.cli.run import add_run
 from simcoll.cli.topo import add_topo
@@ -36,6 +37,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sub.required = True
     add_predict(sub)
     add_topo(sub)
+    add_plan(sub)
     add_run(sub)
     add_calibrate(sub)
     add_compare(sub)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Literal
+
+import networkx as nx
 
 from simcoll.algorithms import algorithm_names
 from simcoll.cli._args import SubParsers, positive_int_at_most
@@ -15,11 +18,15 @@ from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_CHANNELS, MAX_CHUNKS, MAX_IN_FLIGHT, MAX_RANKS
 from simcoll.core.sizes import align_size_bytes, parse_sizes
 from simcoll.core.units import format_bytes
-from simcoll.output.results import format_table, to_csv, to_json
+from simcoll.output.results import Row, format_table, to_csv, to_json
+from simcoll.plan.channels import Plan
+from simcoll.plan.nccl_log import plan_from_log, read_nccl_log
+from simcoll.plan.placement import place_ranks
+from simcoll.plan.tuning import parse_nccl_knobs
 from simcoll.prediction import predict
 from simcoll.prediction.choices import DEFAULT_ALGORITHM
 from simcoll.topology import gpu_nodes, load, parse_overrides
-from simcoll.topology.calibration import read_calibration
+from simcoll.topology.calibration import Calibration, read_calibration
 
 __all__ = ["add_predict"]
 
@@ -49,7 +56,8 @@ def add_predict(sub: SubParsers) -> None:
         default=None,
         help=f"algorithm (default: {DEFAULT_ALGORITHM} where the collective has it, "
         "else direct); 'auto' simulates NCCL's algorithms (ring, tree, nvls, sharp) where "
-        "the topology can run them and keeps the fastest per size; 'all' tries every one",
+        "the topology can run them and keeps the fastest per size; 'nccl' simulates the "
+        "(algorithm, protocol) NCCL's own tuning model picks per size; 'all' tries every one",
     )
     p.add_argument("--protocol", metavar="NAME|auto", default="auto",
                    help="NCCL protocol: LL (half the wire is data, lowest per-step latency), "
@@ -77,21 +85,40 @@ def add_predict(sub: SubParsers) -> None:
         "--ranks",
         type=positive_int_at_most(MAX_RANKS),
         metavar="N",
-        help="number of ranks, on GPUs 0..N-1 (default: every GPU of the topology)",
+        help="number of ranks (default: every GPU of the topology), placed by --placement",
     )
+    p.add_argument("--placement", default="linear", metavar="linear|random[:SEED]|FILE",
+                   help="which GPU each rank runs on: 'linear' (default: rank r on GPU r), "
+                   "'random' or 'random:SEED' (a seeded random choice of GPUs, as a "
+                   "scheduler that ignores the network would make), or a file naming one "
+                   "GPU per line (a node id such as gpu12, or its number)")  # fmt: skip
+    p.add_argument("--plan", default="nccl", metavar="nccl|rank|LOG",
+                   help="the rings, trees and NICs of each channel: 'nccl' (default: what "
+                   "NCCL's graph search builds for this topology and placement), 'rank' "
+                   "(one ring in rank order, the textbook model), or an NCCL_DEBUG=INFO log "
+                   "of a real run whose 'Channel'/'Trees' lines are simulated exactly "
+                   "(see 'simcoll plan show')")  # fmt: skip
+    p.add_argument("--nccl", metavar="NAME=VALUE", action="append", default=[],
+                   help="an NCCL setting of the run, as in its environment: "
+                   "NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS (or NCCL_MIN_CTAS, "
+                   "NCCL_MAX_CTAS), NCCL_BUFFSIZE, NCCL_ALGO, NCCL_PROTO (repeatable; "
+                   "simcoll never reads the environment itself)")  # fmt: skip
     p.add_argument("--channels", type=positive_int_at_most(MAX_CHANNELS), metavar="N",
-                   help=f"parallel channels (default 1, at most {MAX_CHANNELS})")  # fmt: skip
+                   help="channels used at every size (default: NCCL's choice per size on "
+                   f"the plan; 1 with --plan rank; at most {MAX_CHANNELS})")  # fmt: skip
     p.add_argument(
         "--chunks",
         type=positive_int_at_most(MAX_CHUNKS),
         metavar="N",
-        help="pipelined chunks per channel and block (default 1)",
+        help="pipelined pieces per channel and block (default: NCCL's slices per protocol "
+        "on the plan, about 512 KiB pieces with --plan rank)",
     )
     p.add_argument(
         "--window",
         type=positive_int_at_most(MAX_IN_FLIGHT),
         metavar="N",
-        help="transfers in flight per connection (default 8, NCCL's step slots)",
+        help="pieces in flight per connection (default: NCCL's, 8 slots over the slots a "
+        "piece takes)",
     )
     p.add_argument(
         "--root",
@@ -107,8 +134,10 @@ def add_predict(sub: SubParsers) -> None:
         help="also write a plot of bus bandwidth against size to this PNG file (not an "
         "existing file simcoll did not write)",
     )
-    p.add_argument("--params", type=Path, metavar="PARAMS.toml",
-                   help="calibration from `simcoll calibrate` to simulate with")  # fmt: skip
+    p.add_argument("--params", metavar="PARAMS.toml|none",
+                   help="calibration to simulate with: a file from `simcoll calibrate`, or "
+                   "'none' for the bare links; default: the parameters the topology file "
+                   "carries (fitted on public measurements), else the bare links")  # fmt: skip
     p.set_defaults(run=_predict)
 
 
@@ -120,9 +149,9 @@ def _checked_choices(args: argparse.Namespace) -> tuple[Collective, str]:
         raise ConfigError(f"unknown --protocol {args.protocol!r}; valid: {', '.join(PROTOCOLS)}")
     names = algorithm_names(collective)
     algorithm = args.algorithm or (DEFAULT_ALGORITHM if DEFAULT_ALGORITHM in names else "direct")
-    if algorithm not in ("auto", "all") and algorithm not in names:
+    if algorithm not in ("auto", "all", "nccl") and algorithm not in names:
         raise ConfigError(f"{collective.value} has no algorithm {algorithm!r}; valid: "
-                          f"{', '.join(names)}, auto, all")  # fmt: skip
+                          f"{', '.join(names)}, auto, nccl, all")  # fmt: skip
     if args.model == "nccl":
         ignored = [f for f, v in (("--chunks", args.chunks), ("--window", args.window)) if v]
         if ignored:
@@ -141,7 +170,7 @@ def _check_plot(args: argparse.Namespace) -> None:
     name = str(args.plot)
     if Path(name).suffix.lower() != ".png":
         raise ConfigError(f"must name a .png file, got {name!r}", field="--plot")
-    inputs = [args.topology] + ([args.params] if args.params else [])
+    inputs = [args.topology] + ([args.params] if args.params not in (None, "none") else [])
     check_output(name, mark=PNG_MARK, inputs=inputs, what="--plot")
 
 
@@ -157,26 +186,27 @@ def _predict(args: argparse.Namespace) -> int:
     params = {k: v for k, v in (("n_channels", args.channels), ("n_chunks", args.chunks),
               ("max_in_flight", args.window), ("root", args.root)) if v is not None}  # fmt: skip
     protocol = None if args.protocol == "none" else args.protocol
-    calibration = read_calibration(args.params) if args.params else None
+    calibration = _calibration(args.params)
+    knobs = parse_nccl_knobs(args.nccl)
+    plan = _plan(args.plan, topology, n_ranks, args.placement)
     result = predict(topology, collective, sizes, algorithm=algorithm, protocol=protocol,
                      model=args.model, n_ranks=n_ranks, params=params,
-                     skip_too_small=is_range, calibration=calibration)  # fmt: skip
-    title = (
-        f"simcoll predict: {collective.value} on {args.topology}"
-        f" ({topology.graph.get('description', '')})\n"
-        f"{n_ranks} ranks, algorithm {algorithm}, protocol {args.protocol}, model {args.model}; "
-        "simulated times, bandwidths in GB/s = 1e9 B/s"
-    )
+                     skip_too_small=is_range, calibration=calibration,
+                     placement=args.placement, plan=plan, knobs=knobs)  # fmt: skip
+    title = _title(args, topology, collective, algorithm, n_ranks=n_ranks,
+                   calibration=calibration, rows=result.rows)  # fmt: skip
     if args.format == "csv":
         sys.stdout.write(to_csv(result.rows))
     elif args.format == "json":
         sys.stdout.write(to_json(result.rows))
     else:
         print(format_table(result.rows, title=title))
-        if {"auto", "all"} & {algorithm, args.protocol} and result.rows:
+        if {"auto", "all", "nccl"} & {algorithm, args.protocol} and result.rows:
             how = (
                 "simulation" if args.model in ("flow", "ideal", "packet") else f"{args.model} model"
             )
+            if algorithm == "nccl":
+                how = "NCCL's tuning model, then simulated"
             print(f"# Picked by {how}: {_picks(result.rows)}")
     if result.skipped:
         smallest = max(size for size, _ in result.skipped)
@@ -185,6 +215,58 @@ def _predict(args: argparse.Namespace) -> int:
     if args.plot is not None:
         _plot(args, result.rows, topology, collective)
     return 0
+
+
+def _calibration(value: str | None) -> Calibration | Literal["default"] | None:
+    """``--params``: a file, ``none`` (bare links) or, when absent, the topology's own."""
+    if value is None:
+        return "default"
+    if value == "none":
+        return None
+    return read_calibration(value)
+
+
+def _plan(
+    value: str, topology: nx.DiGraph[str], n_ranks: int, placement: str
+) -> Plan | Literal["nccl", "rank"]:
+    """``--plan``: ``nccl``, ``rank``, or the plan of an NCCL log on the placed ranks."""
+    if value == "nccl":
+        return "nccl"
+    if value == "rank":
+        return "rank"
+    log = read_nccl_log(value)
+    nodes = place_ranks(topology, log.n_ranks or n_ranks, placement)
+    return plan_from_log(log, topology, nodes, placement=placement)
+
+
+def _title(
+    args: argparse.Namespace,
+    topology: nx.DiGraph[str],
+    collective: Collective,
+    algorithm: str,
+    *,
+    n_ranks: int,
+    calibration: Calibration | str | None,
+    rows: list[Row],
+) -> str:
+    """The table's header: what ran where, with which plan, placement, routing, params."""
+    if calibration == "default":
+        calibration = topology.graph.get("calibration")
+    params = "bare links" if calibration is None else "calibrated"
+    if isinstance(calibration, Calibration) and calibration.provenance.get("source"):
+        params = f"calibrated ({calibration.provenance['source']})"
+    channels = sorted({r.n_channels for r in rows if r.n_channels})
+    plan = rows[0].plan if rows and rows[0].plan else args.plan
+    used = f", {channels[0]}..{channels[-1]} channels" if len(channels) > 1 else (
+        f", {channels[0]} channels" if channels else "")  # fmt: skip
+    return (
+        f"simcoll predict: {collective.value} on {args.topology}"
+        f" ({topology.graph.get('description', '')})\n"
+        f"{n_ranks} ranks, algorithm {algorithm}, protocol {args.protocol}, model {args.model}; "
+        "simulated times, bandwidths in GB/s = 1e9 B/s\n"
+        f"plan {plan}{used}; placement {args.placement}; routing "
+        f"{topology.graph.get('routing', 'ecmp')}; {params}"
+    )
 
 
 def _picks(rows: list) -> str:  # type: ignore[type-arg]

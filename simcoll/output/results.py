@@ -71,6 +71,13 @@ class Row:
     max_rank_sent_bytes: int = 0
     max_rank_received_bytes: int = 0
     max_link_bytes: float = 0.0
+    # How the run was laid out: channels used, where ranks were placed (linear,
+    # random:SEED or a file), the routing rule, and the plan (nccl: NCCL's search; rank
+    # order; or the NCCL log it was read from).
+    n_channels: int = 0
+    placement: str = "linear"
+    routing: str = ""
+    plan: str = ""
 
     @classmethod
     def from_time(

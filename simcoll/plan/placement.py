@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
+from pathlib import Path
 
 import networkx as nx
+import numpy as np
 
-from simcoll.core.errors import (
-    ConfigError,
-    TopologyError,
-)
+from simcoll.core.errors import ConfigError, TopologyError
+from simcoll.core.files import read_input_text
 from simcoll.core.schedule import Schedule
 from simcoll.topology import NodeKind, Router, gpu_nodes
 
 __all__ = [
+    "PLACEMENTS",
     "gpus_per_host",
     "map_ranks",
+    "place_ranks",
     "ranks_per_reducing_switch",
     "switch_endpoints",
 ]
@@ -92,6 +95,80 @@ def gpus_per_host(topology: nx.DiGraph[str], n_ranks: int) -> int:
         host = topology.nodes[node].get("host")
         hosts[host] = hosts.get(host, 0) + 1
     return math.gcd(*hosts.values())
+
+
+#: The placements :func:`place_ranks` takes besides a file: ``linear`` (rank r on the GPU
+#: whose ``rank`` is r) and ``random`` or ``random:SEED`` (a seeded random choice of GPUs).
+PLACEMENTS = ("linear", "random", "random:SEED")
+_RANDOM = re.compile(r"^random(?::(?P<seed>-?\d+))?$")
+#: Placement files are small; a bigger file is refused before it is read.
+MAX_PLACEMENT_FILE_BYTES = 4 * 2**20
+
+
+def place_ranks(
+    topology: nx.DiGraph[str], n_ranks: int, placement: str = "linear"
+) -> tuple[str, ...]:
+    """GPU node of each rank, by ``placement``.
+
+    ``linear``: rank r on the GPU whose ``rank`` attribute is r (:func:`map_ranks`).
+    ``random`` or ``random:SEED``: ``n_ranks`` GPUs drawn without replacement, in random
+    order, by numpy's ``default_rng(SEED)`` (SEED 0 by default), as a scheduler that does
+    not care where a job lands would. Anything else is a file: one GPU per line for ranks
+    0, 1, ..., each a GPU node id (``gpu12``) or the GPU's ``rank`` number; ``#`` starts
+    a comment. Its first ``n_ranks`` GPUs are used.
+
+    >>> from simcoll.topology import switch_star
+    >>> star = switch_star(8, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+    >>> place_ranks(star, 3), place_ranks(star, 3, "random:1")
+    (('gpu0', 'gpu1', 'gpu2'), ('gpu5', 'gpu0', 'gpu1'))
+
+    Raises
+    ------
+    ConfigError
+        On too few GPUs, or a placement file that is missing, not a regular file, too
+        big, names an unknown GPU, names one twice or holds fewer than ``n_ranks``; the
+        message names the file and line.
+    """
+    nodes = map_ranks(topology, n_ranks)  # checks n_ranks against the GPUs
+    if placement == "linear":
+        return nodes
+    match = _RANDOM.match(placement)
+    gpus = gpu_nodes(topology)
+    if match is not None:
+        seed = int(match["seed"] or 0)
+        if seed < 0:
+            raise ConfigError(f"the seed must be >= 0, got {seed}", field="--placement")
+        chosen = np.random.default_rng(seed).permutation(len(gpus))[:n_ranks]
+        return tuple(gpus[int(i)] for i in chosen)
+    return _placement_file(Path(placement), gpus, n_ranks)
+
+
+def _placement_file(path: Path, gpus: list[str], n_ranks: int) -> tuple[str, ...]:
+    source = str(path)
+    missing = "no such file (a placement is linear, random, random:SEED or a file of GPUs)"
+    text = read_input_text(path, missing=missing, max_bytes=MAX_PLACEMENT_FILE_BYTES)
+    lines = text.splitlines()
+    known = set(gpus)
+    chosen: list[str] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        gpu = gpus[int(text)] if text.isdigit() and int(text) < len(gpus) else text
+        where = f"line {number}"
+        if gpu not in known:
+            raise ConfigError(f"no GPU {text!r} in the topology", source=source, field=where)
+        if gpu in seen:
+            raise ConfigError(
+                f"GPU {gpu!r} is placed twice (also line {seen[gpu]})", source=source, field=where
+            )
+        seen[gpu] = number
+        chosen.append(gpu)
+        if len(chosen) == n_ranks:
+            return tuple(chosen)
+    raise ConfigError(f"places {len(chosen)} ranks, fewer than the {n_ranks} asked for",
+                      source=source)  # fmt: skip
 
 
 def switch_endpoints(

@@ -1,20 +1,38 @@
-"""Per-size tuning: how a call is cut into pieces, and which protocols an algorithm runs
-with (NCCL runs NVLS and CollNet with Simple only)."""
+"""Per-size tuning: how many channels a call uses, how it is cut into pieces, how many
+pieces are in flight, and which protocols an algorithm runs with.
+
+For the ring and tree algorithms on a plan this is NCCL's own per-call tuning
+(``enqueue.cc:getAlgoInfo``/``topoGetAlgoInfo``, ``calcCollChunking``, ``init.cc:
+computeBuffSizes``; NCCL 2.18 to 2.28, notes in :func:`tune_call`); the other algorithms
+cut transfers to about :data:`CHUNK_TARGET_BYTES`. The knobs NCCL users set in the
+environment (``NCCL_MIN_NCHANNELS``, ``NCCL_MAX_NCHANNELS``, ``NCCL_BUFFSIZE``,
+``NCCL_ALGO``, ``NCCL_PROTO``) are :class:`NcclKnobs`, given explicitly: simcoll never
+reads the environment.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from simcoll.core.collectives import Collective
-from simcoll.core.errors import ConfigError
+from simcoll.core.errors import ConfigError, UnitError
 from simcoll.core.protocols import PROTOCOLS, Protocol, parse_protocol
+from simcoll.core.units import parse_size_bytes
 
 __all__ = [
     "CHUNK_TARGET_BYTES",
     "MAX_DEFAULT_CHUNKS",
+    "CallTuning",
+    "NcclKnobs",
     "default_chunks",
+    "parse_nccl_knobs",
     "protocol_allowed",
     "protocols_for",
     "ring_chunks",
     "runnable_with",
+    "tune_call",
 ]
 
 #: NCCL's Simple protocol moves a channel's data in steps of 512 KiB (a 4 MiB buffer in
@@ -91,3 +109,189 @@ def ring_chunks(collective: Collective, n_ranks: int, size_bytes: int, n_channel
     parts = ring_blocks * n_channels
     largest = -(-collective.block_bytes(size_bytes, n_ranks) // parts)
     return max(1, min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES)))
+
+
+#: NCCL's slots per connection (``NCCL_STEPS``, ``src/include/device.h``).
+NCCL_STEPS = 8
+#: NCCL's default buffers per connection and protocol (``init.cc:computeBuffSizes``):
+#: Simple ``NCCL_BUFFSIZE`` 4 MiB; LL 8 lines of 16 B per thread x 512 threads x 8 steps;
+#: LL128 120 elements of 8 B per thread x 640 threads x 8 steps.
+DEFAULT_BUFFSIZE_BYTES = 4 * 2**20
+LL_BUFFSIZE_BYTES = 8 * 16 * 512 * NCCL_STEPS
+LL128_BUFFSIZE_BYTES = 120 * 8 * 640 * NCCL_STEPS
+#: Compute channels NCCL can run (MAXCHANNELS, 64 from NCCL 2.23; 32 before).
+MAX_CHANNELS = 64
+
+
+@dataclass(frozen=True)
+class NcclKnobs:
+    """What users of real NCCL set in the environment, as simcoll takes them.
+
+    ``min_channels`` / ``max_channels`` clamp the plan's channels (``NCCL_MIN_NCHANNELS``
+    or ``NCCL_MIN_CTAS``, ``NCCL_MAX_NCHANNELS`` or ``NCCL_MAX_CTAS``; NCCL extends to the
+    minimum by repeating its channels); ``buffsize_bytes`` is the Simple buffer
+    (``NCCL_BUFFSIZE``); ``algorithm`` and ``protocol`` are ``NCCL_ALGO`` and ``NCCL_PROTO``
+    (one name each).
+    """
+
+    min_channels: int | None = None
+    max_channels: int | None = None
+    buffsize_bytes: int = DEFAULT_BUFFSIZE_BYTES
+    algorithm: str | None = None
+    protocol: str | None = None
+
+    def channels(self, plan_channels: int) -> int:
+        """The channels a communicator runs: the plan's, clamped by the knobs.
+
+        >>> NcclKnobs(min_channels=24).channels(16), NcclKnobs(max_channels=4).channels(16)
+        (24, 4)
+        """
+        n = plan_channels if self.max_channels is None else min(plan_channels, self.max_channels)
+        if self.min_channels is not None:
+            n = max(n, self.min_channels)
+        return max(1, min(n, MAX_CHANNELS))
+
+
+_KNOB_OF_ENV = {
+    "NCCL_MIN_NCHANNELS": "min_channels",
+    "NCCL_MIN_CTAS": "min_channels",
+    "NCCL_MAX_NCHANNELS": "max_channels",
+    "NCCL_MAX_CTAS": "max_channels",
+    "NCCL_BUFFSIZE": "buffsize_bytes",
+    "NCCL_ALGO": "algorithm",
+    "NCCL_PROTO": "protocol",
+}
+_NCCL_ALGOS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "collnet": "sharp",
+               "collnetdirect": "sharp", "collnetchain": "sharp"}  # fmt: skip
+
+
+def parse_nccl_knobs(items: Sequence[str], *, field: str = "--nccl") -> NcclKnobs:
+    """``NAME=VALUE`` settings of NCCL's environment variables as :class:`NcclKnobs`.
+
+    >>> parse_nccl_knobs(["NCCL_MIN_NCHANNELS=24", "NCCL_ALGO=Ring", "NCCL_BUFFSIZE=8388608"])
+    NcclKnobs(min_channels=24, max_channels=None, buffsize_bytes=8388608, algorithm='ring', \
+protocol=None)
+
+    Raises
+    ------
+    ConfigError
+        On an unknown variable (the message lists the known ones) or a bad value.
+    """
+    values: dict[str, object] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name, raw = name.strip(), raw.strip()
+        where = f"{field} {name}" if name else field
+        if not sep or name not in _KNOB_OF_ENV:
+            known = ", ".join(_KNOB_OF_ENV)
+            raise ConfigError(f"expected NAME=VALUE with NAME one of {known}, got {item!r}",
+                              field=field)  # fmt: skip
+        knob = _KNOB_OF_ENV[name]
+        values[knob] = _knob_value(knob, raw, where)
+    return NcclKnobs(**values)  # type: ignore[arg-type]
+
+
+def _knob_value(knob: str, raw: str, where: str) -> object:
+    if knob in ("min_channels", "max_channels"):
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_CHANNELS:
+            raise ConfigError(f"expected a channel count 1..{MAX_CHANNELS}, got {raw!r}",
+                              field=where)  # fmt: skip
+        return int(raw)
+    if knob == "buffsize_bytes":
+        try:
+            size = parse_size_bytes(raw)
+        except UnitError as error:
+            raise ConfigError(error.message, field=where) from None
+        if size < NCCL_STEPS * 512:
+            raise ConfigError(f"expected at least {NCCL_STEPS * 512} bytes, got {raw!r}",
+                              field=where)  # fmt: skip
+        return size
+    name = raw.strip().lower()
+    if knob == "algorithm":
+        if name not in _NCCL_ALGOS:
+            raise ConfigError(f"expected one of {', '.join(_NCCL_ALGOS)}, got {raw!r}",
+                              field=where)  # fmt: skip
+        return _NCCL_ALGOS[name]
+    try:
+        return parse_protocol(raw).name
+    except ConfigError as error:
+        raise ConfigError(error.message, field=where) from None
+
+
+@dataclass(frozen=True)
+class CallTuning:
+    """How one call runs: channels used, pieces per channel and block, pieces in flight
+    per connection, and the data bytes of a full piece."""
+
+    n_channels: int
+    n_chunks: int
+    max_in_flight: int
+    piece_bytes: int
+
+
+def tune_call(
+    collective: Collective,
+    algorithm: str,
+    protocol: str | None,
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int,
+    buffsize_bytes: int = DEFAULT_BUFFSIZE_BYTES,
+) -> CallTuning:
+    """NCCL's per-call choices for a ring or tree call on ``n_channels`` channels.
+
+    Channels (``enqueue.cc:getAlgoInfo``): NCCL drops channels while ``nBytes < channels x
+    threads x threshold``, with 512 threads (640 for LL128) and a threshold of 64 bytes per
+    thread for Simple, 8 for LL128 and 8 (8 x nRanks for the ring) for LL, ``nBytes`` the
+    size nccl-tests prints (the whole buffer for all-gather and reduce-scatter).
+
+    Pieces (``init.cc:computeBuffSizes``, ``collectives.h``): a connection has 8 slots
+    (``NCCL_STEPS``) of ``buffer / 8``. Simple rings of all-reduce, all-gather and
+    reduce-scatter send slices of 2 slots (``SLICESTEPS``), 4 in flight; other Simple calls
+    one slot, 8 in flight. LL carries 8 data bytes in a 16-byte line (32 KiB of data a
+    slot), LL128 120 of 128 (576,000 bytes a slot); both one slot a piece, 8 in flight.
+    A channel's share of a block is cut into pieces of at most that size (NCCL shrinks its
+    chunk for small calls), at most :data:`MAX_DEFAULT_CHUNKS` of them (more would not
+    change the time by more than their latency, which the window hides).
+
+    >>> t = tune_call(Collective.ALLREDUCE, "ring", "simple", 8, 2**30, n_channels=24)
+    >>> t.n_channels, t.n_chunks, t.max_in_flight, t.piece_bytes
+    (24, 6, 4, 1048576)
+    >>> tune_call(Collective.ALLREDUCE, "ring", "LL", 8, 2**16, n_channels=24).n_channels
+    2
+    """
+    simple = protocol in (None, "none", "simple")
+    threads = 640 if protocol == "LL128" else 512
+    threshold = 64 if simple else 8
+    if protocol == "LL" and algorithm == "ring":
+        threshold *= n_ranks
+    nc = max(1, n_channels)
+    while nc >= 2 and size_bytes < nc * threads * threshold:
+        nc -= 1
+    if simple:
+        slots = 2 if algorithm == "ring" and collective.value in _SLICED else 1
+        piece = buffsize_bytes // NCCL_STEPS * slots
+        window = NCCL_STEPS // slots
+    elif protocol == "LL":
+        piece, window = LL_BUFFSIZE_BYTES // NCCL_STEPS // 2, NCCL_STEPS
+    else:
+        piece, window = LL128_BUFFSIZE_BYTES // NCCL_STEPS * 120 // 128, NCCL_STEPS
+    share = _channel_share_bytes(collective, algorithm, n_ranks, size_bytes, nc)
+    chunks = max(1, min(MAX_DEFAULT_CHUNKS, math.ceil(share / piece)))
+    return CallTuning(nc, chunks, window, piece)
+
+
+_SLICED = ("allreduce", "allgather", "reducescatter")
+
+
+def _channel_share_bytes(
+    collective: Collective, algorithm: str, n_ranks: int, size_bytes: int, n_channels: int
+) -> int:
+    """Bytes one channel moves per step: its share of one ring block, or of the buffer
+    for chains and trees."""
+    if algorithm == "ring" and collective.value in _SLICED:
+        blocks = n_ranks if collective is Collective.ALLREDUCE else 1
+        block = collective.block_bytes(size_bytes, n_ranks)
+        return -(-block // (blocks * n_channels))
+    return -(-size_bytes // n_channels)

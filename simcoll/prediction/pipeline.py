@@ -17,19 +17,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import networkx as nx
 
 from simcoll.algorithms import PARAM_MAXIMUM, build_schedule
 from simcoll.core.collectives import Collective
-from simcoll.core.errors import ScheduleError
+from simcoll.core.errors import ConfigError, ScheduleError
 from simcoll.core.limits import MAX_RANKS, check_count, check_size_bytes
 from simcoll.output.results import Row, bandwidths
-from simcoll.plan.placement import map_ranks
-from simcoll.plan.tuning import protocols_for, runnable_with
+from simcoll.plan.channels import Plan
+from simcoll.plan.placement import place_ranks
+from simcoll.plan.search import search_plan
+from simcoll.plan.tuning import NcclKnobs, protocols_for, runnable_with
 from simcoll.prediction.choices import DEFAULT_ALGORITHM, candidates
 from simcoll.prediction.closed_form import CLOSED_FORM_MODELS, closed_form_rows
-from simcoll.prediction.simulated import best_simulated_row
+from simcoll.prediction.nccl_choice import nccl_choice
+from simcoll.prediction.simulated import Setup, best_simulated_row
 from simcoll.topology import gpu_nodes
 from simcoll.topology.calibration import Calibration
 
@@ -55,7 +59,10 @@ def predict(
     n_ranks: int | None = None,
     params: Mapping[str, int] | None = None,
     skip_too_small: bool = False,
-    calibration: Calibration | None = None,
+    calibration: Calibration | Literal["default"] | None = "default",
+    placement: str = "linear",
+    plan: Plan | str = "nccl",
+    knobs: NcclKnobs | None = None,
 ) -> Prediction:
     """Simulate one collective at each size; ``"auto"`` keeps the fastest choice per size.
 
@@ -65,20 +72,32 @@ def predict(
         An algorithm name; ``"auto"``: the algorithms NCCL chooses among
         (:data:`AUTO_FAMILY`, or every one for collectives that have none of them) are
         simulated where the topology supports them and the fastest is kept, per size;
-        ``"all"``: the same over every algorithm of the collective.
+        ``"all"``: the same over every algorithm of the collective; ``"nccl"``: the
+        (algorithm, protocol) NCCL's own tuning model picks per size
+        (:mod:`simcoll.models.nccl`), simulated.
     protocol
         ``"LL"``, ``"LL128"``, ``"simple"`` (:mod:`simcoll.core.protocols`), ``"auto"`` (the
         fastest per size), or ``None`` to model the links alone.
     params
-        Algorithm parameters (``n_channels``...). ``gpus_per_node``, for hierarchical
-        algorithms, defaults to the GPUs per ``host`` of the topology; ``n_chunks``
-        defaults to what cuts the largest transfer into pieces of about
-        :data:`CHUNK_TARGET_BYTES` (at most :data:`MAX_DEFAULT_CHUNKS`).
+        Algorithm parameters (``n_channels``...); they win over the plan's and NCCL's
+        tuning. ``gpus_per_node``, for hierarchical algorithms, defaults to the GPUs per
+        ``host`` of the topology.
     calibration
-        Fitted parameters (:mod:`simcoll.topology.calibration`) applied to the topology and to
-        every protocol, including ``None`` (the bare links). The simulation models use
-        them fully; the closed forms use the link latencies and step latencies, and the
-        protocol's single efficiency.
+        Fitted parameters (:mod:`simcoll.topology.calibration`) applied to the topology
+        and to every protocol, including ``None`` (the bare links): ``"default"`` (the
+        default) takes those the topology file carries, ``None`` models bare links.
+    placement
+        Where ranks run: ``linear``, ``random[:SEED]`` or a file
+        (:func:`simcoll.plan.placement.place_ranks`).
+    plan
+        ``"nccl"`` (the default): the channels, rings, trees and NICs NCCL's search builds
+        (:func:`simcoll.plan.search.search_plan`), with NCCL's per-call channels and
+        pieces (:func:`simcoll.plan.tuning.tune_call`); ``"rank"``: one ring in rank
+        order per channel, pieces of about 512 KiB (the textbook ring); or a
+        :class:`~simcoll.plan.channels.Plan` (e.g. read from an NCCL log), whose ranks'
+        GPUs win over ``placement``.
+    knobs
+        NCCL's environment settings of the run (channels, buffer, algorithm, protocol).
 
     Raises
     ------
@@ -88,35 +107,66 @@ def predict(
         split (unless ``skip_too_small``, which skips sizes too small to cut instead).
     """
     c = collective if isinstance(collective, Collective) else Collective.parse(collective)
-    n = len(gpu_nodes(topology)) if n_ranks is None else check_count(n_ranks, "n_ranks", MAX_RANKS)
     sizes_bytes = [check_size_bytes(size, "size_bytes") for size in sizes_bytes]
+    if not isinstance(plan, Plan) and plan not in ("nccl", "rank"):
+        raise ConfigError(f"expected 'nccl', 'rank' or a Plan, got {plan!r}", field="plan")
+    nodes = _place(topology, n_ranks, placement, plan)  # n_ranks first, then the params
     _check_params(params)
-    nodes = map_ranks(topology, n)
+    knobs = knobs or NcclKnobs()
+    by_nccl = algorithm == "nccl"
+    algorithm = knobs.algorithm or ("auto" if by_nccl else algorithm)
     names = candidates(c, algorithm)
     if algorithm not in ("auto", "all"):
         build_schedule(c, algorithm, n_ranks=1, size_bytes=0)  # unknown names fail early
-    protocols = protocols_for(protocol)
+    protocols = protocols_for(knobs.protocol or ("auto" if by_nccl else protocol))
     names = runnable_with(names, protocols)
+    if calibration == "default":
+        calibration = topology.graph.get("calibration")
     if calibration is not None:
         topology = calibration.apply(topology)
         protocols = [calibration.protocol(p) for p in protocols]
+    chosen_plan = plan if isinstance(plan, Plan) else None
+    if plan == "nccl":
+        chosen_plan = search_plan(topology, nodes, placement=placement)
+        if chosen_plan.source == "rank order":  # no servers: the textbook ring
+            chosen_plan = None
+    setup = Setup(topology, c, names, protocols, model, nodes, params, chosen_plan, knobs,
+                  placement)  # fmt: skip
+    if model in CLOSED_FORM_MODELS:
+        prediction = Prediction(closed_form_rows(topology, c, sizes_bytes, names, protocols,
+                                                 model, len(nodes), params))  # fmt: skip
+    else:
+        prediction = _simulated(setup, sizes_bytes, by_nccl=by_nccl, skip=skip_too_small)
+    if calibration is not None and calibration.launch_s:
+        rows = [_plus(row, calibration.launch_s) for row in prediction.rows]
+        prediction = Prediction(rows, prediction.skipped)
+    return prediction
+
+
+def _place(
+    topology: nx.DiGraph[str], n_ranks: int | None, placement: str, plan: Plan | str
+) -> tuple[str, ...]:
+    """The GPU of every rank: the plan's, or ``placement`` of ``n_ranks`` (all GPUs)."""
+    if isinstance(plan, Plan):
+        return plan.rank_nodes
+    n = len(gpu_nodes(topology)) if n_ranks is None else check_count(n_ranks, "n_ranks", MAX_RANKS)
+    return place_ranks(topology, n, placement)
+
+
+def _simulated(
+    setup: Setup, sizes_bytes: Sequence[int], *, by_nccl: bool, skip: bool
+) -> Prediction:
+    """The fastest simulated row per size (NCCL's pick, simulated, with ``by_nccl``)."""
     rows: list[Row] = []
     skipped: list[tuple[int, str]] = []
-    if model in CLOSED_FORM_MODELS:
-        rows = closed_form_rows(topology, c, sizes_bytes, names, protocols, model, n, params)
-    else:
-        for size in sizes_bytes:
-            best, refusal = best_simulated_row(
-                topology, c, size, names, protocols, model, nodes, params
-            )
-            if best is not None:
-                rows.append(best)
-            elif refusal is not None:
-                if not skip_too_small or not isinstance(refusal, ScheduleError):
-                    raise refusal
-                skipped.append((size, refusal.message))
-    if calibration is not None and calibration.launch_s:
-        rows = [_plus(row, calibration.launch_s) for row in rows]
+    for size in sizes_bytes:
+        best, refusal = best_simulated_row(nccl_choice(setup, size) if by_nccl else setup, size)
+        if best is not None:
+            rows.append(best)
+        elif refusal is not None:
+            if not skip or not isinstance(refusal, ScheduleError):
+                raise refusal
+            skipped.append((size, refusal.message))
     return Prediction(rows, skipped)
 
 

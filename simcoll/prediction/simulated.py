@@ -1,11 +1,12 @@
-"""Rows by simulation: build the schedule with NCCL-sized pieces, run it on the symmetric
-fast path where it is exact or on the general engine, and keep the fastest choice."""
+"""Rows by simulation: build each candidate's schedule, on the plan with NCCL's per-call
+tuning for the ring and tree, run it on the symmetric fast path where it is exact or on the
+general engine, and keep the fastest choice."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
@@ -13,20 +14,159 @@ from simcoll.algorithms import ALGORITHMS, build_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, ScheduleError, SimcollError
 from simcoll.core.protocols import Protocol
-from simcoll.core.schedule import Schedule
+from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Schedule
 from simcoll.output.results import Row
+from simcoll.plan.channels import Plan
 from simcoll.plan.placement import map_ranks
 from simcoll.plan.tuning import (
     CHUNK_TARGET_BYTES,
     MAX_DEFAULT_CHUNKS,
+    NcclKnobs,
     protocol_allowed,
     ring_chunks,
+    tune_call,
 )
 from simcoll.prediction.choices import algorithm_params
-from simcoll.sim.engine import simulate
-from simcoll.sim.symmetry import RING_COLLECTIVES, simulate_ring_fast
+from simcoll.sim.engine import SimulationResult, simulate
+from simcoll.sim.symmetry import RING_COLLECTIVES, SymmetricSchedule, simulate_ring_fast
 
-__all__ = ["best_simulated_row"]
+__all__ = ["Setup", "best_simulated_row"]
+
+
+@dataclass(frozen=True, eq=False)
+class Setup:
+    """What every size of one prediction shares: where and how the call runs.
+
+    ``plan`` (None: every channel's ring is the rank order) gives the ring and tree
+    algorithms their rings, trees and NICs; ``knobs`` are the NCCL settings of the run.
+    """
+
+    topology: nx.DiGraph[str]
+    collective: Collective
+    names: list[str]
+    protocols: list[Protocol | None]
+    model: str
+    nodes: tuple[str, ...]
+    params: Mapping[str, int] | None = None
+    plan: Plan | None = None
+    knobs: NcclKnobs = field(default_factory=NcclKnobs)
+    placement: str = "linear"
+
+    @property
+    def plan_name(self) -> str:
+        """What the rows say of the plan: ``nccl``, ``rank order`` or a log file."""
+        if self.plan is None:
+            return "rank order"
+        return "nccl" if self.plan.source == "search" else self.plan.source
+
+
+#: The algorithms that run a plan's rings or trees (the others place ranks only).
+PLANNED = ("ring", "tree")
+
+
+def best_simulated_row(setup: Setup, size_bytes: int) -> tuple[Row | None, SimcollError | None]:
+    """The fastest simulated (algorithm, protocol) at one size, or why none could run."""
+    best: Row | None = None
+    refusal: SimcollError | None = None
+    n = len(setup.nodes)
+    for name in setup.names:
+        try:
+            chosen = algorithm_params(name, setup.collective, setup.params, setup.topology, n)
+            for proto in setup.protocols:
+                if not protocol_allowed(proto, name):
+                    continue
+                row = _row(setup, name, proto, size_bytes, chosen)
+                if best is None or row.time_s < best.time_s:
+                    best = row
+        except (ScheduleError, ConfigError) as error:
+            if len(setup.names) == 1 and isinstance(error, ConfigError):
+                raise
+            refusal = error
+    return best, refusal
+
+
+def _row(
+    setup: Setup, name: str, proto: Protocol | None, size_bytes: int, chosen: dict[str, int]
+) -> Row:
+    plan = _plan_of(setup, name)
+    used = None
+    if plan is not None:
+        chosen, used = _tuned(setup, name, proto, size_bytes, chosen, plan)
+    fast = _fast_ring(setup, name, proto, size_bytes, chosen, used)
+    if fast is not None:
+        return fast
+    if used is None:
+        schedule = _schedule(setup.collective, name, len(setup.nodes), size_bytes, chosen)
+    else:
+        user_cut = "n_chunks" in (setup.params or {})
+        schedule = _planned_schedule(setup, name, size_bytes, chosen, used, fixed=user_cut)
+    result = simulate(setup.topology, schedule, model=setup.model, protocol=proto,
+                      rank_nodes=setup.nodes, plan=used)  # fmt: skip
+    n = schedule.n_ranks
+    return _result_row(
+        setup, result, proto, used.n_channels if used else schedule.n_channels,
+        sent=int(schedule.bytes_sent_per_rank()[:n].max(initial=0)),
+        received=int(schedule.bytes_received_per_rank()[:n].max(initial=0)),
+    )  # fmt: skip
+
+
+def _plan_of(setup: Setup, name: str) -> Plan | None:
+    """The plan the algorithm runs on, if it takes one."""
+    if setup.plan is None or name not in PLANNED:
+        return None
+    if name == "tree" and setup.collective is not Collective.ALLREDUCE:
+        return None
+    if name == "tree" and any(c.tree is None for c in setup.plan.channels):
+        raise ConfigError(f"the plan ({setup.plan_name}) has no trees for the tree algorithm")
+    return setup.plan
+
+
+def _tuned(  # noqa: PLR0917 - one call's facts
+    setup: Setup,
+    name: str,
+    proto: Protocol | None,
+    size_bytes: int,
+    chosen: dict[str, int],
+    plan: Plan,
+) -> tuple[dict[str, int], Plan]:
+    """NCCL's per-call channels, pieces and window on ``plan`` (the user's
+    ``n_channels``, ``n_chunks`` and ``max_in_flight`` win), and the plan restricted to
+    the channels used."""
+    n = len(setup.nodes)
+    knobs = dict(chosen)
+    channels = knobs.pop("n_channels", None)
+    knobs.pop("gpus_per_node", None)  # the plan's trees already span the servers
+    tuned = tune_call(
+        setup.collective, name, proto.name if proto else None, n, size_bytes,
+        n_channels=channels or setup.knobs.channels(plan.n_channels),
+        buffsize_bytes=setup.knobs.buffsize_bytes,
+    )  # fmt: skip
+    used = plan.using(channels or tuned.n_channels)
+    knobs.setdefault("n_chunks", tuned.n_chunks)
+    knobs.setdefault("max_in_flight", tuned.max_in_flight)
+    return knobs, used
+
+
+def _planned_schedule(
+    setup: Setup,
+    name: str,
+    size_bytes: int,
+    knobs: dict[str, int],
+    used: Plan,
+    *,
+    fixed: bool,
+) -> Schedule:
+    """The schedule on the plan's channels; one piece per block if the bytes are too few
+    to cut as tuned (not if the caller ``fixed`` the pieces)."""
+    n = len(setup.nodes)
+    try:
+        return build_schedule(setup.collective, name, used, n_ranks=n, size_bytes=size_bytes,
+                              **knobs)  # fmt: skip
+    except ScheduleError:
+        if knobs["n_chunks"] == 1 or fixed:
+            raise
+        return build_schedule(setup.collective, name, used, n_ranks=n, size_bytes=size_bytes,
+                              **{**knobs, "n_chunks": 1})  # fmt: skip
 
 
 def _schedule(
@@ -49,112 +189,68 @@ def _schedule(
         return schedule
 
 
-def best_simulated_row(  # noqa: PLR0917 - predict's own arguments, passed on
-    topology: nx.DiGraph[str],
-    collective: Collective,
-    size_bytes: int,
-    names: list[str],
-    protocols: list[Protocol | None],
-    model: str,
-    nodes: tuple[str, ...],
-    params: Mapping[str, int] | None,
-) -> tuple[Row | None, SimcollError | None]:
-    """The fastest simulated (algorithm, protocol) at one size, or why none could run."""
-    n = len(nodes)
-    best: Row | None = None
-    refusal: SimcollError | None = None
-    for name in names:
-        try:
-            chosen = algorithm_params(name, collective, params, topology, n)
-            schedule: Schedule | None = None
-            for proto in protocols:
-                if not protocol_allowed(proto, name):
-                    continue
-                row = _fast_ring_row(
-                    topology, collective, name, size_bytes, chosen, nodes, model, proto
-                )
-                if row is None:
-                    schedule = schedule or _schedule(collective, name, n, size_bytes, chosen)
-                    row = _simulate(topology, schedule, nodes, model=model, protocol=proto)
-                if best is None or row.time_s < best.time_s:
-                    best = row
-        except (ScheduleError, ConfigError) as error:
-            if len(names) == 1 and isinstance(error, ConfigError):
-                raise
-            refusal = error
-    return best, refusal
-
-
-def _fast_ring_row(  # noqa: PLR0917 - best_simulated_row's arguments, passed on
-    topology: nx.DiGraph[str],
-    collective: Collective,
+def _fast_ring(  # noqa: PLR0917 - one call's facts
+    setup: Setup,
     name: str,
+    proto: Protocol | None,
     size_bytes: int,
-    chosen: Mapping[str, int],
-    nodes: tuple[str, ...],
-    model: str,
-    protocol: Protocol | None,
+    knobs: Mapping[str, int],
+    plan: Plan | None,
 ) -> Row | None:
     """A ring row from the exact symmetric path (:mod:`simcoll.sim.symmetry`), if it applies.
 
     It applies to ring all-reduce, reduce-scatter and all-gather in the flow and ideal
-    models, with ranks in the default places, when the fabric and the piece sizes are
-    symmetric; otherwise None, and the general path runs. Same chunk choice as
-    :func:`_schedule`.
+    models, when the plan's rings (or the rank order) are unchanged by shifting ranks by
+    some period, its channels are images of each other, and the fabric and the piece
+    sizes are symmetric under those maps; otherwise None, and the general path runs.
+    Same chunk choice as the general path.
     """
-    n = len(nodes)
+    n = len(setup.nodes)
     if (
         name != "ring"
-        or model not in {"flow", "ideal"}
-        or collective.value not in RING_COLLECTIVES
-        or not set(chosen) <= {"n_channels", "n_chunks", "max_in_flight"}
-        or nodes != map_ranks(topology, n)
+        or setup.model not in {"flow", "ideal"}
+        or setup.collective.value not in RING_COLLECTIVES
+        or not set(knobs) <= {"n_channels", "n_chunks", "max_in_flight"}
+        or (plan is None and setup.nodes != map_ranks(setup.topology, n))
     ):
         return None
-    knobs = dict(chosen)
-    if "n_chunks" not in knobs:
-        knobs["n_chunks"] = ring_chunks(collective, n, size_bytes, knobs.get("n_channels", 1))
+    channels = plan.n_channels if plan is not None else knobs.get("n_channels", 1)
+    chunks = knobs.get("n_chunks") or ring_chunks(setup.collective, n, size_bytes, channels)
+    window = knobs.get("max_in_flight", DEFAULT_MAX_IN_FLIGHT)
+
+    def run(pieces: int) -> tuple[SimulationResult, SymmetricSchedule] | None:
+        return simulate_ring_fast(
+            setup.topology, setup.collective.value, n, size_bytes, model=setup.model,
+            protocol=proto, n_channels=channels, n_chunks=pieces, max_in_flight=window,
+            plan=plan,
+        )  # fmt: skip
+
     try:
-        found = simulate_ring_fast(
-            topology, collective.value, n, size_bytes, model=model, protocol=protocol, **knobs
-        )
+        found = run(chunks)
     except ScheduleError:
-        if knobs.get("n_chunks", 1) == 1 or "n_chunks" in chosen:
+        if chunks == 1 or "n_chunks" in (setup.params or {}):  # the user's cut stands
             raise
-        knobs["n_chunks"] = 1  # too few bytes for that many pieces: unchunked, as _schedule
-        found = simulate_ring_fast(
-            topology, collective.value, n, size_bytes, model=model, protocol=protocol, **knobs
-        )
+        found = run(1)  # too few bytes for that many pieces: one piece, as elsewhere
     if found is None:
         return None
     result, sym = found
-    row = Row.from_time(
-        collective,
-        "ring",
-        n_ranks=n,
-        size_bytes=size_bytes,
-        time_s=result.time_s,
-        protocol=protocol.name if protocol else "none",
-        model=model,
-        root=0,
-    )
-    return replace(
-        row,
-        max_rank_sent_bytes=int(sym.bytes_sent_per_rank().max(initial=0)),
-        max_rank_received_bytes=int(sym.bytes_received_per_rank().max(initial=0)),
-        max_link_bytes=float(result.link_bytes.max(initial=0.0)),
-    )
+    return _result_row(
+        setup, result, proto, channels,
+        sent=int(sym.bytes_sent_per_rank().max(initial=0)),
+        received=int(sym.bytes_received_per_rank().max(initial=0)),
+    )  # fmt: skip
 
 
-def _simulate(
-    topology: nx.DiGraph[str],
-    schedule: Schedule,
-    nodes: tuple[str, ...],
-    *,
-    model: str,
+def _result_row(
+    setup: Setup,
+    result: SimulationResult,
     protocol: Protocol | None,
+    n_channels: int,
+    *,
+    sent: int,
+    received: int,
 ) -> Row:
-    result = simulate(topology, schedule, model=model, rank_nodes=nodes, protocol=protocol)
+    schedule = result.schedule
     row = Row.from_time(
         schedule.collective,
         schedule.algorithm,
@@ -162,13 +258,16 @@ def _simulate(
         size_bytes=schedule.size_bytes,
         time_s=result.time_s,
         protocol=protocol.name if protocol else "none",
-        model=model,
+        model=setup.model,
         root=schedule.root,
     )
-    n = schedule.n_ranks
     return replace(
         row,
-        max_rank_sent_bytes=int(result.bytes_sent_per_rank[:n].max(initial=0)),
-        max_rank_received_bytes=int(result.bytes_received_per_rank[:n].max(initial=0)),
+        max_rank_sent_bytes=sent,
+        max_rank_received_bytes=received,
         max_link_bytes=float(result.link_bytes.max(initial=0.0)),
+        n_channels=n_channels,
+        placement=setup.placement,
+        routing=str(setup.topology.graph.get("routing", "ecmp")),
+        plan=setup.plan_name if schedule.algorithm in PLANNED else "",
     )

@@ -80,7 +80,8 @@ def _estimate(
     params.pop("kind", None)
     model = str(params.pop("model", "flow"))
     protocol = params.pop("protocol", None)
-    params.pop("calibration", None)
+    for engine_only in ("calibration", "placement", "plan"):
+        params.pop(engine_only, None)
     n_protocols = 3 if protocol == "auto" else 1
     calls: list[_Call | None]
     if kind == "collective":

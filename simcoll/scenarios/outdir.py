@@ -76,7 +76,7 @@ def run_digest(scenario: Scenario) -> str:
     calibrations: list[object] = [scenario.workload.get("calibration")]
     calibrations += scenario.axes.get("calibration", [])
     for named in calibrations:
-        if isinstance(named, str):
+        if isinstance(named, str) and named not in ("default", "none"):
             files.append((f"calibration={named}", Path(named)))
     for label, path in files:
         digest.update(label.encode())

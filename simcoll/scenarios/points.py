@@ -147,10 +147,15 @@ def _evaluate(
         protocol = None
     elif not isinstance(protocol, str):
         raise ConfigError(f"must be a protocol name, got {protocol!r}", field="workload.protocol")
-    cal_file = params.pop("calibration", None)
-    calibration = _calibration(str(cal_file), _stat(Path(str(cal_file)))) if cal_file else None
+    calibration = _point_calibration(topology, params.pop("calibration", "default"))
+    placement = params.pop("placement", "linear")
+    plan = params.pop("plan", "nccl")
     if kind == "collective" and not timeline:
-        return _collective_rows(topology, params, model, protocol, calibration), None
+        return _collective_rows(topology, params, model, protocol, calibration,
+                                placement=placement, plan=plan), None  # fmt: skip
+    for name, value, default in (("placement", placement, "linear"), ("plan", plan, "nccl")):
+        if value != default:
+            raise ConfigError("applies to kind = 'collective' only", field=f"workload.{name}")
     from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - the workloads pull in SimPy
 
     result = run_workload(
@@ -167,12 +172,28 @@ def _evaluate(
     return [row], result.timeline if timeline else None
 
 
+def _point_calibration(topology: nx.DiGraph[str], named: object) -> Calibration | None:
+    """A point's parameters: the topology file's (``default``), none, or a params file."""
+    if named == "default":
+        found = topology.graph.get("calibration")
+        return found if isinstance(found, Calibration) else None
+    if named in (None, "none"):
+        return None
+    if not isinstance(named, str):
+        raise ConfigError(f"must be a params file, 'default' or 'none', got {named!r}",
+                          field="workload.calibration")  # fmt: skip
+    return _calibration(named, _stat(Path(named)))
+
+
 def _collective_rows(
     topology: nx.DiGraph[str],
     params: dict[str, Any],
     model: str,
     protocol: str | None,
     calibration: Calibration | None,
+    *,
+    placement: object = "linear",
+    plan: object = "nccl",
 ) -> list[dict[str, Any]]:
     collective = params.pop("collective", None)
     if not isinstance(collective, str):
@@ -203,14 +224,27 @@ def _collective_rows(
         n_ranks=n_ranks,
         params=params or None,
         calibration=calibration,
+        placement=_text(placement, "workload.placement"),
+        plan=_text(plan, "workload.plan"),
     )
     return [_row_dict(row) for row in prediction.rows]
+
+
+def _text(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"must be a string, got {value!r}", field=field)
+    return value
 
 
 def _row_dict(row: Row) -> dict[str, Any]:
     from dataclasses import asdict  # noqa: PLC0415
 
     return asdict(row)
+
+
+#: The engine keys a workload other than a collective takes (placement and plan are a
+#: collective's).
+_WORKLOAD_ENGINE_KEYS = tuple(k for k in ENGINE_KEYS if k not in ("placement", "plan"))
 
 
 def check_scenario(scenario: Scenario) -> None:
@@ -231,10 +265,10 @@ def check_scenario(scenario: Scenario) -> None:
 
         allowed = _located(lambda: workload_params(scenario.kind), scenario, "workload.kind")
         for name, where in names.items():
-            if name not in allowed and name not in ENGINE_KEYS:
+            if name not in allowed and name not in _WORKLOAD_ENGINE_KEYS:
                 raise ConfigError(
                     f"{scenario.kind} has no parameter {name!r}; valid: "
-                    f"{', '.join([*allowed, *ENGINE_KEYS[1:]])}",
+                    f"{', '.join([*allowed, *_WORKLOAD_ENGINE_KEYS[1:]])}",
                     source=scenario.source,
                     field=where,
                 )

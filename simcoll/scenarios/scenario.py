@@ -75,7 +75,7 @@ SCENARIO_SCHEMA = 1
 _TOP_KEYS = ("schema", "title", "description", "topology", "workload", "sweep", "output")
 _TOPOLOGY_KEYS = ("file", "set")
 #: Workload keys the engine reads; the rest go to the workload function.
-ENGINE_KEYS = ("kind", "model", "protocol", "calibration")
+ENGINE_KEYS = ("kind", "model", "protocol", "calibration", "placement", "plan")
 PLOTS = (
     "busbw_vs_size",
     "scaling",
@@ -86,6 +86,8 @@ PLOTS = (
 )
 _OUTPUT_KEYS = ("plots", "timelines", "x", "y", "series", "reference_bytes_per_s")
 TIMELINE_CHOICES = ("none", "first", "all")
+#: ``calibration`` values that name no file: the topology's own parameters, or none.
+_NAMED = ("default", "none")
 TOPOLOGY_PREFIX = "topology."
 TOPOLOGY_FILE_AXIS = "topology.file"
 #: The largest scenario file read (the shipped ones are under 4 KiB).
@@ -152,7 +154,7 @@ class Scenario:
         written, relative to the scenario (not the cwd); ``outdir.run_digest`` adds the
         files' *contents*."""
         workload = dict(self.workload)
-        if isinstance(workload.get("calibration"), str):
+        if isinstance(workload.get("calibration"), str) and workload["calibration"] not in _NAMED:
             workload["calibration"] = self._relative(Path(str(workload["calibration"])))
         text = json.dumps(
             [self._relative(self.topology_file), self.topology_set, workload, self.axes],
@@ -241,7 +243,7 @@ def _parse(data: Mapping[str, Any], source: str, base: Path) -> Scenario:
     if not isinstance(kind, str):
         raise ConfigError(f"must be a string, got {kind!r}", field="workload.kind")
     params = {k: _value(v, f"workload.{k}") for k, v in workload.items()}
-    if isinstance(params.get("calibration"), str):
+    if isinstance(params.get("calibration"), str) and params["calibration"] not in _NAMED:
         params["calibration"] = str(base / str(params["calibration"]))
     axes = {k: _axis(k, v) for k, v in sweep.items()}
     for name in axes:

@@ -35,6 +35,7 @@ from simcoll.core.protocols import Protocol
 from simcoll.core.schedule import Schedule
 from simcoll.network.fabric import Fabric, FabricStats
 from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
+from simcoll.plan.channels import Plan
 from simcoll.plan.placement import map_ranks, switch_endpoints
 from simcoll.sim.routes import Routes, pair_efficiency, pair_latency_s, route_pair
 from simcoll.topology import Router
@@ -101,6 +102,7 @@ def simulate(
     rank_nodes: tuple[str, ...] | None = None,
     protocol: Protocol | None = None,
     packet_bytes: int = DEFAULT_PACKET_BYTES,
+    plan: Plan | None = None,
 ) -> SimulationResult:
     """Simulate one collective call.
 
@@ -124,6 +126,11 @@ def simulate(
         of its route's. ``None`` (the default) models the links alone.
     packet_bytes
         Packet size of the packet model.
+    plan
+        A communication plan (:mod:`simcoll.plan`): its ``rank_nodes`` place the ranks
+        (instead of ``rank_nodes``), and an edge it routes through NICs (and a PXN proxy)
+        on a channel takes that path; the schedule's channel ``c`` is the plan's channel
+        ``c`` (cyclically).
 
     Raises
     ------
@@ -133,9 +140,14 @@ def simulate(
     """
     if model not in MODELS:
         raise ConfigError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
+    if plan is not None:
+        if plan.n_ranks != schedule.n_ranks:
+            raise ConfigError(f"the plan has {plan.n_ranks} ranks, the schedule {schedule.n_ranks}")
+        rank_nodes = plan.rank_nodes
     nodes = rank_nodes if rank_nodes is not None else map_ranks(topology, schedule.n_ranks)
     nodes += switch_endpoints(topology, nodes, schedule)
-    run = _Run(topology, schedule, nodes, model=model, protocol=protocol, packet_bytes=packet_bytes)
+    run = _Run(topology, schedule, nodes, model=model, protocol=protocol,
+               packet_bytes=packet_bytes, plan=plan)  # fmt: skip
     return run.run(model)
 
 
@@ -164,8 +176,10 @@ class _Run:
         packet_bytes: int,
         routes: Routes | None = None,
         shared: _Shared | None = None,
+        plan: Plan | None = None,
     ) -> None:
         self.s = schedule
+        self.plan = plan
         self.protocol = protocol
         self.nodes = nodes
         self.links = tuple(topology.edges)
@@ -209,13 +223,15 @@ class _Run:
         link_index = {edge: i for i, edge in enumerate(self.links)}
         router = self.router
         pair = s.src * s.n_endpoints + s.dst
-        pairs, pair_of = np.unique(pair, return_inverse=True)
+        via_of, vias = self._waypoints()
+        pairs, pair_of = np.unique(pair * len(vias) + via_of, return_inverse=True)
         pair_links: list[IntArray] = []
         latency = []
         efficiency = []
-        for p in pairs.tolist():
+        for key in pairs.tolist():
+            p, via = divmod(key, len(vias))
             src, dst = divmod(p, s.n_endpoints)
-            edges = route_pair(router, self.nodes, src, dst)
+            edges = route_pair(router, self.nodes, src, dst, vias[via])
             pair_links.append(np.array([link_index[e] for e in edges], dtype=np.int64))
             latency.append(self.pair_latency_s(topology, edges, src, dst))
             efficiency.append(pair_efficiency(topology, edges, self.protocol))
@@ -230,6 +246,26 @@ class _Run:
             capacity_bytes_per_s=capacity,
             efficiency=np.asarray(efficiency, dtype=np.float64),
         )
+
+    def _waypoints(self) -> tuple[IntArray, list[tuple[str, ...]]]:
+        """Per transfer, an index into the distinct waypoint lists of the plan (none: 0)."""
+        s = self.s
+        vias: list[tuple[str, ...]] = [()]
+        if self.plan is None or s.n_switches:
+            return np.zeros(s.n_transfers, dtype=np.int64), vias
+        key = (s.src * s.n_endpoints + s.dst) * (s.n_channels or 1) + s.channel
+        connections, conn_of = np.unique(key, return_inverse=True)
+        index: dict[tuple[str, ...], int] = {(): 0}
+        conn_via = np.zeros(len(connections), dtype=np.int64)
+        for c, k in enumerate(connections.tolist()):
+            pair, channel = divmod(k, s.n_channels or 1)
+            src, dst = divmod(pair, s.n_endpoints)
+            via = self.plan.waypoints(channel, src, dst)
+            if via not in index:
+                index[via] = len(vias)
+                vias.append(via)
+            conn_via[c] = index[via]
+        return conn_via[conn_of], vias
 
     def pair_latency_s(self, topology: nx.DiGraph[str], edges: Route, src: int, dst: int) -> float:
         """Route latency of one pair, plus the protocol's step latency if any."""

@@ -3,6 +3,7 @@ protocol latency, and the wire's data fraction."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import networkx as nx
@@ -39,13 +40,24 @@ class Routes:
     efficiency: FloatArray | None = None
 
 
-def route_pair(router: Router, nodes: tuple[str, ...], src: int, dst: int) -> Route:
-    """The route of rank (or endpoint) ``src`` to ``dst``; no route is a SimulationError."""
+def route_pair(
+    router: Router, nodes: tuple[str, ...], src: int, dst: int, via: tuple[str, ...] = ()
+) -> Route:
+    """The route of rank (or endpoint) ``src`` to ``dst``, through the nodes ``via`` in
+    order (a plan's NICs and PXN proxy); no route is a SimulationError.
+
+    >>> from simcoll.topology.builders import switch_star
+    >>> star = switch_star(3, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+    >>> route_pair(Router(star), ("gpu0", "gpu1"), 0, 1)
+    (('gpu0', 'sw'), ('sw', 'gpu1'))
+    """
+    stops = (nodes[src], *via, nodes[dst])
     try:
-        return router.route(nodes[src], nodes[dst])
+        return tuple(edge for a, b in itertools.pairwise(stops) for edge in router.route(a, b))
     except TopologyError as error:
+        through = f" via {', '.join(via)}" if via else ""
         raise SimulationError(
-            f"rank {src} ({nodes[src]}) -> rank {dst} ({nodes[dst]}): {error.message}"
+            f"rank {src} ({nodes[src]}) -> rank {dst} ({nodes[dst]}){through}: {error.message}"
         ) from None
 
 

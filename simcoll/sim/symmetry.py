@@ -41,6 +41,7 @@ fails (ECMP hash collisions break the symmetry; uneven piece sizes break it) it 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import networkx as nx
@@ -60,6 +61,7 @@ from simcoll.core.schedule import (
     _frozen,
     split_bytes,
 )
+from simcoll.plan.channels import Plan
 from simcoll.plan.placement import map_ranks
 from simcoll.sim.engine import SimulationResult, _Run
 from simcoll.sim.routes import Routes, pair_efficiency, pair_latency_s, route_pair
@@ -80,18 +82,21 @@ class SymmetricSchedule:
     ``representatives`` is a :class:`~simcoll.core.schedule.Schedule` over all N ranks that
     holds, of every orbit, the transfer whose source is in ``0..period_ranks-1`` on
     channel 0. Its deps name representatives; ``dep_shift`` (aligned with its ``deps``)
-    says by how many periods the transfer actually waited for is shifted. A copy shifted
-    by ``k`` periods on channel ``ch`` moves piece ``(p + k * piece_stride_per_period +
-    ch * piece_stride_per_channel) mod n_pieces`` for each piece ``p`` of its
-    representative.
+    says by how many periods the transfer actually waited for is shifted.
+
+    The copy of a representative shifted by ``k`` periods on channel ``ch`` runs between
+    the images of its ranks under ``r -> (channel_maps[ch][r] + k * period_ranks) mod N``
+    (``channel_maps[ch]`` takes channel 0's ring onto channel ch's: the identity when
+    every channel's ring is the same, a rotation inside each server when NCCL's channels
+    enter each server by a different NIC). Its pieces are those of the blocks of the
+    images of its blocks' ranks, on channel ch.
     """
 
     representatives: Schedule
     period_ranks: int
     channel_copies: int
     dep_shift: IntArray
-    piece_stride_per_period: int
-    piece_stride_per_channel: int
+    channel_maps: IntArray  # (channel_copies, N): rank permutation of each channel
 
     @property
     def n_ranks(self) -> int:
@@ -118,12 +123,14 @@ class SymmetricSchedule:
 
     def _per_rank(self, ranks: IntArray) -> IntArray:
         rep = self.representatives
-        per_rep = np.bincount(
-            ranks % self.period_ranks, weights=rep.transfer_bytes, minlength=self.period_ranks
-        )
-        return np.tile(
-            per_rep.astype(np.int64) * self.channel_copies, self.n_ranks // self.period_ranks
-        )
+        n, g = self.n_ranks, self.period_ranks
+        per_source = np.bincount(ranks % g, weights=rep.transfer_bytes, minlength=g)
+        base = np.arange(g, dtype=np.int64)
+        total = np.zeros(n)
+        for ch in range(self.channel_copies):
+            images = (self.channel_maps[ch][base][:, None] + g * np.arange(n // g)) % n
+            np.add.at(total, images, per_source[:, None])
+        return _frozen(np.rint(total).astype(np.int64))
 
     def expand(self) -> Schedule:
         """The whole schedule: every copy of every representative.
@@ -136,28 +143,30 @@ class SymmetricSchedule:
         m = n // g
         shift = np.arange(m, dtype=np.int64)
         copy = np.arange(c, dtype=np.int64)
+        maps = self.channel_maps
 
-        def per_copy(values: IntArray, offset_k: int, offset_ch: int, mod: int) -> IntArray:
-            grid = (
-                values[:, None, None]
-                + offset_k * shift[None, :, None]
-                + offset_ch * copy[None, None, :]
-            )
-            return (grid % mod).reshape(-1) if mod else grid.reshape(-1)
+        def image(ranks: IntArray) -> IntArray:
+            """Ranks of every copy, shaped (entries, m, c) flattened entry-major."""
+            mapped = maps[:, ranks].T  # (entries, c)
+            grid = (mapped[:, None, :] + g * shift[None, :, None]) % n
+            return grid.reshape(-1)
 
-        src = per_copy(rep.src, g, 0, n)
-        dst = per_copy(rep.dst, g, 0, n)
-        channel = per_copy(rep.channel * c, 0, 1, 0)
+        src = image(rep.src)
+        dst = image(rep.dst)
+        channel = np.tile(copy, len(rep.src) * m)
         op = np.repeat(rep.op, m * c)
-        n_pieces = rep.n_pieces
+        # A ring's piece is (block x C + channel) x K + chunk, its block labelled by a rank
+        # (the collective's block of that rank, or the all-reduce's ring block): a copy
+        # moves the block of the image of that rank, on its own channel.
+        n_channels = int(rep.params.get("n_channels", 1))
+        n_chunks = int(rep.params.get("n_chunks", 1))
+        block = rep.pieces // (n_channels * n_chunks)
+        chunk = rep.pieces % n_chunks
+        mapped = maps[:, block]  # (c, total pieces)
+        grid = (mapped[None, :, :] + g * shift[:, None, None]) % n  # (m, c, total)
+        piece_grid = (grid * n_channels + copy[None, :, None]) * n_chunks + chunk[None, None, :]
         pieces_per = np.diff(rep.pieces_indptr)
-        # Pieces: transfer-major, then shift, then channel, then the representative's own.
-        piece_grid = (
-            rep.pieces[None, None, :]
-            + self.piece_stride_per_period * shift[:, None, None]
-            + self.piece_stride_per_channel * copy[None, :, None]
-        ) % n_pieces  # (m, c, total pieces)
-        pieces = _copies_csr(piece_grid, pieces_per)
+        piece_csr = _copies_csr(piece_grid, pieces_per)
         deps_per = np.diff(rep.deps_indptr)
         dep_grid = (
             rep.deps[None, None, :] * m + (shift[:, None, None] + self.dep_shift) % m
@@ -175,8 +184,8 @@ class SymmetricSchedule:
             dst=_frozen(dst),
             op=_frozen(op),
             channel=_frozen(channel),
-            pieces_indptr=_frozen(pieces[0]),
-            pieces=_frozen(pieces[1]),
+            pieces_indptr=_frozen(piece_csr[0]),
+            pieces=_frozen(piece_csr[1]),
             deps_indptr=_frozen(deps[0]),
             deps=_frozen(deps[1]),
             max_in_flight=rep.max_in_flight,
@@ -214,19 +223,27 @@ def ring_symmetric(
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     period_ranks: int = 1,
+    rings: Sequence[Sequence[int]] | None = None,
 ) -> SymmetricSchedule | None:
     """The ring schedule of :mod:`simcoll.algorithms.ring`, as representatives.
 
-    Built with numpy, O(representatives): 2(N-1) x n_chunks x ``period_ranks`` transfers
-    for an all-reduce (N-1 x ... for reduce-scatter and all-gather), whatever
-    ``n_channels``. Returns None when the symmetry does not hold for the data: pieces of
-    unequal size (``size_bytes`` not a multiple of the pieces per block).
+    ``rings`` (one per channel, from a plan; default: the rank order on every channel)
+    must each be unchanged by shifting every rank by ``period_ranks`` (the successor of
+    ``r + period`` is the successor of ``r`` plus the period), and each channel's ring
+    the image of channel 0's, position by position, under a rank permutation that
+    commutes with that shift. Built with numpy, O(representatives): 2(N-1) x n_chunks x
+    ``period_ranks`` transfers for an all-reduce (N-1 x ... for reduce-scatter and
+    all-gather), whatever ``n_channels``. Returns None when the symmetry does not hold:
+    pieces of unequal size (``size_bytes`` not a multiple of the pieces per block), or
+    rings that the shift changes.
 
     >>> sym = ring_symmetric("allgather", 4, 64, period_ranks=2)
     >>> [(int(a), int(b)) for a, b in zip(sym.representatives.src, sym.representatives.dst)]
     [(0, 1), (1, 2), (0, 1), (1, 2), (0, 1), (1, 2)]
     >>> sym.expand().n_transfers
     12
+    >>> ring_symmetric("allgather", 4, 64, period_ranks=2, rings=[(0, 3, 2, 1)]) is None
+    False
     """
     coll = Collective(collective)
     if coll.value not in RING_COLLECTIVES:
@@ -236,12 +253,24 @@ def ring_symmetric(
     n, g = n_ranks, period_ranks
     if g < 1 or n % g:
         raise ConfigError(f"period_ranks {g} does not divide {n} ranks")
+    orders = np.array(
+        [tuple(range(n))] * n_channels if rings is None else [tuple(r) for r in rings],
+        dtype=np.int64,
+    )
+    if len(orders) != n_channels:
+        raise ConfigError(f"{len(orders)} rings for {n_channels} channels")
+    maps = _channel_maps(orders, g)
+    if maps is None:
+        return None
     ring_blocks = n if coll is Collective.ALLREDUCE else 1
     pieces_per_block = ring_blocks * n_channels * n_chunks
     _check_header(coll, n, size_bytes, pieces_per_block, 0, max_in_flight)
     block_bytes = coll.block_bytes(size_bytes, n)
     if len(set(split_bytes(block_bytes, pieces_per_block))) > 1:
         return None
+    ring = orders[0]
+    position = np.empty(n, dtype=np.int64)
+    position[ring] = np.arange(n)
     n_steps = n - 1
     if coll is Collective.ALLREDUCE:
         phases = [(Op.REDUCE, -1), (Op.COPY, 0)]
@@ -259,17 +288,17 @@ def ring_symmetric(
     )
     phase = step // n_steps
     block_at = np.array([at for _, at in phases])[phase]
-    block = (rank + block_at - (step - phase * n_steps)) % n
+    here = position[rank]
+    block = ring[(here + block_at - (step - phase * n_steps)) % n]
     pieces = (block * n_channels) * n_chunks + chunk
     op = np.array([_OP_CODES[o] for o, _ in phases])[phase]
     n_reps = len(step)
     has_dep = step > 0
-    prev_rank = rank[has_dep] - 1
-    dep_rank = prev_rank % g
-    dep = ((step[has_dep] - 1) * n_chunks + chunk[has_dep]) * g + dep_rank
-    dep_shift = np.where(prev_rank < 0, -1, 0).astype(np.int64)
+    previous = ring[(here[has_dep] - 1) % n]  # the rank whose send this one waits for
+    dep = ((step[has_dep] - 1) * n_chunks + chunk[has_dep]) * g + previous % g
+    dep_shift = (previous // g).astype(np.int64)
     deps_indptr = np.concatenate([[0], np.cumsum(has_dep)]).astype(np.int64)
-    params = {
+    params: dict[str, object] = {
         "n_channels": n_channels,
         "n_chunks": n_chunks,
         "max_in_flight": max_in_flight,
@@ -284,7 +313,7 @@ def ring_symmetric(
         piece_bytes=_frozen(split_bytes(block_bytes, pieces_per_block) * coll.n_blocks(n)),
         pieces_per_block=pieces_per_block,
         src=_frozen(rank),
-        dst=_frozen((rank + 1) % n),
+        dst=_frozen(ring[(here + 1) % n]),
         op=_frozen(op),
         channel=_frozen(np.zeros(n_reps, dtype=np.int64)),
         pieces_indptr=_frozen(np.arange(n_reps + 1)),
@@ -300,27 +329,48 @@ def ring_symmetric(
         period_ranks=g,
         channel_copies=n_channels,
         dep_shift=_frozen(dep_shift),
-        piece_stride_per_period=g * n_channels * n_chunks,
-        piece_stride_per_channel=n_chunks,
+        channel_maps=_frozen(maps),
     )
 
 
-def symmetric_routes(
+def _channel_maps(orders: IntArray, period: int) -> IntArray | None:
+    """Per channel, the rank permutation taking channel 0's ring onto it position by
+    position; None unless every ring is unchanged by the shift of ``period`` ranks and
+    every permutation commutes with it."""
+    n = orders.shape[1]
+    maps = np.empty_like(orders)
+    shifted = (np.arange(n) + period) % n
+    for ch, order in enumerate(orders):
+        successor = np.empty(n, dtype=np.int64)
+        successor[order] = np.roll(order, -1)
+        if not np.array_equal(successor[shifted], (successor + period) % n):
+            return None
+        maps[ch][orders[0]] = order
+        if not np.array_equal(maps[ch][shifted], (maps[ch] + period) % n):
+            return None
+    return maps
+
+
+def symmetric_routes(  # noqa: PLR0917 - the quotient's inputs
     topology: nx.DiGraph[str],
     sym: SymmetricSchedule,
     nodes: tuple[str, ...],
     protocol: Protocol | None = None,
     router: Router | None = None,
+    plan: Plan | None = None,
 ) -> tuple[Routes, IntArray] | None:
     """The quotient fabric of ``sym`` on ``topology``, or None if it is not exact.
 
-    Routes every copy of every representative pair, groups links into classes by
-    capacity and load vector, and checks that the copies of each pair cross the classes
-    alike with equal latency (see the module docstring). Returns the routes over link
-    classes and the class of every topology link (-1 for links no copy crosses).
+    Routes every copy of every representative pair (through the plan's NICs and PXN
+    proxy on the copy's channel), groups links into classes by capacity and load vector,
+    and checks that the copies of each pair cross the classes alike with equal latency
+    (see the module docstring). Channels that route alike (the same rank permutation
+    and the same plan channel) are routed once and counted as many times. Returns the
+    routes over link classes and the class of every topology link (-1 for links no copy
+    crosses).
     """
     rep = sym.representatives
-    n, g, c = sym.n_ranks, sym.period_ranks, sym.channel_copies
+    n, g = sym.n_ranks, sym.period_ranks
     m = n // g
     links = tuple(topology.edges)
     link_index = {edge: i for i, edge in enumerate(links)}
@@ -330,33 +380,38 @@ def symmetric_routes(
     capacity = np.array(
         [topology.edges[e]["bandwidth_bytes_per_s"] for e in links], dtype=np.float64
     )
-    copy_links: list[list[list[int]]] = []  # [pair][k] -> link ids
+    classes = _channel_classes(sym, plan)
+    shifts = g * np.arange(m)
+    copy_links: list[list[tuple[list[int], int]]] = []  # [pair] -> (link ids, copies)
     latency = np.zeros(len(pairs))
     efficiency = np.ones(len(pairs))
     for p_index, p in enumerate(pairs.tolist()):
         src, dst = divmod(p, n)
-        per_shift = []
+        per_copy = []
         latencies = []
         efficiencies = set()
-        for k in range(m):
-            a, b = (src + k * g) % n, (dst + k * g) % n
-            edges = route_pair(router, nodes, a, b)
-            per_shift.append([link_index[e] for e in edges])
-            latencies.append(pair_latency_s(topology, edges, a, b, rep, nodes, protocol))
-            efficiencies.add(pair_efficiency(topology, edges, protocol))
+        for ch, weight in classes:
+            sources = (sym.channel_maps[ch][src] + shifts) % n
+            targets = (sym.channel_maps[ch][dst] + shifts) % n
+            for a, b in zip(sources.tolist(), targets.tolist(), strict=True):
+                via = plan.waypoints(ch, a, b) if plan is not None else ()
+                edges = route_pair(router, nodes, a, b, via)
+                per_copy.append(([link_index[e] for e in edges], weight))
+                latencies.append(pair_latency_s(topology, edges, a, b, rep, nodes, protocol))
+                efficiencies.add(pair_efficiency(topology, edges, protocol))
         if max(latencies) - min(latencies) > 1e-12 * max(abs(x) for x in latencies):
             return None
         if len(efficiencies) > 1:
             return None
         latency[p_index] = latencies[0]
         efficiency[p_index] = efficiencies.pop()
-        copy_links.append(per_shift)
+        copy_links.append(per_copy)
     # n(L, F): copies of pair F crossing link L.
     load: dict[int, Counter[int]] = defaultdict(Counter)
-    for f, per_shift in enumerate(copy_links):
-        for route in per_shift:
+    for f, per_copy in enumerate(copy_links):
+        for route, weight in per_copy:
             for link in route:
-                load[link][f] += 1
+                load[link][f] += weight
     signature_class: dict[tuple[float, tuple[tuple[int, int], ...]], int] = {}
     class_of = np.full(len(links), -1, dtype=np.int64)
     for link in sorted(load):
@@ -364,15 +419,15 @@ def symmetric_routes(
         class_of[link] = signature_class.setdefault(key, len(signature_class))
     pair_links: list[IntArray] = []
     pair_weights: list[FloatArray | None] = []
-    for f, per_shift in enumerate(copy_links):
-        crossings = [Counter(int(class_of[link]) for link in route) for route in per_shift]
+    for f, per_copy in enumerate(copy_links):
+        crossings = [Counter(int(class_of[link]) for link in route) for route, _ in per_copy]
         if any(x != crossings[0] for x in crossings[1:]):
             return None
-        classes = sorted(crossings[0])
-        first_link = {int(class_of[link]): link for link in per_shift[0]}
-        pair_links.append(np.array(classes, dtype=np.int64))
+        link_classes = sorted(crossings[0])
+        first_link = {int(class_of[link]): link for link in per_copy[0][0]}
+        pair_links.append(np.array(link_classes, dtype=np.int64))
         pair_weights.append(
-            np.array([c * load[first_link[k]][f] for k in classes], dtype=np.float64)
+            np.array([load[first_link[k]][f] for k in link_classes], dtype=np.float64)
         )
     class_capacity = np.zeros(len(signature_class))
     for (cap, _), k in signature_class.items():
@@ -388,6 +443,19 @@ def symmetric_routes(
     return routes, class_of
 
 
+def _channel_classes(sym: SymmetricSchedule, plan: Plan | None) -> list[tuple[int, int]]:
+    """Channels that route alike, as (one of them, how many): same rank permutation and,
+    with a plan, the same plan channel (its rings, trees and NICs)."""
+    seen: dict[tuple[bytes, int], list[int]] = {}
+    for ch in range(sym.channel_copies):
+        key = (
+            sym.channel_maps[ch].tobytes(),
+            id(plan.channels[ch % plan.n_channels]) if plan is not None else 0,
+        )
+        seen.setdefault(key, []).append(ch)
+    return [(members[0], len(members)) for members in seen.values()]
+
+
 def simulate_symmetric(
     topology: nx.DiGraph[str],
     sym: SymmetricSchedule,
@@ -395,10 +463,12 @@ def simulate_symmetric(
     model: str = "flow",
     protocol: Protocol | None = None,
     router: Router | None = None,
+    plan: Plan | None = None,
 ) -> SimulationResult | None:
     """Simulate ``sym`` on its representatives; None if the symmetry is not exact here.
 
-    Ranks go to GPUs as in :func:`simcoll.sim.engine.simulate`. The result's per-transfer
+    Ranks go to GPUs as in :func:`simcoll.sim.engine.simulate` (the plan's GPUs, with a
+    plan, whose NICs the copies' routes then take). The result's per-transfer
     arrays cover the representatives (``result.schedule`` is
     ``sym.representatives``); its per-link arrays cover every topology link; ``time_s``,
     algbw and busbw are those of the whole collective.
@@ -406,8 +476,8 @@ def simulate_symmetric(
     if model not in {"flow", "ideal"}:
         raise ConfigError(f"the symmetric path runs the flow and ideal models, not {model!r}")
     rep = sym.representatives
-    nodes = map_ranks(topology, rep.n_ranks)
-    found = symmetric_routes(topology, sym, nodes, protocol, router)
+    nodes = plan.rank_nodes if plan is not None else map_ranks(topology, rep.n_ranks)
+    found = symmetric_routes(topology, sym, nodes, protocol, router, plan)
     if found is None:
         return None
     routes, class_of = found
@@ -432,8 +502,12 @@ def simulate_ring_fast(
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     model: str = "flow",
     protocol: Protocol | None = None,
+    plan: Plan | None = None,
 ) -> tuple[SimulationResult, SymmetricSchedule] | None:
     """A ring collective on the symmetric path, with the smallest period that is exact.
+
+    With a ``plan``, its first ``n_channels`` channels' rings (cyclically), GPUs and
+    NICs; else every channel's ring is the rank order on the GPUs of ranks 0..N-1.
 
     Tries the divisors of ``n_ranks`` up to ``n_ranks / 2`` in increasing order (routes
     are computed once and reused); None if none is exact or the pieces are uneven, in
@@ -457,10 +531,28 @@ def simulate_ring_fast(
             n_chunks=n_chunks,
             max_in_flight=max_in_flight,
             period_ranks=period,
+            rings=None if plan is None else plan.using(n_channels).rings,
         )
         if sym is None:
-            return None
-        result = simulate_symmetric(topology, sym, model=model, protocol=protocol, router=router)
+            if uneven_pieces(collective, n_ranks, size_bytes, n_channels, n_chunks):
+                return None
+            continue  # the rings are not symmetric under this period: try a longer one
+        result = simulate_symmetric(topology, sym, model=model, protocol=protocol,
+                                    router=router, plan=plan)  # fmt: skip
         if result is not None:
             return result, sym
     return None
+
+
+def uneven_pieces(
+    collective: str, n_ranks: int, size_bytes: int, n_channels: int, n_chunks: int
+) -> bool:
+    """Whether a ring's pieces differ in size (then no period is exact).
+
+    >>> uneven_pieces("allreduce", 4, 64, 1, 1), uneven_pieces("allreduce", 4, 65, 1, 1)
+    (False, True)
+    """
+    coll = Collective(collective)
+    ring_blocks = n_ranks if coll is Collective.ALLREDUCE else 1
+    block_bytes = coll.block_bytes(size_bytes, n_ranks)
+    return len(set(split_bytes(block_bytes, ring_blocks * n_channels * n_chunks))) > 1

@@ -43,6 +43,7 @@ from simcoll.topology.builder_params import (
     describe,
     file_field,
 )
+from simcoll.topology.calibration import Calibration, read_calibration
 from simcoll.topology.catalog import BUILDERS, IMPORTERS
 from simcoll.topology.explicit import from_document, key_text
 from simcoll.topology.nodelink import from_node_link
@@ -59,8 +60,8 @@ _POSITION = re.compile(
     r"^(?P<message>.*) \(at (?:line (?P<line>\d+), column (?P<column>\d+)|end of document)\)$"
 )
 
-_BUILDER_KEYS = ("schema", "builder", "description", "params", "routing")
-_EXPLICIT_KEYS = ("schema", "description", "p2p", "routing", "nodes", "links")
+_BUILDER_KEYS = ("schema", "builder", "description", "calibration", "params", "routing")
+_EXPLICIT_KEYS = ("schema", "description", "calibration", "p2p", "routing", "nodes", "links")
 
 
 def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiGraph[str]:
@@ -109,7 +110,10 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     _apply_routing(graph, document.get("routing", {}), source)
     graph.graph["source"] = source
     graph.graph["description"] = _description(document, source)
-    return validate(graph, source=source)
+    graph = validate(graph, source=source)
+    if "calibration" in document:
+        graph.graph["calibration"] = _calibration(document["calibration"], source, Path(path))
+    return graph
 
 
 def source_files(path: str | Path, overrides: Mapping[str, str] | None = None) -> list[Path]:
@@ -131,6 +135,8 @@ def source_files(path: str | Path, overrides: Mapping[str, str] | None = None) -
     named = (overrides or {}).get("file", named)
     if document.get("builder") in IMPORTERS and isinstance(named, str):
         files.append(Path(path).parent / named)
+    if isinstance(document.get("calibration"), str):
+        files.append(Path(path).parent / document["calibration"])
     return files
 
 
@@ -268,6 +274,19 @@ def _description(document: dict[str, Any], source: str) -> str:
         message = f"must be a string, got {describe(description)}"
         raise ConfigError(message, source=source, field="description")
     return description
+
+
+def _calibration(value: object, source: str, path: Path) -> Calibration:
+    """The params file the topology file's ``calibration`` key names (relative to it):
+    the parameters fitted on measurements of the machine, used unless ``--params`` says
+    otherwise."""
+    if not isinstance(value, str) or not value:
+        message = f"must name a params file (relative to the topology file), got {describe(value)}"
+        raise ConfigError(message, source=source, field="calibration")
+    try:
+        return read_calibration(path.parent / value)
+    except ConfigError as error:  # one line: the topology's key, then the params file's
+        raise ConfigError(str(error), source=source, field="calibration") from None
 
 
 def _apply_routing(graph: nx.DiGraph[str], table: object, source: str) -> None:

@@ -53,6 +53,7 @@ def to_node_link(graph: nx.DiGraph[str]) -> dict[str, Any]:
     """
     data: dict[str, Any] = nx.node_link_data(graph, edges="links")
     data["graph"] = dict(graph.graph)  # node_link_data hands out the graph's own dict
+    data["graph"].pop("calibration", None)  # parameters, not links: not part of the graph
     for element in (*data["nodes"], *data["links"]):  # fresh dicts, safe to change
         element["kind"] = element["kind"].value
     return data

@@ -265,7 +265,7 @@ def test_unknown_algorithm_lists_valid_ones(capsys: pytest.CaptureFixture[str]) 
         capsys, "predict", DGX_A100, "--collective", "alltoall", "--algorithm", "ring"
     )
     assert line == (
-        "simcoll: error: alltoall has no algorithm 'ring'; valid: direct, pairwise, auto, all"
+        "simcoll: error: alltoall has no algorithm 'ring'; valid: direct, pairwise, auto, nccl, all"
     )
 
 
@@ -290,7 +290,7 @@ def test_unknown_key_in_toml(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     line = error_line(capsys, "predict", path, "--collective", "allreduce")
     assert line == (
         f"simcoll: error: {path}: colour: unknown key; valid keys: "
-        "schema, builder, description, params, routing"
+        "schema, builder, description, calibration, params, routing"
     )
 
 

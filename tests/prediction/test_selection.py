@@ -54,12 +54,13 @@ def test_auto_on_an_nvswitch_node_picks_ll_small_and_nvls_large() -> None:
     assert picks[1] == ("nvls", "simple")
 
 
-def test_auto_on_a_16_node_fat_tree_picks_tree_small_and_ring_large() -> None:
-    # 128 GPUs. Small: latency decides; a ring takes 2(n-1) = 254 steps, NCCL's trees
-    # (across the 16 nodes, a chain of 8 inside each) about 2 (log2 16 + 7) = 22 hops, on
-    # LL's 0.6-2.7 us steps. Large: bandwidth decides; Simple wastes no wire bytes, and the
-    # ring keeps every NIC busy in both directions where a tree leaves leaf nodes' NICs
-    # half idle.
-    picks = _picks("topologies/h100-ib-fat-tree.toml", [4096, 2**28], n_nodes="16")
+def test_auto_on_a_4_node_fat_tree_picks_tree_small_and_ring_large() -> None:
+    # 32 GPUs, NCCL's plan (16 channels over the 8 NICs of each server). Small: latency
+    # decides; a ring takes 2(n-1) = 62 steps, NCCL's trees (a double binary tree across
+    # the 4 servers, a chain of 8 inside each) about 2 (log2 4 + 7) = 18 hops, on LL's
+    # 0.6-2.7 us steps. Large: bandwidth decides; Simple wastes no wire bytes, and the
+    # ring keeps every NIC busy in both directions where a tree leaves leaf servers'
+    # NICs half idle.
+    picks = _picks("topologies/h100-ib-fat-tree.toml", [4096, 2**28], n_nodes="4")
     assert picks[0] == ("tree", "LL")
     assert picks[1] == ("ring", "simple")

@@ -198,7 +198,8 @@ def test_ecmp_collisions_break_the_symmetry_and_fall_back() -> None:
     sym = ring_symmetric("allreduce", 64, 2**20, n_channels=2, period_ranks=8)
     assert sym is not None
     assert simulate_symmetric(topology, sym) is None
-    row = predict(topology, "allreduce", [2**20], algorithm="ring", params={"n_channels": 2})
+    row = predict(topology, "allreduce", [2**20], algorithm="ring", params={"n_channels": 2},
+                  plan="rank")  # fmt: skip
     full = simulate(topology, ring_allreduce(64, 2**20, n_channels=2))
     assert row.rows[0].time_s == full.time_s
 
@@ -206,9 +207,36 @@ def test_ecmp_collisions_break_the_symmetry_and_fall_back() -> None:
 def test_predict_rows_are_the_same_on_either_path() -> None:
     topology = _rail(8, 4, "dmodk")
     sizes = [2**16, 2**20, 2**24]
-    fast = predict(topology, "allreduce", sizes, algorithm="ring", params={"n_channels": 2})
+    fast = predict(topology, "allreduce", sizes, algorithm="ring", params={"n_channels": 2},
+                   plan="rank")  # fmt: skip
     for row in fast.rows:
         n_chunks = max(1, min(64, -(-row.size_bytes // (64 * 2) // (512 * 1024))))
         schedule = ring_allreduce(64, row.size_bytes, n_channels=2, n_chunks=n_chunks)
         assert row.time_s == pytest.approx(simulate(topology, schedule).time_s, rel=REL)
         assert row.max_rank_sent_bytes == int(schedule.bytes_sent_per_rank().max())
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter"])
+@pytest.mark.parametrize("n_nodes", [2, 4])
+def test_multi_channel_plans_are_exact_on_the_symmetric_path(collective: str, n_nodes: int) -> None:
+    # NCCL's plan on DGX H100 servers: 16 channels, channel c entering every server by
+    # NIC c mod 8 and leaving through PXN. Channel c's ring is channel 0's with every
+    # server's GPUs rotated by c, and each ring is unchanged by a shift of one server: the
+    # fast path (period 8, channels as rotations) must equal the whole schedule. With only
+    # 4 of the 16 channels, half the NICs idle and the rotations are no symmetry: None.
+    from simcoll.algorithms import build_schedule  # noqa: PLC0415
+    from simcoll.plan.search import search_plan  # noqa: PLC0415
+
+    topology = load(TOPOLOGIES / "h100-ib-fat-tree.toml", {"n_nodes": str(n_nodes)})
+    plan = search_plan(topology)
+    n, size = plan.n_ranks, plan.n_ranks * 16 * 2 * 2**12
+    found = simulate_ring_fast(topology, collective, n, size, n_channels=16, n_chunks=2,
+                               plan=plan)  # fmt: skip
+    assert found is not None
+    fast, sym = found
+    assert sym.period_ranks == 8
+    schedule = build_schedule(collective, "ring", plan, n_ranks=n, size_bytes=size, n_chunks=2)
+    full = simulate(topology, schedule, rank_nodes=plan.rank_nodes, plan=plan)
+    _assert_same(topology, fast, full)
+    assert simulate_ring_fast(topology, collective, n, size, n_channels=4, n_chunks=2,
+                              plan=plan.using(4)) is None  # fmt: skip

@@ -263,7 +263,8 @@ BAD_FILES = [
     _bad("unknown-param", "[params]\n", "[params]\nextra = 1\n",
          f"params.extra: unknown parameter of builder 'switch_star'; valid: {VALID_KEYS}"),
     _bad("unknown-top-level-key", "schema = 1\n", "schema = 1\ncolour = 'red'\n",
-         "colour: unknown key; valid keys: schema, builder, description, params, routing"),
+         "colour: unknown key; valid keys: schema, builder, description, calibration, params, "
+         "routing"),
     _bad("unknown-builder", '"switch_star"', '"star"',
          f"builder: unknown builder 'star'; valid: {BUILDER_NAMES}"),
     _bad("missing-builder", 'builder = "switch_star"\n', "",

@@ -1,0 +1,54 @@
+"""``--algorithm nccl``: the (algorithm, protocol) NCCL's own tuning model picks for a call.
+
+NCCL costs every enabled (algorithm, protocol) with its model (``tuning.cc``; here
+:mod:`simcoll.models.nccl`) and runs the fastest (``enqueue.cc:topoGetAlgoInfo``). This
+asks the same model, with the communicator's channels, and hands the pick to the simulator:
+what NCCL would run, simulated, rather than the fastest by simulation (``auto``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from simcoll.core.errors import ConfigError
+from simcoll.core.protocols import Protocol
+from simcoll.models.nccl import NCCL_ALGORITHMS, nccl_time_s
+from simcoll.plan.tuning import protocol_allowed
+from simcoll.prediction.simulated import Setup
+
+__all__ = ["nccl_choice"]
+
+
+def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
+    """``setup`` narrowed to the one algorithm and protocol NCCL's model picks at this size.
+
+    Raises
+    ------
+    ConfigError
+        If NCCL's model costs none of the candidates (the message says why the last
+        one was refused).
+    """
+    n = len(setup.nodes)
+    channels = setup.knobs.channels(setup.plan.n_channels if setup.plan else 1)
+    best: tuple[float, str, Protocol | None] | None = None
+    refusal: ConfigError | None = None
+    for name in setup.names:
+        if setup.collective not in NCCL_ALGORITHMS.get(name, frozenset()):
+            continue
+        for proto in setup.protocols:
+            if proto is None or not protocol_allowed(proto, name):
+                continue
+            try:
+                time_s = nccl_time_s(setup.topology, setup.collective, name, proto.name, n,
+                                     size_bytes, n_channels=max(2, channels),
+                                     rank_nodes=setup.nodes)  # fmt: skip
+            except ConfigError as error:
+                refusal = error
+                continue
+            if best is None or time_s < best[0]:
+                best = (time_s, name, proto)
+    if best is None:
+        raise refusal or ConfigError(
+            f"NCCL's model costs none of {', '.join(setup.names)} for {setup.collective.value}"
+        )
+    return replace(setup, names=[best[1]], protocols=[best[2]])

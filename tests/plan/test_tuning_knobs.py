@@ -1,0 +1,76 @@
+"""NCCL's per-call tuning and environment knobs (simcoll.plan.tuning), by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError
+from simcoll.plan.tuning import NcclKnobs, parse_nccl_knobs, tune_call
+
+AR = Collective.ALLREDUCE
+
+
+@pytest.mark.parametrize(
+    ("protocol", "size_bytes", "channels"),
+    [
+        # Simple: keep c channels while size >= c x 512 threads x 64 B = c x 32 KiB.
+        ("simple", 24 * 32768, 24),
+        ("simple", 24 * 32768 - 1, 23),
+        ("simple", 5 * 32768, 5),
+        ("simple", 100, 1),
+        # LL on a ring of 8: threshold 8 B x 8 ranks x 512 threads = 32 KiB per channel.
+        ("LL", 3 * 32768, 3),
+        # LL128: 8 B x 640 threads = 5 KiB per channel.
+        ("LL128", 10 * 5120, 10),
+        ("LL128", 10 * 5120 - 1, 9),
+    ],
+)
+def test_channels_per_size(protocol: str, size_bytes: int, channels: int) -> None:
+    assert tune_call(AR, "ring", protocol, 8, size_bytes, n_channels=24).n_channels == channels
+
+
+def test_pieces_per_protocol() -> None:
+    # Simple ring all-reduce: 4 MiB buffer / 8 steps x 2 slice steps = 1 MiB pieces, 4 in
+    # flight. A channel's share of one ring step is 1 GiB / (8 ranks x 24 channels)
+    # = 5.33 MiB -> 6 pieces.
+    t = tune_call(AR, "ring", "simple", 8, 2**30, n_channels=24)
+    assert (t.piece_bytes, t.max_in_flight, t.n_chunks) == (2**20, 4, 6)
+    # Broadcast (not sliced): one 512 KiB slot a piece, 8 in flight.
+    b = tune_call(Collective.BROADCAST, "ring", "simple", 8, 2**24, n_channels=1)
+    assert (b.piece_bytes, b.max_in_flight, b.n_chunks) == (2**19, 8, 32)
+    # LL: 64 KiB a slot of 16-byte lines carrying 8 data bytes: 32 KiB of data.
+    assert tune_call(AR, "ring", "LL", 8, 2**20, n_channels=1).piece_bytes == 32768
+    # LL128: a slot of 120 x 8 x 640 = 614400 bytes, 120 of every 128 data: 576000.
+    assert tune_call(AR, "ring", "LL128", 8, 2**26, n_channels=1).piece_bytes == 576000
+    # A bigger NCCL_BUFFSIZE gives bigger pieces: 8 MiB / 8 x 2 = 2 MiB.
+    big = tune_call(AR, "ring", "simple", 8, 2**30, n_channels=24, buffsize_bytes=2**23)
+    assert big.piece_bytes == 2**21
+
+
+def test_knobs_from_the_environment() -> None:
+    knobs = parse_nccl_knobs(["NCCL_MIN_CTAS=24", "NCCL_MAX_NCHANNELS=32", "NCCL_PROTO=ll128",
+                              "NCCL_ALGO=Tree", "NCCL_BUFFSIZE=8M"])  # fmt: skip
+    assert knobs == NcclKnobs(24, 32, 2**23, "tree", "LL128")
+    assert knobs.channels(16) == 24  # the minimum repeats channels
+    assert NcclKnobs(max_channels=2).channels(16) == 2
+    assert NcclKnobs().channels(16) == 16
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("NCCL_FOO=1", "NAME one of NCCL_MIN_NCHANNELS"),
+        ("NCCL_MIN_NCHANNELS", "NAME one of"),
+        ("NCCL_MIN_NCHANNELS=0", "a channel count 1..64"),
+        ("NCCL_MAX_CTAS=x", "a channel count 1..64"),
+        ("NCCL_ALGO=fast", "expected one of ring, tree"),
+        ("NCCL_BUFFSIZE=1", "at least 4096 bytes"),
+        ("NCCL_PROTO=LL256", "LL256"),
+    ],
+)
+def test_bad_knobs_are_one_line(item: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as error:
+        parse_nccl_knobs([item])
+    assert "\n" not in str(error.value)
+    assert str(error.value).startswith("--nccl")
