@@ -1036,7 +1036,7 @@ EXACT = [
     pytest.param(
         "topology",
         _edited(H100, b"n_gpus", b"n_\xffgpus"),
-        "topology/case.toml: line 14: not UTF-8 text (byte 0xff at offset 787); save the "
+        "topology/case.toml: line 15: not UTF-8 text (byte 0xff at offset 886); save the "
         "file as UTF-8",
         id="not UTF-8",
     ),

@@ -36,6 +36,7 @@ _RTX4090 = LogHeader(min_bytes=8, max_bytes=2**27, device_name="NVIDIA GeForce R
 LOGS: dict[str, tuple[Layout, LogHeader]] = {
     "nccl_allgather_8xA100_nvswitch_superbench.csv": ("old", replace(_SUPERBENCH, pid=112372)),
     "nccl_allreduce_8xA100_nvswitch_superbench.csv": ("old", replace(_SUPERBENCH, pid=112424)),
+    "nccl_reducescatter_8xA100_nvswitch_superbench.csv": ("old", replace(_SUPERBENCH, pid=112580)),
     "nccl_allreduce_2x8xH100_ndr_ring_mincta24_nccltests309_gjaion.csv": (
         "new",
         LogHeader(n_gpus=1, hosts=("node0", "node1"), device_name="NVIDIA H100 80GB HBM3"),

@@ -6,6 +6,7 @@ import argparse
 import csv
 import io
 import re
+import shlex
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -105,8 +106,9 @@ def add_compare(sub: argparse._SubParsersAction[Any]) -> None:
         "--params a100.params.toml --out compare-a100",
     )
     _common(p)
-    p.add_argument("--params", type=Path, metavar="PARAMS.toml",
-                   help="calibration from `simcoll calibrate` (default: none)")  # fmt: skip
+    p.add_argument("--params", metavar="PARAMS.toml|none",
+                   help="calibration from `simcoll calibrate`, or none for the bare links "
+                   "(default: the topology file's own calibration, if it names one)")  # fmt: skip
     p.add_argument(
         "--out",
         metavar="DIR",
@@ -197,6 +199,7 @@ def _calibrate(args: argparse.Namespace) -> int:
                  parameters=groups)  # fmt: skip
     errors = sorted(abs(e) for e in result.relative_errors)
     provenance = {
+        "command": shlex.join(["simcoll", *sys.argv[1:]]),
         "inputs": [str(s.source) for s in sets],
         "topology": str(args.topology),
         "overrides": list(args.set),
@@ -231,7 +234,7 @@ def _input_files(args: argparse.Namespace) -> list[str]:
     """Every file the command reads: -o must be none of them."""
     files = [args.topology, *args.measurements]
     files += [str(sidecar_path(m)) for m in args.measurements]
-    if getattr(args, "params", None):
+    if getattr(args, "params", None) not in (None, "none"):
         files.append(str(args.params))
     return files
 
@@ -297,7 +300,9 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
     from simcoll.core.units import parse_size_bytes  # noqa: PLC0415
 
     topology, sets = _inputs(args)
-    calibration = read_calibration(args.params) if args.params else None
+    calibration = topology.graph.get("calibration")  # the topology file's own, by default
+    if args.params is not None:
+        calibration = None if args.params == "none" else read_calibration(args.params)
     recipe, protocol, _ = _choices(args, sets)
     try:
         min_size = parse_size_bytes(args.min_size)
@@ -309,7 +314,9 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
     if not compared:
         raise ConfigError(f"{sets[0].source}: no point could be simulated")
     summary = summarise(compared)
-    params = f"params {args.params}" if args.params else "uncalibrated"
+    params = f"params {args.params or 'of the topology file'}"
+    if calibration is None:
+        params = "uncalibrated"
     print(f"simcoll compare on {args.topology} ({params}); errors: simulated vs measured, "
           "time err = sim/meas - 1")  # fmt: skip
     print(format_summary(summary))

@@ -250,11 +250,11 @@ def _title(
     rows: list[Row],
 ) -> str:
     """The table's header: what ran where, with which plan, placement, routing, params."""
+    source = args.params
     if calibration == "default":
         calibration = topology.graph.get("calibration")
-    params = "bare links" if calibration is None else "calibrated"
-    if isinstance(calibration, Calibration) and calibration.provenance.get("source"):
-        params = f"calibrated ({calibration.provenance['source']})"
+        source = topology.graph.get("calibration_file", "the topology file's")
+    params = "bare links (--params none)" if calibration is None else f"params {source}"
     channels = sorted({r.n_channels for r in rows if r.n_channels})
     plan = rows[0].plan if rows and rows[0].plan else args.plan
     used = f", {channels[0]}..{channels[-1]} channels" if len(channels) > 1 else (

@@ -40,6 +40,7 @@ from simcoll.algorithms import build_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.models.estimate import estimate_point
+from simcoll.plan.search import search_plan
 from simcoll.plan.tuning import ring_chunks
 from simcoll.sim.engine import SimulationResult, simulate
 from simcoll.sim.symmetry import simulate_ring_fast
@@ -102,6 +103,25 @@ def _ring_case(name: str, file: str, n_nodes: int | None) -> BenchRow:
     row = _row(name, result, transfers=sym.n_transfers, path="symmetric")
     row.estimate_s = estimate_point("allreduce", "ring", n_ranks=n, size_bytes=GIB, n_channels=8,
                                     n_chunks=1, period_ranks=sym.period_ranks).seconds  # fmt: skip
+    return row
+
+
+def _planned_ring_case(name: str, file: str, n_nodes: int) -> BenchRow:
+    """Ring all-reduce of 1 GiB on NCCL's plan (16 channels over the 8 NICs, PXN), one
+    piece per channel and block, on the symmetric path (d-mod-k routing)."""
+    graph = _topology(file, n_nodes, routing="dmodk")
+    n = len(gpu_nodes(graph))
+    plan = search_plan(graph)
+    found = simulate_ring_fast(graph, "allreduce", n, GIB, n_channels=plan.n_channels, plan=plan)
+    if found is None:
+        raise ConfigError(f"{file}: NCCL's rings are not symmetric on this fabric")
+    result, sym = found
+    row = _row(
+        name, result, transfers=sym.n_transfers, path=f"symmetric, period {sym.period_ranks}"
+    )
+    row.estimate_s = estimate_point("allreduce", "ring", n_ranks=n, size_bytes=GIB,
+                                    n_channels=plan.n_channels, n_chunks=1,
+                                    period_ranks=sym.period_ranks).seconds  # fmt: skip
     return row
 
 
@@ -194,6 +214,20 @@ CASES: tuple[Case, ...] = (
         "ring all-reduce 1 GiB, 8 channels, 2,048 DGX H100 on a rail-optimized fat-tree",
         300.0,
         lambda: _ring_case("ring-16384", "h100-rail-optimized.toml", 2048),
+    ),
+    Case(
+        "ring-1024-nccl",
+        "ring all-reduce 1 GiB on NCCL's plan (16 channels, 8 NICs per node, PXN), 128 DGX "
+        "H100 on a rail-optimized fat-tree",
+        10.0,
+        lambda: _planned_ring_case("ring-1024-nccl", "h100-rail-optimized.toml", 128),
+    ),
+    Case(
+        "ring-16384-nccl",
+        "ring all-reduce 1 GiB on NCCL's plan (16 channels, 8 NICs per node, PXN), 2,048 DGX "
+        "H100 on a rail-optimized fat-tree",
+        300.0,
+        lambda: _planned_ring_case("ring-16384-nccl", "h100-rail-optimized.toml", 2048),
     ),
     Case(
         "alltoall-1024",

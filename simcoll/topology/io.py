@@ -113,6 +113,7 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     graph = validate(graph, source=source)
     if "calibration" in document:
         graph.graph["calibration"] = _calibration(document["calibration"], source, Path(path))
+        graph.graph["calibration_file"] = str(Path(path).parent / document["calibration"])
     return graph
 
 

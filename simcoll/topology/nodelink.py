@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 import networkx as nx
 
 from simcoll.core.errors import ConfigError
+from simcoll.topology.calibration import Calibration
 from simcoll.topology.schema import LinkKind, NodeKind, validate
 
 __all__ = ["dumps", "from_node_link", "to_node_link"]
@@ -53,10 +54,29 @@ def to_node_link(graph: nx.DiGraph[str]) -> dict[str, Any]:
     """
     data: dict[str, Any] = nx.node_link_data(graph, edges="links")
     data["graph"] = dict(graph.graph)  # node_link_data hands out the graph's own dict
-    data["graph"].pop("calibration", None)  # parameters, not links: not part of the graph
+    calibration = data["graph"].get("calibration")
+    if isinstance(calibration, Calibration):  # as data, read back by from_node_link
+        data["graph"]["calibration"] = {
+            "values": calibration.values,
+            "provenance": dict(calibration.provenance),
+        }
     for element in (*data["nodes"], *data["links"]):  # fresh dicts, safe to change
         element["kind"] = element["kind"].value
     return data
+
+
+def _calibration(value: object, source: str | None) -> Calibration:
+    """The ``graph.calibration`` object of node-link data: ``values`` and ``provenance``."""
+    table = _mapping(value, "calibration parameters", source, "graph.calibration")
+    values = _mapping(table.get("values", {}), "parameter values", source,
+                      "graph.calibration.values")  # fmt: skip
+    provenance = _mapping(table.get("provenance", {}), "provenance", source,
+                          "graph.calibration.provenance")  # fmt: skip
+    try:
+        return Calibration.from_values(values, provenance)
+    except (ConfigError, KeyError, TypeError, ValueError) as error:
+        message = error.message if isinstance(error, ConfigError) else str(error)
+        raise ConfigError(message, source=source, field="graph.calibration") from None
 
 
 def dumps(graph: nx.DiGraph[str]) -> str:
@@ -122,6 +142,9 @@ def from_node_link(data: object, *, source: str | None = None) -> nx.DiGraph[str
     _check_flag(document, "multigraph", False, source)
     graph: nx.DiGraph[str] = nx.DiGraph()
     graph.graph.update(_mapping(document.get("graph", {}), "the graph attributes", source, "graph"))
+    calibration = graph.graph.get("calibration")
+    if calibration is not None:
+        graph.graph["calibration"] = _calibration(calibration, source)
     listed: dict[str, str] = {}  # node id -> where it is listed
     for where, element in _elements(document, "nodes", source):
         node, attrs = _node(element, where, listed, source)

@@ -452,6 +452,7 @@ REGENERATED = {
     "nccl_allreduce_8xRTX4090_pcie_P2Pdriver_chlc": ("allreduce", 8, "new"),
     "nccl_allreduce_8xRTX4090_pcie_noP2P_chlc": ("allreduce", 8, "new"),
     "nccl_allreduce_8xV100_oci_bmgpu38_ocitutorials": ("allreduce", 8, "new"),
+    "nccl_reducescatter_8xA100_nvswitch_superbench": ("reducescatter", 8, "old"),
     "nccl_sendrecv_8xA100_nvswitch_liplus": ("sendrecv", 8, "new"),
 }
 

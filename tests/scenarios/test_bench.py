@@ -33,6 +33,8 @@ def test_the_suite_has_the_issue_cases() -> None:
         "ring-8",
         "ring-1024",
         "ring-16384",
+        "ring-1024-nccl",
+        "ring-16384-nccl",
         "alltoall-1024",
         "ring-ecmp-256",
         "tree-1024",

@@ -44,6 +44,7 @@ def _rail(n_nodes: int, nodes_per_leaf: int, routing: str, oversubscription: flo
         },
     )
     graph.graph["routing"] = routing
+    graph.graph.pop("calibration", None)  # the engine's paths on the bare links
     return graph
 
 
@@ -53,6 +54,7 @@ def _fat_tree_2to1(n_nodes: int) -> nx.DiGraph[str]:
         overrides={"n_nodes": str(n_nodes), "leaf_down_ports": "8"},
     )
     graph.graph["routing"] = "dmodk"
+    graph.graph.pop("calibration", None)  # the engine's paths on the bare links
     return graph
 
 

@@ -18,7 +18,9 @@ from simcoll.topology.nodelink import dumps, from_node_link, to_node_link
 from simcoll.topology.schema import LinkKind, NodeKind
 
 REPO = Path(__file__).resolve().parents[2]
-TOPOLOGY_FILES = sorted((REPO / "topologies").rglob("*.toml"))
+TOPOLOGY_FILES = sorted(
+    p for p in (REPO / "topologies").rglob("*.toml") if p.parent.name != "calibration"
+)
 LINK: dict[str, Any] = {"link_bandwidth_bytes_per_s": 3e11, "link_latency_s": 5e-7}
 
 
