@@ -54,9 +54,10 @@ class Setup:
 
     @property
     def plan_name(self) -> str:
-        """What the rows say of the plan: ``nccl``, ``rank order`` or a log file."""
+        """What the rows say of the plan, as ``--plan`` takes it: ``nccl``, ``rank`` (one
+        ring in rank order: asked for, or no servers to plan for) or a log file."""
         if self.plan is None:
-            return "rank order"
+            return "rank"
         return "nccl" if self.plan.source == "search" else self.plan.source
 
 
