@@ -74,7 +74,11 @@ def _calibration(value: object, source: str | None) -> Calibration:
                           "graph.calibration.provenance")  # fmt: skip
     try:
         return Calibration.from_values(values, provenance)
-    except (ConfigError, KeyError, TypeError, ValueError) as error:
+    except KeyError as error:
+        message = (f"unknown parameter section {error.args[0]!r}; valid: efficiency, "
+                   "protocol_efficiency, step_latency_s, link_latency_s, launch_s")  # fmt: skip
+        raise ConfigError(message, source=source, field="graph.calibration") from None
+    except (ConfigError, TypeError, ValueError) as error:
         message = error.message if isinstance(error, ConfigError) else str(error)
         raise ConfigError(message, source=source, field="graph.calibration") from None
 
