@@ -11,6 +11,13 @@ physical values (efficiency in [0.05, 1]: no transfer carries more data than its
 wire; times at least 0), a handful of simulations
 per iteration.
 
+Speed: a fit needs a few hundred evaluations, so :class:`_Evaluator` keeps every
+simulated time by what it depends on. The launch cost is added, never simulated (it
+only delays the call); with ``protocol="auto"`` each protocol runs on its own and the
+fastest is kept per size, as ``predict`` does, so moving one protocol's factor
+re-simulates that protocol only; and the Jacobian is taken only over the groups asked
+for.
+
 Which parameters are fitted is decided by the data, not by hand: a parameter enters only
 if its Jacobian column adds rank. From point-to-point runs over routes of one length, a
 per-link latency and a per-transfer step latency move every time alike; only the first
@@ -66,6 +73,11 @@ __all__ = [
 _TIME_SCALE_S = 1e-6  # scale of a time variable that starts at 0
 _STEP = 1e-3  # forward-difference step, a fraction of the variable's scale
 _MAX_ITERATIONS = 30
+# Converged: a step lowers the squared log error by less than this fraction, or no step
+# lowers it before the damping reaches _MAX_DAMPING (steps a million times shorter than
+# Gauss-Newton's). Each trial is a simulation of every point: these bound the waste.
+_CONVERGED = 1e-6
+_MAX_DAMPING = 1e6
 #: What is fitted by default, in priority order.
 PARAMETER_GROUPS = ("efficiency", "link_latency_s", "step_latency_s", "launch_s")
 #: Groups that can be asked for (``protocol_efficiency`` only means something with NCCL's
@@ -153,6 +165,55 @@ def simulate_points(
     return out
 
 
+class _Evaluator:
+    """:func:`simulate_points` for one fit, memoised (see the module docstring)."""
+
+    def __init__(
+        self,
+        topology: nx.DiGraph[str],
+        points: Sequence[FitPoint],
+        *,
+        recipe: Model,
+        protocol: str | None,
+        model: str,
+    ) -> None:
+        self.topology, self.points, self.recipe, self.model = topology, points, recipe, model
+        self.protocols: list[str | None] = (
+            list(PROTOCOL_NAMES) if protocol == "auto" else [protocol]
+        )
+        self._memo: dict[tuple[str | None, tuple[tuple[str, float], ...]], list[float]] = {}
+        self.simulations = 0
+
+    def __call__(self, values: dict[str, float]) -> list[float]:
+        """Seconds per point with these parameter values (names as :func:`_parameters`)."""
+        launch_s = values.get("launch_s", 0.0)
+        best = [math.inf] * len(self.points)
+        for name in self.protocols:
+            times = self._protocol_times(name, values)
+            best = [min(b, t) if math.isfinite(t) else b for b, t in zip(best, times, strict=True)]
+        return [t + launch_s if math.isfinite(t) else math.nan for t in best]
+
+    def _protocol_times(self, name: str | None, values: dict[str, float]) -> list[float]:
+        other = {f"protocol_efficiency.{p}" for p in PROTOCOL_NAMES if p != name}
+        relevant = {k: v for k, v in values.items() if k != "launch_s" and k not in other}
+        key = (name, tuple(sorted(relevant.items())))
+        found = self._memo.get(key)
+        if found is None:
+            calibration = Calibration.from_values(relevant) if relevant else None
+            try:
+                found = simulate_points(
+                    self.topology, self.points, calibration,
+                    recipe=self.recipe, protocol=name, model=self.model,
+                )  # fmt: skip
+            except ConfigError:
+                if len(self.protocols) == 1:
+                    raise
+                found = [math.nan] * len(self.points)  # this protocol cannot run these
+            self.simulations += 1
+            self._memo[key] = found
+        return found
+
+
 def fit(
     topology: nx.DiGraph[str],
     points: Sequence[FitPoint],
@@ -199,35 +260,34 @@ def fit(
             raise ConfigError(f"unknown parameter group {group!r}; valid: {valid}")
     names, start, scale = _parameters(topology)
     order = [i for group in parameters for i, n in enumerate(names) if n.split(".")[0] == group]
-    first = simulate_points(topology, points, None, recipe=recipe, protocol=protocol,
-                            model=model)  # fmt: skip
-    points = [p for p, t in zip(points, first, strict=True) if math.isfinite(t)]
+    evaluate = _Evaluator(topology, points, recipe=recipe, protocol=protocol, model=model)
+    kept = np.isfinite(evaluate({}))
+    points = [p for p, k in zip(points, kept.tolist(), strict=True) if k]
     if not points:
         raise ConfigError("nothing to fit: every size is too small to cut for its algorithm")
     measured = np.log([p.time_s for p in points])
 
+    def values_of(theta: np.ndarray, active: list[int]) -> dict[str, float]:
+        return {names[i]: _value(names[i], theta[i]) for i in active}
+
     def calibration_of(theta: np.ndarray, active: list[int]) -> Calibration:
-        return Calibration.from_values({names[i]: _value(names[i], theta[i]) for i in active})
+        return Calibration.from_values(values_of(theta, active))
+
+    def simulated_of(theta: np.ndarray, active: list[int]) -> list[float]:
+        return [float(t) for t in np.asarray(evaluate(values_of(theta, active)))[kept]]
 
     def residual(theta: np.ndarray, active: list[int]) -> np.ndarray:
-        simulated = simulate_points(
-            topology, points, calibration_of(theta, active), recipe=recipe,
-            protocol=protocol, model=model,
-        )  # fmt: skip
-        return np.log(simulated) - measured
+        return np.log(simulated_of(theta, active)) - measured
 
-    everything = list(range(len(names)))
-    base = residual(start, everything)
-    jacobian = _jacobian(residual, start, base, everything, everything, scale)
+    base = residual(start, order)
+    jacobian = _jacobian(residual, start, base, order, order, scale)
     active = _identifiable(jacobian, order)
     if not active:
         raise ConfigError("no parameter changes the simulated times of these points")
     n_efficiency = sum(name.startswith(_EFFICIENCIES) for name in names)
     theta, history = _levenberg_marquardt(residual, start, active, scale, n_efficiency)
     calibration = calibration_of(theta, active)
-    simulated = simulate_points(
-        topology, points, calibration, recipe=recipe, protocol=protocol, model=model
-    )
+    simulated = simulated_of(theta, active)
     fitted = [names[i] for i in active]
     dropped = [names[i] for i in order if i not in active]
     return FitResult(
@@ -333,7 +393,7 @@ def _levenberg_marquardt(
         gradient = jac.T @ r
         improved = done = False
         delta = np.zeros(len(active))
-        while damping < 1e8:
+        while damping < _MAX_DAMPING:
             lhs = normal + damping * np.diag(np.diag(normal) + 1e-30)
             delta = np.linalg.solve(lhs, -gradient)
             trial = theta.copy()
@@ -342,7 +402,7 @@ def _levenberg_marquardt(
             r_trial = residual(trial, active)
             cost_trial = float(r_trial @ r_trial)
             if cost_trial < cost:
-                done = cost - cost_trial < 1e-12 * max(cost, 1e-30) or cost_trial < 1e-24
+                done = cost - cost_trial < _CONVERGED * cost or cost_trial < 1e-24
                 theta, r, cost, improved = trial, r_trial, cost_trial, True
                 damping = max(damping / 3, 1e-12)
                 break

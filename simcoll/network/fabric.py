@@ -13,7 +13,10 @@ paid: SimGrid's rule, latency before sharing). From then on the fabric
 Speed: everything due at one instant is handled before rates are recomputed once; the
 recomputation covers only the connected component (flows linked through shared links) of
 the links whose flow set changed, since max-min rates elsewhere cannot change; rates and
-finish times of other flows are left untouched.
+finish times of other flows are left untouched. A component's rates depend only on
+its flows' routes, weights and caps (capacities are fixed), and a collective repeats the
+same components step after step, so they are kept by that signature and reused: the
+rates are the same numbers, computed once.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ IntArray = npt.NDArray[np.int64]
 # Events closer than this (relative to the clock) happen at the same instant: it absorbs
 # float rounding of finish times, never a physical difference.
 _SAME_INSTANT = 1e-12
+# Components whose max-min rates are kept for reuse; past this, the memo starts afresh.
+_MEMO_ENTRIES = 200_000
 
 
 @dataclass
@@ -97,6 +102,8 @@ class Fabric:
         self._flow_id = np.zeros(0, dtype=np.int64)
         self._links: list[IntArray] = []
         self._weights: list[FloatArray | None] = []
+        self._signature: list[tuple[Any, ...]] = []  # routes, weights, cap: the rate's inputs
+        self._rate_memo: dict[tuple[tuple[Any, ...], ...], FloatArray] = {}
         self._free: list[int] = []
         self._grow(64)
         self._sleeping = False
@@ -122,6 +129,7 @@ class Fabric:
         self._flow_id = np.concatenate([self._flow_id, np.full(extra, -1, dtype=np.int64)])
         self._links += [_NO_LINKS] * extra
         self._weights += [None] * extra
+        self._signature += [()] * extra
         self._free += range(size - 1, old - 1, -1)
 
     def _slot(self) -> int:
@@ -146,12 +154,20 @@ class Fabric:
         ``weights`` (one per link, default all 1) is how much of each link the flow uses
         per unit of its rate.
         """
+        links = np.asarray(links, dtype=np.int64)
+        if weights is not None:
+            weights = np.asarray(weights, dtype=np.float64)
         slot = self._slot()
         self._flow_id[slot] = flow_id
         self._links[slot] = links
         self._weights[slot] = weights
         self._remaining[slot] = float(size_bytes)
         self._cap[slot] = rate_cap_bytes_per_s
+        self._signature[slot] = (
+            links.tobytes(),
+            None if weights is None else weights.tobytes(),
+            rate_cap_bytes_per_s,
+        )
         start_s = max(start_s, self.env.now)
         heapq.heappush(self._pending, (start_s, flow_id, slot))
         if self._sleeping and start_s < self._wake_at and not self._wake_pending:
@@ -280,19 +296,16 @@ class Fabric:
         self._remaining[idx] -= self._rate[idx] * (now - self._updated_s[idx])
         self._updated_s[idx] = now
         lengths = [len(self._links[s]) for s in slots]
-        flows = np.repeat(np.arange(len(slots)), lengths)
-        links = np.concatenate([self._links[s] for s in slots])
         if self.contention:
-            used, local = np.unique(links, return_inverse=True)
-            rate = max_min_rates_sparse(
-                flows,
-                local,
-                self.capacity_bytes_per_s[used],
-                n_flows=len(slots),
-                rate_cap_bytes_per_s=self._cap[idx],
-                weight_of_use=self._weights_of(slots),
-            )
+            key = tuple(self._signature[s] for s in slots)
+            rate = self._rate_memo.get(key)
+            if rate is None:
+                rate = self._max_min(slots, idx, lengths)
+                if len(self._rate_memo) >= _MEMO_ENTRIES:
+                    self._rate_memo.clear()
+                self._rate_memo[key] = rate
         else:
+            links = np.concatenate([self._links[s] for s in slots])
             bottleneck = np.minimum.reduceat(
                 self.capacity_bytes_per_s[links], np.cumsum([0, *lengths[:-1]])
             )
@@ -302,6 +315,20 @@ class Fabric:
         self._finish_s[idx] = now + remaining / rate
         self.stats.reshares += 1
         self.stats.flow_rate_updates += len(slots)
+
+    def _max_min(self, slots: list[int], idx: IntArray, lengths: list[int]) -> FloatArray:
+        """Max-min fair rates of the flows in ``slots`` (a whole component)."""
+        flows = np.repeat(np.arange(len(slots)), lengths)
+        links = np.concatenate([self._links[s] for s in slots])
+        used, local = np.unique(links, return_inverse=True)
+        return max_min_rates_sparse(
+            flows,
+            local,
+            self.capacity_bytes_per_s[used],
+            n_flows=len(slots),
+            rate_cap_bytes_per_s=self._cap[idx],
+            weight_of_use=self._weights_of(slots),
+        )
 
     def _weights_of(self, slots: list[int]) -> FloatArray | None:
         """The incidence weights of ``slots`` in ``_reshare``'s order; None if all are 1."""

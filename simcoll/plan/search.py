@@ -332,35 +332,68 @@ def _rings_at(
 # -- across servers ---------------------------------------------------------------------------
 
 
-def _nics(topology: nx.DiGraph[str], host: str) -> list[str]:
-    """The NIC nodes of one server, in natural name order."""
-    return sorted(
-        (
-            node
-            for node, attrs in topology.nodes(data=True)
-            if attrs["kind"] is NodeKind.NIC and attrs.get("host") == host
-        ),
-        key=natural_key,
-    )
+def _host_members(topology: nx.DiGraph[str]) -> dict[str, set[str]]:
+    """Every server's nodes (those whose ``host`` is the server), by server name."""
+    members: dict[str, set[str]] = {}
+    for node, attrs in topology.nodes(data=True):
+        host = attrs.get("host")
+        if host is not None:
+            members.setdefault(str(host), set()).add(node)
+    return members
+
+
+def _hops_inside(
+    topology: nx.DiGraph[str], gpu: str, members: set[str], targets: set[str]
+) -> dict[str, int]:
+    """Hops from ``gpu`` to each of ``targets`` over the server's own nodes, GPUs not
+    forwarding (a breadth-first search; a target not reached is left out)."""
+    hops: dict[str, int] = {}
+    seen = {gpu}
+    level = [gpu]
+    depth = 0
+    while level and len(hops) < len(targets):
+        depth += 1
+        following = []
+        for u in level:
+            if u != gpu and topology.nodes[u]["kind"] is NodeKind.GPU:
+                continue  # a GPU ends a path, never forwards it
+            for v in topology.succ[u]:
+                if v in members and v not in seen:
+                    seen.add(v)
+                    following.append(v)
+                    if v in targets:
+                        hops[v] = depth
+        level = following
+    return hops
 
 
 def _preferred_nics(
-    topology: nx.DiGraph[str], server: _Server, router: Router
-) -> tuple[list[str], dict[str, int]]:
-    """NCCL's NIC order for a server, and each NIC's distance to its closest GPU.
+    topology: nx.DiGraph[str], server: _Server, members: set[str], router: Router
+) -> tuple[list[str], dict[str, int], dict[tuple[str, str], int]]:
+    """NCCL's NIC order for a server, each NIC's distance to its closest GPU, and the
+    hops from every GPU to every NIC.
 
-    Each GPU prefers its closest NICs (fewest hops); GPUs equally close to the same NICs
-    take them in turn, the i-th GPU the i-th NIC (``topo.cc:ncclTopoGetLocalNet``). The
-    list is each GPU's preferred NIC in GPU index order, then the NICs no GPU prefers.
+    Each GPU prefers its closest NICs (fewest hops, inside the server: NCCL's PCI paths;
+    the fabric's routes only where the server's own nodes join no GPU to a NIC); GPUs
+    equally close to the same NICs take them in turn, the i-th GPU the i-th NIC
+    (``topo.cc:ncclTopoGetLocalNet``). The list is each GPU's preferred NIC in GPU index
+    order, then the NICs no GPU prefers.
     """
-    nics = _nics(topology, server.name)
+    nics = sorted(
+        (n for n in members if topology.nodes[n]["kind"] is NodeKind.NIC), key=natural_key
+    )
+    far = 1 << 30
+    inside = {gpu: _hops_inside(topology, gpu, members, set(nics)) for gpu in server.gpus}
     hops: dict[tuple[str, str], int] = {}
     for gpu in server.gpus:
         for nic in nics:
+            if inside[gpu]:
+                hops[gpu, nic] = inside[gpu].get(nic, far)
+                continue
             try:
                 hops[gpu, nic] = len(router.route(gpu, nic))
             except TopologyError:
-                hops[gpu, nic] = 1 << 30
+                hops[gpu, nic] = far
     order: list[str] = []
     turn: dict[tuple[str, ...], int] = {}
     for gpu in server.gpus:
@@ -372,7 +405,7 @@ def _preferred_nics(
             order.append(pick)
     order += [nic for nic in nics if nic not in order]
     closest = {nic: min(hops[g, nic] for g in server.gpus) for nic in nics}
-    return order, closest
+    return order, closest, hops
 
 
 def _many_servers(
@@ -380,7 +413,10 @@ def _many_servers(
 ) -> tuple[Channel, ...]:
     """Channels across servers: one search channel per NIC, rails kept, doubled twice."""
     first = servers[0]
-    nic_lists = [_preferred_nics(topology, s, router) for s in servers]
+    members = _host_members(topology)
+    nic_lists = [
+        _preferred_nics(topology, s, members.get(s.name, set()), router) for s in servers
+    ]
     n_search = min(len(nic_lists[0][0]), MAX_SEARCH_CHANNELS) if nic_lists[0][0] else 0
     if n_search == 0:  # servers without NICs: the rank order across them
         ring = tuple(r for s in servers for r in s.ranks)
@@ -393,16 +429,16 @@ def _many_servers(
     for c in range(n_search):
         chains, net = [], {}
         for k, server in enumerate(servers):
-            nics, closest = nic_lists[k]
+            nics, closest, hops = nic_lists[k]
             nic = nics[c % len(nics)]
             rings_here = intra_rings[k] if intra_rings else None
-            chains.append(_chain(topology, server, nic, closest[nic], router, rings_here, c))
+            chains.append(_chain(server, nic, closest[nic], hops, rings_here, c))
         for k, server in enumerate(servers):
             nxt = (k + 1) % len(servers)
             exit_gpu, entry_gpu = chains[k][-1], chains[k][0]
             send_nic = nic_lists[k][0][c % len(nic_lists[k][0])]
             recv_nic = nic_lists[nxt][0][c % len(nic_lists[nxt][0])]
-            proxy = _proxy(topology, exit_gpu, entry_gpu, send_nic, router)
+            proxy = _proxy(topology, exit_gpu, entry_gpu, send_nic, nic_lists[k][2])
             src = server.ranks[server.gpus.index(exit_gpu)]
             dst = servers[nxt].ranks[servers[nxt].gpus.index(chains[nxt][0])]
             net[src, dst] = NetHop(send_nic, recv_nic, proxy)
@@ -450,11 +486,10 @@ def _nic_gbps(topology: nx.DiGraph[str], nic: str) -> float:
 
 
 def _chain(  # noqa: PLR0917 - one server's facts for one channel
-    topology: nx.DiGraph[str],
     server: _Server,
     nic: str,
     nearest_hops: int,
-    router: Router,
+    hops: dict[tuple[str, str], int],
     rings: list[tuple[int, ...]] | None,
     channel: int,
 ) -> list[str]:
@@ -467,7 +502,7 @@ def _chain(  # noqa: PLR0917 - one server's facts for one channel
     cut open at the entry GPU.
     """
     gpus = list(server.gpus)
-    close = [g for g in gpus if _hops(router, g, nic) == nearest_hops]
+    close = [g for g in gpus if hops[g, nic] == nearest_hops]
     entry = close[0] if close else gpus[0]
     i = gpus.index(entry)
     if rings:
@@ -480,22 +515,19 @@ def _chain(  # noqa: PLR0917 - one server's facts for one channel
     return [entry, *(g for g in middle if g != exit_gpu), exit_gpu] if len(gpus) > 1 else [entry]
 
 
-def _hops(router: Router, src: str, dst: str) -> int:
-    try:
-        return len(router.route(src, dst))
-    except TopologyError:
-        return 1 << 30
-
-
 def _proxy(
-    topology: nx.DiGraph[str], exit_gpu: str, entry_gpu: str, nic: str, router: Router
+    topology: nx.DiGraph[str],
+    exit_gpu: str,
+    entry_gpu: str,
+    nic: str,
+    hops: dict[tuple[str, str], int],
 ) -> str | None:
     """The GPU the exit GPU sends through (PXN), or None when it is as close to the NIC.
 
     NCCL routes a GPU's send through a GPU next to the NIC when its own path to the NIC
     is worse than through a PCIe switch and it has NVLink to that GPU (``paths.cc``).
     """
-    if exit_gpu == entry_gpu or _hops(router, exit_gpu, nic) <= _hops(router, entry_gpu, nic):
+    if exit_gpu == entry_gpu or hops[exit_gpu, nic] <= hops[entry_gpu, nic]:
         return None
     nvlinked = any(
         attrs["kind"] is LinkKind.NVLINK for _, _, attrs in topology.out_edges(exit_gpu, data=True)

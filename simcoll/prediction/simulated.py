@@ -223,7 +223,7 @@ def _fast_ring(  # noqa: PLR0917 - one call's facts
         return simulate_ring_fast(
             setup.topology, setup.collective.value, n, size_bytes, model=setup.model,
             protocol=proto, n_channels=channels, n_chunks=pieces, max_in_flight=window,
-            plan=plan,
+            plan=plan, round_up_pieces=True,
         )  # fmt: skip
 
     try:

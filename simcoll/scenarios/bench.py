@@ -26,7 +26,9 @@ import json
 import math
 import multiprocessing
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -183,6 +185,62 @@ def _sweep_case(name: str) -> BenchRow:
     )
 
 
+def _predict_case(  # noqa: PLR0917 - a case's own description
+    name: str,
+    file: str,
+    n_nodes: int,
+    sizes_bytes: list[int],
+    algorithm: str,
+    protocol: str,
+    routing: str | None = None,
+    placement: str = "linear",
+) -> BenchRow:
+    """What ``simcoll predict`` runs (NCCL's plan and tuning, the file's routing unless
+    ``routing``, bare links): the wall time a user waits. Busbw at the largest size."""
+    from simcoll.prediction import predict  # noqa: PLC0415 - scenarios may import it
+
+    graph = _topology(file, n_nodes, routing=routing)
+    rows = predict(graph, "allreduce", sizes_bytes, algorithm=algorithm, protocol=protocol,
+                   calibration=None, placement=placement).rows  # fmt: skip
+    last = rows[-1]
+    return BenchRow(
+        case=name if len(sizes_bytes) == 1 else f"{name} ({len(sizes_bytes)} sizes)",
+        ranks=last.n_ranks,
+        transfers=0,
+        simulated=0,
+        events=0,
+        sim_time_ms=sum(row.time_s for row in rows) * 1e3,
+        busbw_GBps=last.busbw_bytes_per_s / 1e9,
+        path=f"predict: {last.algorithm}/{last.protocol}, routing {last.routing}",
+    )
+
+
+def _calibrate_case(name: str) -> BenchRow:
+    """``simcoll calibrate`` on the 2 x 8 H100 ring all-reduce table (14 sizes, 1 MiB to
+    8 GiB): efficiency per link class, per protocol, and the launch cost. Run as the
+    command itself (``calibrate`` is a layer of its own), into a scratch folder."""
+    table = (TOPOLOGIES.parent / "validation/data/public/"
+             "nccl_allreduce_2x8xH100_ndr_ring_mincta24_nccltests309_gjaion.csv")  # fmt: skip
+    with tempfile.TemporaryDirectory() as scratch:
+        command = [
+            sys.executable, "-m", "simcoll", "calibrate",
+            "--topology", str(TOPOLOGIES / "h100-ib-fat-tree.toml"), "--set", "n_nodes=2",
+            "--collective", "allreduce", "--ranks", "16", "--algorithm", "ring",
+            "--fit", "efficiency,protocol_efficiency,launch_s",
+            "-o", str(Path(scratch) / "h100.params.toml"), str(table),
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise ConfigError(f"simcoll calibrate failed: {done.stderr.strip()}")
+    summary = next(
+        (line.strip() for line in done.stdout.splitlines() if "|error|" in line), "fitted"
+    )
+    return BenchRow(
+        case=name, ranks=16, transfers=0, simulated=0, events=0, sim_time_ms=math.nan,
+        path=f"simcoll calibrate: {summary}",
+    )  # fmt: skip
+
+
 def _row(name: str, result: SimulationResult, *, transfers: int, path: str) -> BenchRow:
     return BenchRow(
         case=name,
@@ -226,13 +284,13 @@ CASES: tuple[Case, ...] = (
         "ring-16384-nccl",
         "ring all-reduce 1 GiB on NCCL's plan (16 channels, 8 NICs per node, PXN), 2,048 DGX "
         "H100 on a rail-optimized fat-tree",
-        300.0,
+        60.0,
         lambda: _planned_ring_case("ring-16384-nccl", "h100-rail-optimized.toml", 2048),
     ),
     Case(
         "alltoall-1024",
         "all-to-all 256 MiB, 128 A100 nodes on a 2:1 oversubscribed RoCE fat-tree",
-        60.0,
+        30.0,
         lambda: _general_case(
             "alltoall-1024", "a100-roce-2to1.toml", 128, "alltoall", "direct", 256 * MIB
         ),
@@ -253,6 +311,61 @@ CASES: tuple[Case, ...] = (
         lambda: _general_case(
             "tree-1024", "h100-rail-optimized.toml", 128, "allreduce", "tree", GIB
         ),
+    ),
+    Case(
+        "ring-1024-ecmp",
+        "predict: ring all-reduce 1 GiB, simple, NCCL's plan, 128 DGX H100, rail-optimized "
+        "fat-tree routed by hashed ECMP (as RoCE fabrics are)",
+        30.0,
+        lambda: _predict_case(
+            "ring-1024-ecmp",
+            "h100-rail-optimized.toml",
+            128,
+            [GIB],
+            "ring",
+            "simple",
+            routing="ecmp",
+        ),
+    ),
+    Case(
+        "ring-1024-random",
+        "predict: ring all-reduce 1 GiB, simple, NCCL's plan, random placement (seed 1), "
+        "128 A100 nodes on a 2:1 RoCE fat-tree",
+        30.0,
+        lambda: _predict_case(
+            "ring-1024-random",
+            "a100-roce-2to1.toml",
+            128,
+            [GIB],
+            "ring",
+            "simple",
+            placement="random:1",
+        ),
+    ),
+    Case(
+        "tree-1024-nccl",
+        "predict: double binary tree all-reduce 1 GiB, simple, NCCL's trees and pieces, "
+        "128 DGX H100, rail-optimized fat-tree",
+        30.0,
+        lambda: _predict_case(
+            "tree-1024-nccl", "h100-rail-optimized.toml", 128, [GIB], "tree", "simple"
+        ),
+    ),
+    Case(
+        "auto-128",
+        "predict --algorithm auto --sizes 8:8G (31 sizes, every protocol), 16 DGX H100 on "
+        "h100-ib-fat-tree",
+        60.0,
+        lambda: _predict_case(
+            "auto-128", "h100-ib-fat-tree.toml", 16, [2**k for k in range(3, 34)], "auto", "auto"
+        ),
+    ),
+    Case(
+        "calibrate-h100",
+        "calibrate efficiency, protocol factors and launch cost on the 2 x 8 H100 ring "
+        "all-reduce table (14 sizes)",
+        120.0,
+        lambda: _calibrate_case("calibrate-h100"),
     ),
     Case(
         "sweep-128",
@@ -327,6 +440,8 @@ def _cell(row: BenchRow, key: str, fmt: str) -> str:
     value = getattr(row, key)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    if key in {"transfers", "simulated", "events"} and not value:
+        return "-"  # a case timing a whole command does not count them
     if key == "status" and value == "ok" and row.target_wall_s is not None:
         return "ok" if row.wall_s <= row.target_wall_s else "over target"
     return fmt.format(value)

@@ -20,6 +20,7 @@ Everything is deterministic: the same inputs give the same floats, bit for bit.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -211,8 +212,13 @@ class _Run:
             efficiency = routes.efficiency[self.pair_of]
         self.wire_bytes = self.bytes / efficiency
         self._connections()
-        self.deps_left = np.diff(schedule.deps_indptr).astype(np.int64)
-        self.dependents = _invert(schedule.deps_indptr, schedule.deps, n)
+        # The event loop reads and writes these one item at a time: stdlib arrays give
+        # Python numbers at a fraction of numpy's per-item cost, in the same memory.
+        self._pair = _ints(self.pair_of)
+        self._wire = array("d", self.wire_bytes.astype(np.float64).tobytes())
+        self._latency = array("d", np.asarray(self.latency_s, dtype=np.float64).tobytes())
+        self.deps_left = _ints(np.diff(schedule.deps_indptr))
+        self._dependents_ptr, self._dependents = _invert(schedule.deps_indptr, schedule.deps, n)
         self.issue_s = np.full(n, np.nan)
         self.start_s = np.full(n, np.nan)
         self.end_s = np.full(n, np.nan)
@@ -275,41 +281,43 @@ class _Run:
         """Group transfers into connections (src, dst, channel), each in schedule order."""
         s = self.s
         key = (s.src * s.n_endpoints + s.dst) * (s.n_channels or 1) + s.channel
-        _, self.conn_of = np.unique(key, return_inverse=True)
-        self.conn_order = np.argsort(self.conn_of, kind="stable")
-        counts = np.bincount(self.conn_of, minlength=int(self.conn_of.max(initial=-1)) + 1)
-        self.conn_end = np.cumsum(counts)
-        self.conn_next = self.conn_end - counts
-        self.conn_in_flight = np.zeros(len(counts), dtype=np.int64)
-        self.conn_sending = np.zeros(len(counts), dtype=bool)
+        _, conn_of = np.unique(key, return_inverse=True)
+        counts = np.bincount(conn_of, minlength=int(conn_of.max(initial=-1)) + 1)
+        conn_end = np.cumsum(counts)
+        self.conn_of = _ints(conn_of)
+        self.conn_order = _ints(np.argsort(conn_of, kind="stable"))
+        self.conn_end = _ints(conn_end)
+        self.conn_next = _ints(conn_end - counts)
+        self.conn_in_flight = _ints(np.zeros(len(counts), dtype=np.int64))
+        self.conn_sending = bytearray(len(counts))
         self.conn_queue: dict[int, deque[int]] = {}
 
     def _send(self, t: int, start_s: float) -> None:
         self.start_s[t] = start_s
-        pair = self.pair_of[t]
+        pair = self._pair[t]
         if isinstance(self.fabric, Fabric):
             self.fabric.send(
                 self.flow_base + t,
                 self.pair_links[pair],
-                float(self.wire_bytes[t]),
+                self._wire[t],
                 start_s,
                 weights=self.pair_weights[pair],
             )
         else:
-            self.fabric.send(t, self.pair_links[pair], float(self.wire_bytes[t]), start_s)
+            self.fabric.send(t, self.pair_links[pair], self._wire[t], start_s)
 
     def _try_issue(self, c: int) -> None:
         now = self.env.now
-        while (
-            self.conn_next[c] < self.conn_end[c] and self.conn_in_flight[c] < self.s.max_in_flight
-        ):
-            t = int(self.conn_order[self.conn_next[c]])
+        conn_next, conn_in_flight = self.conn_next, self.conn_in_flight
+        end, most = self.conn_end[c], self.s.max_in_flight
+        while conn_next[c] < end and conn_in_flight[c] < most:
+            t = self.conn_order[conn_next[c]]
             if self.deps_left[t]:
                 return
-            self.conn_next[c] += 1
-            self.conn_in_flight[c] += 1
+            conn_next[c] += 1
+            conn_in_flight[c] += 1
             self.issue_s[t] = now
-            ready_s = now + self.latency_s[t]
+            ready_s = now + self._latency[t]
             if self.conn_sending[c]:
                 self.conn_queue.setdefault(c, deque()).append(t)
             else:
@@ -319,25 +327,27 @@ class _Run:
     def _on_arrival(self, flow_ids: list[int]) -> None:
         now = self.env.now
         touched = set()
+        conn_of, deps_left = self.conn_of, self.deps_left
+        ptr, dependents = self._dependents_ptr, self._dependents
         for t in flow_ids:
             # The fabric takes times within rounding of each other as one instant, so it may
             # admit a flow (and a short one arrive) a rounding before the start recorded by
             # _send: it started by the time it arrived.
             self.start_s[t] = min(self.start_s[t], now)
             self.end_s[t] = now
-            c = int(self.conn_of[t])
+            c = conn_of[t]
             self.conn_in_flight[c] -= 1
             queue = self.conn_queue.get(c)
             if queue:
                 nxt = queue.popleft()
-                self._send(nxt, max(now, self.issue_s[nxt] + self.latency_s[nxt]))
+                self._send(nxt, max(now, float(self.issue_s[nxt]) + self._latency[nxt]))
             else:
                 self.conn_sending[c] = False
             touched.add(c)
-            for u in self.dependents[t].tolist():
-                self.deps_left[u] -= 1
-                if self.deps_left[u] == 0:
-                    touched.add(int(self.conn_of[u]))
+            for u in dependents[ptr[t] : ptr[t + 1]]:
+                deps_left[u] -= 1
+                if deps_left[u] == 0:
+                    touched.add(conn_of[u])
         for c in sorted(touched):
             self._try_issue(c)
         self.n_left -= len(flow_ids)
@@ -404,9 +414,16 @@ class _Run:
         )
 
 
-def _invert(indptr: IntArray, indices: IntArray, n: int) -> list[IntArray]:
-    """For CSR deps (transfer -> its dependencies), the dependents of each transfer."""
+def _invert(indptr: IntArray, indices: IntArray, n: int) -> tuple[array[int], array[int]]:
+    """For CSR deps (transfer -> its dependencies), the dependents of each transfer, in
+    CSR form: those of ``t`` are ``dependents[ptr[t]:ptr[t + 1]]``, in increasing order."""
     owners = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     order = np.argsort(indices, kind="stable")
     counts = np.bincount(indices, minlength=n)
-    return np.split(owners[order], np.cumsum(counts)[:-1])
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    return _ints(ptr), _ints(owners[order])
+
+
+def _ints(values: npt.ArrayLike) -> array[int]:
+    """A stdlib array of int64 holding ``values``."""
+    return array("q", np.asarray(values, dtype=np.int64).tobytes())

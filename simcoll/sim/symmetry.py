@@ -28,6 +28,17 @@ Nothing is approximated: :func:`simulate_symmetric` gives the same times as simu
 fails (ECMP hash collisions break the symmetry; uneven piece sizes break it) it returns
 ``None`` and the caller takes the general path.
 
+Uneven pieces, and the one approximation
+----------------------------------------
+When a block does not split into equal pieces (1 GiB over 24 channels), pieces differ
+by one byte and no shift maps them onto each other. ``round_up_pieces=True`` then runs
+every piece at the largest piece's size, where the smallest piece has at least
+``1 / ROUND_UP_TOLERANCE`` bytes (10 KB; smaller pieces take the general path, which is
+cheap for them): each transfer moves at most one byte more than in the general path, so
+times are at most ``1 / smallest piece`` (relative, 1e-4) longer, and never shorter
+(``tests/sim/test_symmetry.py`` checks both, on pieces just above 10 KB where the byte
+shows). Byte counts of the result are those of the rounded pieces.
+
 >>> from simcoll.topology.builders import ring
 >>> topo = ring(8, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
 >>> sym = ring_symmetric("allreduce", 8, 8 * 2**20, n_channels=2, period_ranks=1)
@@ -73,6 +84,8 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 RING_COLLECTIVES = ("allreduce", "reducescatter", "allgather")
+#: Largest relative size error ``round_up_pieces`` accepts (one byte in a piece).
+ROUND_UP_TOLERANCE = 1e-4
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -97,6 +110,7 @@ class SymmetricSchedule:
     channel_copies: int
     dep_shift: IntArray
     channel_maps: IntArray  # (channel_copies, N): rank permutation of each channel
+    rounded_up: bool = False  # pieces run at the largest piece's size (module docstring)
 
     @property
     def n_ranks(self) -> int:
@@ -224,6 +238,7 @@ def ring_symmetric(
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     period_ranks: int = 1,
     rings: Sequence[Sequence[int]] | None = None,
+    round_up_pieces: bool = False,
 ) -> SymmetricSchedule | None:
     """The ring schedule of :mod:`simcoll.algorithms.ring`, as representatives.
 
@@ -234,8 +249,9 @@ def ring_symmetric(
     commutes with that shift. Built with numpy, O(representatives): 2(N-1) x n_chunks x
     ``period_ranks`` transfers for an all-reduce (N-1 x ... for reduce-scatter and
     all-gather), whatever ``n_channels``. Returns None when the symmetry does not hold:
-    pieces of unequal size (``size_bytes`` not a multiple of the pieces per block), or
-    rings that the shift changes.
+    pieces of unequal size (``size_bytes`` not a multiple of the pieces per block),
+    unless ``round_up_pieces`` (then every piece is the largest: the module docstring's
+    one approximation), or rings that the shift changes.
 
     >>> sym = ring_symmetric("allgather", 4, 64, period_ranks=2)
     >>> [(int(a), int(b)) for a, b in zip(sym.representatives.src, sym.representatives.dst)]
@@ -266,8 +282,12 @@ def ring_symmetric(
     pieces_per_block = ring_blocks * n_channels * n_chunks
     _check_header(coll, n, size_bytes, pieces_per_block, 0, max_in_flight)
     block_bytes = coll.block_bytes(size_bytes, n)
-    if len(set(split_bytes(block_bytes, pieces_per_block))) > 1:
+    piece_sizes = split_bytes(block_bytes, pieces_per_block)
+    rounded = len(set(piece_sizes)) > 1
+    if rounded and (not round_up_pieces or min(piece_sizes) * ROUND_UP_TOLERANCE < 1):
         return None
+    if rounded:
+        piece_sizes = [piece_sizes[0]] * pieces_per_block
     ring = orders[0]
     position = np.empty(n, dtype=np.int64)
     position[ring] = np.arange(n)
@@ -310,7 +330,7 @@ def ring_symmetric(
         n_ranks=n,
         size_bytes=size_bytes,
         root=0,
-        piece_bytes=_frozen(split_bytes(block_bytes, pieces_per_block) * coll.n_blocks(n)),
+        piece_bytes=_frozen(piece_sizes * coll.n_blocks(n)),
         pieces_per_block=pieces_per_block,
         src=_frozen(rank),
         dst=_frozen(ring[(here + 1) % n]),
@@ -330,6 +350,7 @@ def ring_symmetric(
         channel_copies=n_channels,
         dep_shift=_frozen(dep_shift),
         channel_maps=_frozen(maps),
+        rounded_up=rounded,
     )
 
 
@@ -503,6 +524,7 @@ def simulate_ring_fast(
     model: str = "flow",
     protocol: Protocol | None = None,
     plan: Plan | None = None,
+    round_up_pieces: bool = False,
 ) -> tuple[SimulationResult, SymmetricSchedule] | None:
     """A ring collective on the symmetric path, with the smallest period that is exact.
 
@@ -510,8 +532,9 @@ def simulate_ring_fast(
     NICs; else every channel's ring is the rank order on the GPUs of ranks 0..N-1.
 
     Tries the divisors of ``n_ranks`` up to ``n_ranks / 2`` in increasing order (routes
-    are computed once and reused); None if none is exact or the pieces are uneven, in
-    which case :func:`simcoll.sim.engine.simulate` on the whole schedule is the way.
+    are computed once and reused); None if none is exact or the pieces are uneven (and
+    not ``round_up_pieces``: see the module docstring), in which case
+    :func:`simcoll.sim.engine.simulate` on the whole schedule is the way.
 
     >>> from simcoll.topology.builders import switch_star
     >>> star = switch_star(16, link_bandwidth_bytes_per_s=50e9, link_latency_s=1e-6)
@@ -519,6 +542,11 @@ def simulate_ring_fast(
     >>> sym.period_ranks, sym.representatives.n_transfers, sym.n_transfers
     (1, 15, 960)
     """
+    if uneven_pieces(collective, n_ranks, size_bytes, n_channels, n_chunks) and not (
+        round_up_pieces and _smallest_piece_bytes(collective, n_ranks, size_bytes,
+                                                  n_channels, n_chunks) * ROUND_UP_TOLERANCE >= 1
+    ):  # fmt: skip
+        return None
     router = Router(topology)
     for period in range(1, n_ranks // 2 + 1):
         if n_ranks % period:
@@ -532,10 +560,9 @@ def simulate_ring_fast(
             max_in_flight=max_in_flight,
             period_ranks=period,
             rings=None if plan is None else plan.using(n_channels).rings,
+            round_up_pieces=round_up_pieces,
         )
         if sym is None:
-            if uneven_pieces(collective, n_ranks, size_bytes, n_channels, n_chunks):
-                return None
             continue  # the rings are not symmetric under this period: try a longer one
         result = simulate_symmetric(topology, sym, model=model, protocol=protocol,
                                     router=router, plan=plan)  # fmt: skip
@@ -555,4 +582,12 @@ def uneven_pieces(
     coll = Collective(collective)
     ring_blocks = n_ranks if coll is Collective.ALLREDUCE else 1
     block_bytes = coll.block_bytes(size_bytes, n_ranks)
-    return len(set(split_bytes(block_bytes, ring_blocks * n_channels * n_chunks))) > 1
+    return block_bytes % (ring_blocks * n_channels * n_chunks) != 0
+
+
+def _smallest_piece_bytes(
+    collective: str, n_ranks: int, size_bytes: int, n_channels: int, n_chunks: int
+) -> int:
+    coll = Collective(collective)
+    ring_blocks = n_ranks if coll is Collective.ALLREDUCE else 1
+    return coll.block_bytes(size_bytes, n_ranks) // (ring_blocks * n_channels * n_chunks)

@@ -132,3 +132,28 @@ def test_protocol_efficiency_scales_one_protocol():
     both = fit(star(2, latency_s=hop), points, recipe=lambda c, n, s: "direct",
                protocol="LL", parameters=("efficiency", "protocol_efficiency"))  # fmt: skip
     assert both.calibration.values == pytest.approx({"efficiency.net": 0.6})
+
+
+def test_the_fits_memo_gives_what_predict_gives_and_reruns_one_protocol():
+    """The fit's evaluator keeps simulated times by what they depend on. Its times must
+    be those of simulate_points with NCCL's protocols on auto (the fastest per size), the
+    launch cost added; moving the launch cost simulates nothing, and moving one
+    protocol's factor simulates that protocol alone."""
+    from simcoll.calibrate.fit import _Evaluator  # noqa: PLC0415
+    from simcoll.topology.calibration import Calibration  # noqa: PLC0415
+
+    n = 4
+    points = [FitPoint("allreduce", n, s, 1.0) for s in (4096, 2**16, 2**20)]
+    ring = lambda c, n, s: "ring"  # noqa: E731
+    evaluate = _Evaluator(star(n), points, recipe=ring, protocol="auto", model="flow")
+    values = {"efficiency.net": 0.8, "protocol_efficiency.LL": 0.9, "launch_s": 7e-6}
+    direct = simulate_points(star(n), points, Calibration.from_values(values), recipe=ring,
+                             protocol="auto")  # fmt: skip
+    assert evaluate(values) == pytest.approx(direct, rel=1e-12)
+    assert evaluate.simulations == 3  # LL, LL128, simple
+    evaluate({**values, "launch_s": 9e-6})
+    assert evaluate.simulations == 3
+    evaluate({**values, "protocol_efficiency.LL": 0.7})
+    assert evaluate.simulations == 4
+    evaluate({**values, "efficiency.net": 0.7})
+    assert evaluate.simulations == 7

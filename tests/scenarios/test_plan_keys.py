@@ -39,7 +39,7 @@ def test_plan_and_placement_are_axes_and_columns(tmp_path: Path) -> None:
     assert busbw["nccl", "linear"] / busbw["rank", "linear"] == pytest.approx(8, rel=0.05)
     rows = list(csv.DictReader(io.StringIO((out / "results.csv").read_text())))
     assert {(r["plan"], r["placement"], r["routing"]) for r in rows} == {
-        (p, q, "ecmp") for p in ("nccl", "rank") for q in ("linear", "random:1")
+        (p, q, "dmodk") for p in ("nccl", "rank") for q in ("linear", "random:1")
     }
     stored = json.loads((out / "results.json").read_text())
     assert {r["placement"] for r in stored} == {"linear", "random:1"}
