@@ -15,8 +15,9 @@ Speed: a fit needs a few hundred evaluations, so :class:`_Evaluator` keeps every
 simulated time by what it depends on. The launch cost is added, never simulated (it
 only delays the call); with ``protocol="auto"`` each protocol runs on its own and the
 fastest is kept per size, as ``predict`` does, so moving one protocol's factor
-re-simulates that protocol only; and the Jacobian is taken only over the groups asked
-for.
+re-simulates that protocol only; the Jacobian is taken only over the groups asked
+for; and what one Jacobian or one step needs is simulated in forked worker processes,
+one per core (the same numbers, sooner).
 
 Which parameters are fitted is decided by the data, not by hand: a parameter enters only
 if its Jacobian column adds rank. From point-to-point runs over routes of one length, a
@@ -41,6 +42,8 @@ columns and drop out the same way.
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -77,6 +80,7 @@ _MAX_ITERATIONS = 30
 # lowers it before the damping reaches _MAX_DAMPING (steps a million times shorter than
 # Gauss-Newton's). Each trial is a simulation of every point: these bound the waste.
 _CONVERGED = 1e-6
+_MAX_JOBS = 8  # worker processes of a fit, at most
 _MAX_DAMPING = 1e6
 #: What is fitted by default, in priority order.
 PARAMETER_GROUPS = ("efficiency", "link_latency_s", "step_latency_s", "launch_s")
@@ -183,6 +187,7 @@ class _Evaluator:
         )
         self._memo: dict[tuple[str | None, tuple[tuple[str, float], ...]], list[float]] = {}
         self.simulations = 0
+        self.jobs = _jobs()
 
     def __call__(self, values: dict[str, float]) -> list[float]:
         """Seconds per point with these parameter values (names as :func:`_parameters`)."""
@@ -193,25 +198,72 @@ class _Evaluator:
             best = [min(b, t) if math.isfinite(t) else b for b, t in zip(best, times, strict=True)]
         return [t + launch_s if math.isfinite(t) else math.nan for t in best]
 
-    def _protocol_times(self, name: str | None, values: dict[str, float]) -> list[float]:
+    def prefetch(self, batch: Sequence[dict[str, float]]) -> None:
+        """Simulate what ``batch`` will ask for and the memo lacks, in parallel where
+        this machine has cores and forks (the results are the same numbers)."""
+        tasks = []
+        for values in batch:
+            for name in self.protocols:
+                key = self._key(name, values)
+                if key not in self._memo and key not in tasks:
+                    tasks.append(key)
+        if len(tasks) < 2 or self.jobs < 2:
+            return
+        global _FORKED  # noqa: PLW0603 - what forked workers inherit
+        _FORKED = self
+        context = multiprocessing.get_context("fork")
+        with context.Pool(min(self.jobs, len(tasks))) as pool:
+            results = pool.map(_simulate_forked, tasks)
+        _FORKED = None
+        for key, found in zip(tasks, results, strict=True):
+            self._memo[key] = found
+            self.simulations += 1
+
+    def _key(
+        self, name: str | None, values: dict[str, float]
+    ) -> tuple[str | None, tuple[tuple[str, float], ...]]:
         other = {f"protocol_efficiency.{p}" for p in PROTOCOL_NAMES if p != name}
         relevant = {k: v for k, v in values.items() if k != "launch_s" and k not in other}
-        key = (name, tuple(sorted(relevant.items())))
+        return name, tuple(sorted(relevant.items()))
+
+    def _protocol_times(self, name: str | None, values: dict[str, float]) -> list[float]:
+        key = self._key(name, values)
         found = self._memo.get(key)
         if found is None:
-            calibration = Calibration.from_values(relevant) if relevant else None
-            try:
-                found = simulate_points(
-                    self.topology, self.points, calibration,
-                    recipe=self.recipe, protocol=name, model=self.model,
-                )  # fmt: skip
-            except ConfigError:
-                if len(self.protocols) == 1:
-                    raise
-                found = [math.nan] * len(self.points)  # this protocol cannot run these
+            found = self._simulate(key)
             self.simulations += 1
             self._memo[key] = found
         return found
+
+    def _simulate(self, key: tuple[str | None, tuple[tuple[str, float], ...]]) -> list[float]:
+        name, relevant = key
+        calibration = Calibration.from_values(dict(relevant)) if relevant else None
+        try:
+            return simulate_points(
+                self.topology, self.points, calibration,
+                recipe=self.recipe, protocol=name, model=self.model,
+            )  # fmt: skip
+        except ConfigError:
+            if len(self.protocols) == 1:
+                raise
+            return [math.nan] * len(self.points)  # this protocol cannot run these
+
+
+_FORKED: _Evaluator | None = None
+
+
+def _simulate_forked(key: tuple[str | None, tuple[tuple[str, float], ...]]) -> list[float]:
+    """One simulation in a forked worker, on the evaluator it inherited."""
+    assert _FORKED is not None
+    return _FORKED._simulate(key)
+
+
+def _jobs() -> int:
+    """Worker processes for a fit: this process's cores, where processes can fork."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, _MAX_JOBS))
 
 
 def fit(
@@ -280,12 +332,16 @@ def fit(
         return np.log(simulated_of(theta, active)) - measured
 
     base = residual(start, order)
-    jacobian = _jacobian(residual, start, base, order, order, scale)
+
+    def prefetch(thetas: list[np.ndarray], active: list[int]) -> None:
+        evaluate.prefetch([values_of(theta, active) for theta in thetas])
+
+    jacobian = _jacobian(residual, start, base, order, order, scale, prefetch)
     active = _identifiable(jacobian, order)
     if not active:
         raise ConfigError("no parameter changes the simulated times of these points")
     n_efficiency = sum(name.startswith(_EFFICIENCIES) for name in names)
-    theta, history = _levenberg_marquardt(residual, start, active, scale, n_efficiency)
+    theta, history = _levenberg_marquardt(residual, start, active, scale, n_efficiency, prefetch)
     calibration = calibration_of(theta, active)
     simulated = simulated_of(theta, active)
     fitted = [names[i] for i in active]
@@ -348,13 +404,20 @@ def _jacobian(  # noqa: PLR0917 - the fit's state, passed through
     columns: list[int],
     active: list[int],
     scale: np.ndarray,
+    prefetch: Callable[[list[np.ndarray], list[int]], None] | None = None,
 ) -> np.ndarray:
-    """d residual / d variable, by forward differences of a fraction of each scale."""
+    """d residual / d variable, by forward differences of a fraction of each scale
+    (``prefetch`` is told every column's point first, to simulate them together)."""
     jacobian = np.zeros((len(base), len(theta)))
+    steps = {}
     for j in columns:
         step = theta.copy()
         h = _STEP * scale[j]
         step[j] += h
+        steps[j] = step, h
+    if prefetch is not None:
+        prefetch([step for step, _ in steps.values()], active)
+    for j, (step, h) in steps.items():
         jacobian[:, j] = (residual(step, active) - base) / h
     return jacobian
 
@@ -374,21 +437,22 @@ def _identifiable(jacobian: np.ndarray, order: list[int]) -> list[int]:
     return chosen
 
 
-def _levenberg_marquardt(
+def _levenberg_marquardt(  # noqa: PLR0917 - the fit's state, passed through
     residual: Callable[[np.ndarray, list[int]], np.ndarray],
     theta: np.ndarray,
     active: list[int],
     scale: np.ndarray,
     n_efficiency: int,
+    prefetch: Callable[[list[np.ndarray], list[int]], None] | None = None,
 ) -> tuple[np.ndarray, list[float]]:
     """Minimise ``|residual|^2`` over the ``active`` variables, kept physical (the first
-    ``n_efficiency`` are inverse efficiencies)."""
+    ``n_efficiency`` are inverse efficiencies); ``prefetch`` as :func:`_jacobian`'s."""
     r = residual(theta, active)
     cost = float(r @ r)
     history = [cost]
     damping = 1e-3
     for _ in range(_MAX_ITERATIONS):
-        jac = _jacobian(residual, theta, r, active, active, scale)[:, active]
+        jac = _jacobian(residual, theta, r, active, active, scale, prefetch)[:, active]
         normal = jac.T @ jac
         gradient = jac.T @ r
         improved = done = False
@@ -399,6 +463,8 @@ def _levenberg_marquardt(
             trial = theta.copy()
             trial[active] += delta
             trial = _clip(trial, n_efficiency)
+            if prefetch is not None:
+                prefetch([trial], active)
             r_trial = residual(trial, active)
             cost_trial = float(r_trial @ r_trial)
             if cost_trial < cost:

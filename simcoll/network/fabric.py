@@ -43,6 +43,8 @@ IntArray = npt.NDArray[np.int64]
 _SAME_INSTANT = 1e-12
 # Components whose max-min rates are kept for reuse; past this, the memo starts afresh.
 _MEMO_ENTRIES = 200_000
+# Components of at most this many flows are reshared one flow at a time (see _reshare_small).
+_SMALL_COMPONENT = 16
 
 
 @dataclass
@@ -101,10 +103,16 @@ class Fabric:
         self._cap = np.zeros(0)
         self._flow_id = np.zeros(0, dtype=np.int64)
         self._links: list[IntArray] = []
+        self._link_ids: list[list[int]] = []  # the same, as Python ints: walked one by one
         self._weights: list[FloatArray | None] = []
         self._signature: list[tuple[Any, ...]] = []  # routes, weights, cap: the rate's inputs
         self._rate_memo: dict[tuple[tuple[Any, ...], ...], FloatArray] = {}
         self._free: list[int] = []
+        # Finish times as a heap of (finish_s, slot, version): an entry counts only while
+        # its version is the slot's, so a recomputed or retired flow leaves stale entries
+        # behind that are dropped when they come up.
+        self._finish_heap: list[tuple[float, int, int]] = []
+        self._finish_version: list[int] = []
         self._grow(64)
         self._sleeping = False
         self._wake_pending = False
@@ -128,8 +136,10 @@ class Fabric:
         self._cap = padded(self._cap, math.inf)
         self._flow_id = np.concatenate([self._flow_id, np.full(extra, -1, dtype=np.int64)])
         self._links += [_NO_LINKS] * extra
+        self._link_ids += [[] for _ in range(extra)]
         self._weights += [None] * extra
         self._signature += [()] * extra
+        self._finish_version += [0] * extra
         self._free += range(size - 1, old - 1, -1)
 
     def _slot(self) -> int:
@@ -160,6 +170,7 @@ class Fabric:
         slot = self._slot()
         self._flow_id[slot] = flow_id
         self._links[slot] = links
+        self._link_ids[slot] = links.tolist()
         self._weights[slot] = weights
         self._remaining[slot] = float(size_bytes)
         self._cap[slot] = rate_cap_bytes_per_s
@@ -207,9 +218,29 @@ class Fabric:
             self._sleeping = False
 
     def _next_event_s(self) -> float:
-        finish = float(self._finish_s.min()) if len(self._finish_s) else math.inf
+        heap, version = self._finish_heap, self._finish_version
+        while heap and version[heap[0][1]] != heap[0][2]:
+            heapq.heappop(heap)
+        finish = heap[0][0] if heap else math.inf
         start = self._pending[0][0] if self._pending else math.inf
         return min(finish, start)
+
+    def _set_finish(self, slot: int, finish_s: float) -> None:
+        self._finish_s[slot] = finish_s
+        version = self._finish_version[slot] + 1
+        self._finish_version[slot] = version
+        if finish_s < math.inf:
+            heapq.heappush(self._finish_heap, (finish_s, slot, version))
+
+    def _due(self, due_by: float) -> list[int]:
+        """Slots of the flows that finish by ``due_by``, in increasing slot order."""
+        heap, version = self._finish_heap, self._finish_version
+        due = []
+        while heap and heap[0][0] <= due_by:
+            _, slot, v = heapq.heappop(heap)
+            if version[slot] == v:
+                due.append(slot)
+        return sorted(due)
 
     def _step(self) -> None:
         """Handle everything due now: arrivals (and what they trigger), then joins."""
@@ -219,17 +250,17 @@ class Fabric:
         joined: list[int] = []
         acted = False
         while True:
-            done_slots = np.flatnonzero(self._finish_s <= due_by)
-            if len(done_slots):
+            done_slots = self._due(due_by)
+            if done_slots:
                 self._retire(done_slots, changed)
                 ids = sorted(int(self._flow_id[s]) for s in done_slots)
                 for s in done_slots:
                     self._flow_id[s] = -1
-                    self._free.append(int(s))
+                    self._free.append(s)
                 self.on_arrival(ids)
             new = self._admit(due_by, changed)
             joined += new
-            if not len(done_slots) and not new:
+            if not done_slots and not new:
                 break
             acted = True
         if acted:
@@ -237,16 +268,16 @@ class Fabric:
         if changed or joined:
             self._reshare(changed, joined)
 
-    def _retire(self, slots: IntArray, changed: list[int]) -> None:
+    def _retire(self, slots: list[int], changed: list[int]) -> None:
         now = self.env.now
-        for s in slots.tolist():
-            self._finish_s[s] = math.inf
+        for s in slots:
+            self._set_finish(s, math.inf)
             self._rate[s] = 0.0
-            for link in self._links[s]:
+            for link in self._link_ids[s]:
                 members = self._on_link[link]
                 if s in members:
                     members.discard(s)
-                    changed.append(int(link))
+                    changed.append(link)
                     if not members:
                         self.link_busy_s[link] += now - self._busy_since[link]
 
@@ -256,17 +287,17 @@ class Fabric:
         while self._pending and self._pending[0][0] <= due_by:
             _, _, slot = heapq.heappop(self._pending)
             self._updated_s[slot] = now
-            if self._remaining[slot] <= 0.0 or not len(self._links[slot]):
+            if self._remaining[slot] <= 0.0 or not self._link_ids[slot]:
                 # Nothing to move, or no link to move it over: arrives now, shares nothing.
-                self._finish_s[slot] = now
+                self._set_finish(slot, now)
                 continue
             joined.append(slot)
-            for link in self._links[slot]:
+            for link in self._link_ids[slot]:
                 members = self._on_link[link]
                 if not members:
                     self._busy_since[link] = now
                 members.add(slot)
-                changed.append(int(link))
+                changed.append(link)
         return joined
 
     # -- sharing ------------------------------------------------------------------------
@@ -281,29 +312,28 @@ class Fabric:
             for s in self._on_link[link]:
                 if s not in slots:
                     slots.add(s)
-                    for other in self._links[s]:
-                        if int(other) not in seen_links:
-                            seen_links.add(int(other))
-                            frontier.append(int(other))
+                    for other in self._link_ids[s]:
+                        if other not in seen_links:
+                            seen_links.add(other)
+                            frontier.append(other)
         return sorted(slots)
 
     def _reshare(self, changed_links: list[int], joined: list[int]) -> None:
         slots = self._component(changed_links) if self.contention else sorted(joined)
         if not slots:
             return
+        self.stats.reshares += 1
+        self.stats.flow_rate_updates += len(slots)
+        if self.contention and len(slots) <= _SMALL_COMPONENT:
+            self._reshare_small(slots)
+            return
         now = self.env.now
         idx = np.asarray(slots, dtype=np.int64)
         self._remaining[idx] -= self._rate[idx] * (now - self._updated_s[idx])
         self._updated_s[idx] = now
-        lengths = [len(self._links[s]) for s in slots]
+        lengths = [len(self._link_ids[s]) for s in slots]
         if self.contention:
-            key = tuple(self._signature[s] for s in slots)
-            rate = self._rate_memo.get(key)
-            if rate is None:
-                rate = self._max_min(slots, idx, lengths)
-                if len(self._rate_memo) >= _MEMO_ENTRIES:
-                    self._rate_memo.clear()
-                self._rate_memo[key] = rate
+            rate = self._component_rates(slots)
         else:
             links = np.concatenate([self._links[s] for s in slots])
             bottleneck = np.minimum.reduceat(
@@ -312,9 +342,37 @@ class Fabric:
             rate = np.minimum(bottleneck, self._cap[idx])
         self._rate[idx] = rate
         remaining = np.maximum(self._remaining[idx], 0.0)
-        self._finish_s[idx] = now + remaining / rate
-        self.stats.reshares += 1
-        self.stats.flow_rate_updates += len(slots)
+        finish = now + remaining / rate
+        self._finish_s[idx] = finish
+        heap, version = self._finish_heap, self._finish_version
+        for slot, finish_s in zip(slots, finish.tolist(), strict=True):
+            version[slot] += 1
+            heapq.heappush(heap, (finish_s, slot, version[slot]))
+
+    def _reshare_small(self, slots: list[int]) -> None:
+        """:meth:`_reshare` of a few flows, one at a time: the same arithmetic, without
+        numpy's per-call cost (most components of a collective have a handful)."""
+        now = self.env.now
+        rates = self._component_rates(slots).tolist()
+        remaining, rate, updated = self._remaining, self._rate, self._updated_s
+        for slot, new_rate in zip(slots, rates, strict=True):
+            left = remaining.item(slot) - rate.item(slot) * (now - updated.item(slot))
+            remaining[slot] = left
+            updated[slot] = now
+            rate[slot] = new_rate
+            self._set_finish(slot, now + max(left, 0.0) / new_rate)
+
+    def _component_rates(self, slots: list[int]) -> FloatArray:
+        """Max-min rates of a whole component, from the memo when it was seen before."""
+        key = tuple(self._signature[s] for s in slots)
+        rate = self._rate_memo.get(key)
+        if rate is None:
+            idx = np.asarray(slots, dtype=np.int64)
+            rate = self._max_min(slots, idx, [len(self._link_ids[s]) for s in slots])
+            if len(self._rate_memo) >= _MEMO_ENTRIES:
+                self._rate_memo.clear()
+            self._rate_memo[key] = rate
+        return rate
 
     def _max_min(self, slots: list[int], idx: IntArray, lengths: list[int]) -> FloatArray:
         """Max-min fair rates of the flows in ``slots`` (a whole component)."""

@@ -414,9 +414,7 @@ def _many_servers(
     """Channels across servers: one search channel per NIC, rails kept, doubled twice."""
     first = servers[0]
     members = _host_members(topology)
-    nic_lists = [
-        _preferred_nics(topology, s, members.get(s.name, set()), router) for s in servers
-    ]
+    nic_lists = [_preferred_nics(topology, s, members.get(s.name, set()), router) for s in servers]
     n_search = min(len(nic_lists[0][0]), MAX_SEARCH_CHANNELS) if nic_lists[0][0] else 0
     if n_search == 0:  # servers without NICs: the rank order across them
         ring = tuple(r for s in servers for r in s.ranks)

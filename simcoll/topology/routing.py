@@ -57,6 +57,7 @@ front. Routes are cached.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -124,6 +125,7 @@ class Router:
         )
         self._bounce = graph.graph.get("p2p", True) is False
         self._searches: dict[str, _Search] = {}
+        self._ports: dict[str, dict[str, int]] = {}  # d-mod-k port numbers, per switch
         self._routes: dict[tuple[str, str], Route] = {}
         self._cpus: dict[object, list[str]] | None = None
 
@@ -160,7 +162,9 @@ class Router:
     def _direct(self, src_node: str, dst_node: str) -> Route:
         search = self._searches.get(src_node)
         if search is None:
-            search = self._searches[src_node] = _Search(self._graph, src_node, self._blocked)
+            search = self._searches[src_node] = _Search(
+                self._graph, src_node, self._blocked, self._ports
+            )
         found = search.route_to(dst_node, self._pick(src_node, dst_node))
         if found is None:
             raise TopologyError(
@@ -264,6 +268,7 @@ _DMODK = "\x00dmodk"  # not a hash key: no seed formats to a string starting wit
 _LOOK_AHEAD_LEVELS = 3
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
     """Sort key that orders the digit runs of a name as numbers: ``spine2 < spine10``.
 
@@ -291,8 +296,15 @@ class _Search:
     never expanded (except the source).
     """
 
-    def __init__(self, graph: nx.DiGraph[str], src_node: str, blocked: frozenset[str]) -> None:
+    def __init__(
+        self,
+        graph: nx.DiGraph[str],
+        src_node: str,
+        blocked: frozenset[str],
+        ports: dict[str, dict[str, int]] | None = None,
+    ) -> None:
         self._graph = graph
+        self._ports = {} if ports is None else ports  # per switch: successor -> port
         self._src = src_node
         self._blocked = blocked
         self._preds: dict[str, list[str]] = {src_node: []}
@@ -407,5 +419,8 @@ class _Search:
             if nodes[u]["kind"] is NodeKind.SWITCH:
                 leaf, below = u, v
                 break
-        ports = sorted(self._graph.succ[leaf], key=natural_key)
-        return ports.index(below) if below in ports else 0
+        ports = self._ports.get(leaf)
+        if ports is None:
+            ordered = sorted(self._graph.succ[leaf], key=natural_key)
+            ports = self._ports[leaf] = {v: i for i, v in enumerate(ordered)}
+        return ports.get(below, 0)
