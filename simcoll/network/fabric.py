@@ -42,7 +42,10 @@ IntArray = npt.NDArray[np.int64]
 # float rounding of finish times, never a physical difference.
 _SAME_INSTANT = 1e-12
 # Components whose max-min rates are kept for reuse; past this, the memo starts afresh.
-_MEMO_ENTRIES = 200_000
+# Only components of at most _MEMO_FLOWS flows are kept: larger ones rarely recur, and
+# their keys would cost memory.
+_MEMO_ENTRIES = 50_000
+_MEMO_FLOWS = 256
 # Components of at most this many flows are reshared one flow at a time (see _reshare_small).
 _SMALL_COMPONENT = 16
 
@@ -108,11 +111,6 @@ class Fabric:
         self._signature: list[tuple[Any, ...]] = []  # routes, weights, cap: the rate's inputs
         self._rate_memo: dict[tuple[tuple[Any, ...], ...], FloatArray] = {}
         self._free: list[int] = []
-        # Finish times as a heap of (finish_s, slot, version): an entry counts only while
-        # its version is the slot's, so a recomputed or retired flow leaves stale entries
-        # behind that are dropped when they come up.
-        self._finish_heap: list[tuple[float, int, int]] = []
-        self._finish_version: list[int] = []
         self._grow(64)
         self._sleeping = False
         self._wake_pending = False
@@ -139,7 +137,6 @@ class Fabric:
         self._link_ids += [[] for _ in range(extra)]
         self._weights += [None] * extra
         self._signature += [()] * extra
-        self._finish_version += [0] * extra
         self._free += range(size - 1, old - 1, -1)
 
     def _slot(self) -> int:
@@ -218,29 +215,13 @@ class Fabric:
             self._sleeping = False
 
     def _next_event_s(self) -> float:
-        heap, version = self._finish_heap, self._finish_version
-        while heap and version[heap[0][1]] != heap[0][2]:
-            heapq.heappop(heap)
-        finish = heap[0][0] if heap else math.inf
+        finish = float(self._finish_s.min()) if len(self._finish_s) else math.inf
         start = self._pending[0][0] if self._pending else math.inf
         return min(finish, start)
 
-    def _set_finish(self, slot: int, finish_s: float) -> None:
-        self._finish_s[slot] = finish_s
-        version = self._finish_version[slot] + 1
-        self._finish_version[slot] = version
-        if finish_s < math.inf:
-            heapq.heappush(self._finish_heap, (finish_s, slot, version))
-
     def _due(self, due_by: float) -> list[int]:
         """Slots of the flows that finish by ``due_by``, in increasing slot order."""
-        heap, version = self._finish_heap, self._finish_version
-        due = []
-        while heap and heap[0][0] <= due_by:
-            _, slot, v = heapq.heappop(heap)
-            if version[slot] == v:
-                due.append(slot)
-        return sorted(due)
+        return np.flatnonzero(self._finish_s <= due_by).tolist()
 
     def _step(self) -> None:
         """Handle everything due now: arrivals (and what they trigger), then joins."""
@@ -253,10 +234,9 @@ class Fabric:
             done_slots = self._due(due_by)
             if done_slots:
                 self._retire(done_slots, changed)
-                ids = sorted(int(self._flow_id[s]) for s in done_slots)
-                for s in done_slots:
-                    self._flow_id[s] = -1
-                    self._free.append(s)
+                ids = sorted(self._flow_id[done_slots].tolist())
+                self._flow_id[done_slots] = -1
+                self._free += done_slots
                 self.on_arrival(ids)
             new = self._admit(due_by, changed)
             joined += new
@@ -271,7 +251,7 @@ class Fabric:
     def _retire(self, slots: list[int], changed: list[int]) -> None:
         now = self.env.now
         for s in slots:
-            self._set_finish(s, math.inf)
+            self._finish_s[s] = math.inf
             self._rate[s] = 0.0
             for link in self._link_ids[s]:
                 members = self._on_link[link]
@@ -289,7 +269,7 @@ class Fabric:
             self._updated_s[slot] = now
             if self._remaining[slot] <= 0.0 or not self._link_ids[slot]:
                 # Nothing to move, or no link to move it over: arrives now, shares nothing.
-                self._set_finish(slot, now)
+                self._finish_s[slot] = now
                 continue
             joined.append(slot)
             for link in self._link_ids[slot]:
@@ -304,15 +284,15 @@ class Fabric:
 
     def _component(self, links: list[int]) -> list[int]:
         """Slots of all flows connected to ``links`` through shared links."""
+        on_link, link_ids = self._on_link, self._link_ids
         seen_links = set(links)
         frontier = list(seen_links)
         slots: set[int] = set()
         while frontier:
-            link = frontier.pop()
-            for s in self._on_link[link]:
+            for s in on_link[frontier.pop()]:
                 if s not in slots:
                     slots.add(s)
-                    for other in self._link_ids[s]:
+                    for other in link_ids[s]:
                         if other not in seen_links:
                             seen_links.add(other)
                             frontier.append(other)
@@ -342,12 +322,7 @@ class Fabric:
             rate = np.minimum(bottleneck, self._cap[idx])
         self._rate[idx] = rate
         remaining = np.maximum(self._remaining[idx], 0.0)
-        finish = now + remaining / rate
-        self._finish_s[idx] = finish
-        heap, version = self._finish_heap, self._finish_version
-        for slot, finish_s in zip(slots, finish.tolist(), strict=True):
-            version[slot] += 1
-            heapq.heappush(heap, (finish_s, slot, version[slot]))
+        self._finish_s[idx] = now + remaining / rate
 
     def _reshare_small(self, slots: list[int]) -> None:
         """:meth:`_reshare` of a few flows, one at a time: the same arithmetic, without
@@ -355,15 +330,19 @@ class Fabric:
         now = self.env.now
         rates = self._component_rates(slots).tolist()
         remaining, rate, updated = self._remaining, self._rate, self._updated_s
+        finish = self._finish_s
         for slot, new_rate in zip(slots, rates, strict=True):
             left = remaining.item(slot) - rate.item(slot) * (now - updated.item(slot))
             remaining[slot] = left
             updated[slot] = now
             rate[slot] = new_rate
-            self._set_finish(slot, now + max(left, 0.0) / new_rate)
+            finish[slot] = now + max(left, 0.0) / new_rate
 
     def _component_rates(self, slots: list[int]) -> FloatArray:
         """Max-min rates of a whole component, from the memo when it was seen before."""
+        if len(slots) > _MEMO_FLOWS:
+            idx = np.asarray(slots, dtype=np.int64)
+            return self._max_min(slots, idx, [len(self._link_ids[s]) for s in slots])
         key = tuple(self._signature[s] for s in slots)
         rate = self._rate_memo.get(key)
         if rate is None:

@@ -313,6 +313,7 @@ class _Search:
         self._depth = {src_node: 0}
         self._level = [src_node]  # the last complete level
         self._level_depth = 0
+        self._not_ahead: set[tuple[str, int]] = set()  # (node, levels) found not ahead
 
     def route_to(self, dst_node: str, pick: _Pick) -> Route | None:
         """The route to ``dst_node``, or None when no path reaches it."""
@@ -328,15 +329,18 @@ class _Search:
         predecessor within ``levels - 1`` of the last level is found by the same rule,
         so the predecessors kept (those on the level before ``v``) are all of them. Nodes
         settled this way are settled again, to the same result, when their level is
-        completed. False says ``v`` lies further (or nowhere).
+        completed. False says ``v`` lies further (or nowhere); it depends only on the last
+        complete level, so it is kept until the next level completes (a leaf switch's
+        thousands of predecessors are then walked once, not once per route through it).
         """
         depth = self._depth.get(v)
         if depth is not None:
             return depth <= self._level_depth + levels
-        if levels == 0:
+        if levels == 0 or (v, levels) in self._not_ahead:
             return False
         found = [u for u in self._graph.pred[v] if self._expands(u) and self._ahead(u, levels - 1)]
         if not found:
+            self._not_ahead.add((v, levels))
             return False
         depth = min(self._depth[u] for u in found)
         self._settle(v, [u for u in found if self._depth[u] == depth], depth + 1)
@@ -382,6 +386,7 @@ class _Search:
         level = sorted(candidates, key=lambda v: (self._order[self._preds[v][0]], v))
         self._level = level
         self._level_depth += 1
+        self._not_ahead.clear()
         for index, v in enumerate(level):
             self._order[v] = index
         return bool(level)
