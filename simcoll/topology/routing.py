@@ -43,8 +43,10 @@ last complete level is settled backwards, from its own predecessors (and theirs)
 expanding those levels. So a ring's neighbour routes through a switch with thousands of
 ports cost the in-degree of the destination GPU each, a route across a leaf-spine fabric
 expands the source's leaf and no more, not every port of every spine; a source's routes
-to every node cost one full search, O(V + E); and nothing is computed for all pairs up
-front. Routes are cached.
+to every node cost one full search, O(V + E) (after 32 destinations a source completes
+its search level by level, which is cheaper than settling each one ahead); and nothing
+is computed for all pairs up front. Routes are cached, up to half a million, and the 256
+most recent searches are kept: an all-to-all on 1,024 GPUs stays within bounded memory.
 
 >>> from simcoll.topology.builders import ring
 >>> g = ring(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
@@ -156,12 +158,16 @@ class Router:
             found = self._direct(src_node, dst_node)
         else:
             found = self._direct(src_node, cpu) + self._direct(cpu, dst_node)
+        if len(self._routes) >= _MAX_ROUTES:  # bounded memory: start the cache afresh
+            self._routes.clear()
         self._routes[key] = found
         return found
 
     def _direct(self, src_node: str, dst_node: str) -> Route:
         search = self._searches.get(src_node)
         if search is None:
+            if len(self._searches) >= _MAX_SEARCHES:  # the oldest goes: routes stay cached
+                del self._searches[next(iter(self._searches))]
             search = self._searches[src_node] = _Search(
                 self._graph, src_node, self._blocked, self._ports
             )
@@ -266,6 +272,13 @@ _DMODK = "\x00dmodk"  # not a hash key: no seed formats to a string starting wit
 
 # How many levels beyond the last complete one a destination may be settled backwards.
 _LOOK_AHEAD_LEVELS = 3
+# After this many destinations from one source, its search is completed level by level.
+_FULL_SEARCH_AFTER = 32
+# Searches kept per router (a whole one holds every node of the graph); routes already
+# found stay cached, and a source asked again after its search went starts a new one.
+_MAX_SEARCHES = 256
+# Routes kept per router; an all-to-all on 1,024 GPUs asks for a million, once each.
+_MAX_ROUTES = 500_000
 
 
 @functools.lru_cache(maxsize=1 << 18)
@@ -314,9 +327,19 @@ class _Search:
         self._level = [src_node]  # the last complete level
         self._level_depth = 0
         self._not_ahead: set[tuple[str, int]] = set()  # (node, levels) found not ahead
+        self._asked = 0  # destinations asked for
 
     def route_to(self, dst_node: str, pick: _Pick) -> Route | None:
-        """The route to ``dst_node``, or None when no path reaches it."""
+        """The route to ``dst_node``, or None when no path reaches it.
+
+        A source asked for many destinations (an all-to-all) completes its search level
+        by level at once: a plain breadth-first search then costs less than settling
+        each destination ahead of its level, and settles every node the same way.
+        """
+        self._asked += 1
+        if self._asked == _FULL_SEARCH_AFTER:
+            while self._complete_next_level():
+                pass
         while not self._ahead(dst_node, _LOOK_AHEAD_LEVELS):
             if not self._complete_next_level():
                 return None
