@@ -45,8 +45,9 @@ ports cost the in-degree of the destination GPU each, a route across a leaf-spin
 expands the source's leaf and no more, not every port of every spine; a source's routes
 to every node cost one full search, O(V + E) (after 32 destinations a source completes
 its search level by level, which is cheaper than settling each one ahead); and nothing
-is computed for all pairs up front. Routes are cached, up to half a million, and the 256
-most recent searches are kept: an all-to-all on 1,024 GPUs stays within bounded memory.
+is computed for all pairs up front. Routes are cached, up to half a million, and of the
+whole searches the 256 most recent are kept: an all-to-all on 1,024 GPUs stays within
+bounded memory.
 
 >>> from simcoll.topology.builders import ring
 >>> g = ring(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
@@ -128,6 +129,7 @@ class Router:
         self._bounce = graph.graph.get("p2p", True) is False
         self._searches: dict[str, _Search] = {}
         self._ports: dict[str, dict[str, int]] = {}  # d-mod-k port numbers, per switch
+        self._complete: list[str] = []  # sources whose search holds the whole graph
         self._routes: dict[tuple[str, str], Route] = {}
         self._cpus: dict[object, list[str]] | None = None
 
@@ -166,12 +168,15 @@ class Router:
     def _direct(self, src_node: str, dst_node: str) -> Route:
         search = self._searches.get(src_node)
         if search is None:
-            if len(self._searches) >= _MAX_SEARCHES:  # the oldest goes: routes stay cached
-                del self._searches[next(iter(self._searches))]
             search = self._searches[src_node] = _Search(
                 self._graph, src_node, self._blocked, self._ports
             )
+        was_complete = search.complete
         found = search.route_to(dst_node, self._pick(src_node, dst_node))
+        if search.complete and not was_complete:  # a whole search: keep the newest few
+            self._complete.append(src_node)
+            if len(self._complete) > _MAX_COMPLETE_SEARCHES:
+                self._searches.pop(self._complete.pop(0), None)
         if found is None:
             raise TopologyError(
                 f"no route from {src_node!r} to {dst_node!r}: no directed path joins them",
@@ -274,9 +279,9 @@ _DMODK = "\x00dmodk"  # not a hash key: no seed formats to a string starting wit
 _LOOK_AHEAD_LEVELS = 3
 # After this many destinations from one source, its search is completed level by level.
 _FULL_SEARCH_AFTER = 32
-# Searches kept per router (a whole one holds every node of the graph); routes already
+# Whole searches (every node of the graph) kept per router, the newest; routes already
 # found stay cached, and a source asked again after its search went starts a new one.
-_MAX_SEARCHES = 256
+_MAX_COMPLETE_SEARCHES = 256
 # Routes kept per router; an all-to-all on 1,024 GPUs asks for a million, once each.
 _MAX_ROUTES = 500_000
 
@@ -328,6 +333,7 @@ class _Search:
         self._level_depth = 0
         self._not_ahead: set[tuple[str, int]] = set()  # (node, levels) found not ahead
         self._asked = 0  # destinations asked for
+        self.complete = False  # every node settled, level by level
 
     def route_to(self, dst_node: str, pick: _Pick) -> Route | None:
         """The route to ``dst_node``, or None when no path reaches it.
@@ -340,6 +346,7 @@ class _Search:
         if self._asked == _FULL_SEARCH_AFTER:
             while self._complete_next_level():
                 pass
+            self.complete = True
         while not self._ahead(dst_node, _LOOK_AHEAD_LEVELS):
             if not self._complete_next_level():
                 return None
