@@ -86,6 +86,7 @@ class Fabric:
         on_arrival: Callable[[list[int]], None],
         *,
         contention: bool = True,
+        finish_heap: bool = False,
     ) -> None:
         self.env = env
         self.capacity_bytes_per_s = np.asarray(capacity_bytes_per_s, dtype=np.float64)
@@ -111,6 +112,15 @@ class Fabric:
         self._signature: list[tuple[Any, ...]] = []  # routes, weights, cap: the rate's inputs
         self._rate_memo: dict[tuple[tuple[Any, ...], ...], FloatArray] = {}
         self._free: list[int] = []
+        # With finish_heap, finish times are also kept in a heap of (finish_s, slot,
+        # version): an entry counts only while its version is the slot's, so recomputed
+        # or retired flows leave stale entries that are dropped when they come up. It
+        # pays where components are small and many flows are in flight (the symmetric
+        # path's quotient); where components are large, pushing every flow at every
+        # reshare costs more than scanning the array.
+        self._use_heap = finish_heap
+        self._finish_heap: list[tuple[float, int, int]] = []
+        self._finish_version: list[int] = []
         self._grow(64)
         self._sleeping = False
         self._wake_pending = False
@@ -137,6 +147,7 @@ class Fabric:
         self._link_ids += [[] for _ in range(extra)]
         self._weights += [None] * extra
         self._signature += [()] * extra
+        self._finish_version += [0] * extra
         self._free += range(size - 1, old - 1, -1)
 
     def _slot(self) -> int:
@@ -215,13 +226,35 @@ class Fabric:
             self._sleeping = False
 
     def _next_event_s(self) -> float:
-        finish = float(self._finish_s.min()) if len(self._finish_s) else math.inf
+        if self._use_heap:
+            heap, version = self._finish_heap, self._finish_version
+            while heap and version[heap[0][1]] != heap[0][2]:
+                heapq.heappop(heap)
+            finish = heap[0][0] if heap else math.inf
+        else:
+            finish = float(self._finish_s.min()) if len(self._finish_s) else math.inf
         start = self._pending[0][0] if self._pending else math.inf
         return min(finish, start)
 
     def _due(self, due_by: float) -> list[int]:
         """Slots of the flows that finish by ``due_by``, in increasing slot order."""
-        return np.flatnonzero(self._finish_s <= due_by).tolist()
+        if not self._use_heap:
+            return np.flatnonzero(self._finish_s <= due_by).tolist()
+        heap, version = self._finish_heap, self._finish_version
+        due = []
+        while heap and heap[0][0] <= due_by:
+            _, slot, v = heapq.heappop(heap)
+            if version[slot] == v:
+                due.append(slot)
+        return sorted(due)
+
+    def _set_finish(self, slot: int, finish_s: float) -> None:
+        self._finish_s[slot] = finish_s
+        if self._use_heap:
+            version = self._finish_version[slot] + 1
+            self._finish_version[slot] = version
+            if finish_s < math.inf:
+                heapq.heappush(self._finish_heap, (finish_s, slot, version))
 
     def _step(self) -> None:
         """Handle everything due now: arrivals (and what they trigger), then joins."""
@@ -251,7 +284,7 @@ class Fabric:
     def _retire(self, slots: list[int], changed: list[int]) -> None:
         now = self.env.now
         for s in slots:
-            self._finish_s[s] = math.inf
+            self._set_finish(s, math.inf)
             self._rate[s] = 0.0
             for link in self._link_ids[s]:
                 members = self._on_link[link]
@@ -269,7 +302,7 @@ class Fabric:
             self._updated_s[slot] = now
             if self._remaining[slot] <= 0.0 or not self._link_ids[slot]:
                 # Nothing to move, or no link to move it over: arrives now, shares nothing.
-                self._finish_s[slot] = now
+                self._set_finish(slot, now)
                 continue
             joined.append(slot)
             for link in self._link_ids[slot]:
@@ -322,7 +355,13 @@ class Fabric:
             rate = np.minimum(bottleneck, self._cap[idx])
         self._rate[idx] = rate
         remaining = np.maximum(self._remaining[idx], 0.0)
-        self._finish_s[idx] = now + remaining / rate
+        finish = now + remaining / rate
+        self._finish_s[idx] = finish
+        if self._use_heap:
+            heap, version = self._finish_heap, self._finish_version
+            for slot, finish_s in zip(slots, finish.tolist(), strict=True):
+                version[slot] += 1
+                heapq.heappush(heap, (finish_s, slot, version[slot]))
 
     def _reshare_small(self, slots: list[int]) -> None:
         """:meth:`_reshare` of a few flows, one at a time: the same arithmetic, without
@@ -330,13 +369,12 @@ class Fabric:
         now = self.env.now
         rates = self._component_rates(slots).tolist()
         remaining, rate, updated = self._remaining, self._rate, self._updated_s
-        finish = self._finish_s
         for slot, new_rate in zip(slots, rates, strict=True):
             left = remaining.item(slot) - rate.item(slot) * (now - updated.item(slot))
             remaining[slot] = left
             updated[slot] = now
             rate[slot] = new_rate
-            finish[slot] = now + max(left, 0.0) / new_rate
+            self._set_finish(slot, now + max(left, 0.0) / new_rate)
 
     def _component_rates(self, slots: list[int]) -> FloatArray:
         """Max-min rates of a whole component, from the memo when it was seen before."""

@@ -185,6 +185,7 @@ class _Run:
         self.nodes = nodes
         self.links = tuple(topology.edges)
         self.router = shared.router if shared else Router(topology)
+        routes_given = routes is not None
         if routes is None:
             routes = self._route(topology)
         self.pair_of = routes.pair_of
@@ -204,7 +205,10 @@ class _Run:
             )
         else:
             self.env = simpy.Environment()
-            self.fabric = Fabric(self.env, capacity, self._on_arrival, contention=model == "flow")
+            # The symmetric path's quotient (routes given) has small components and many
+            # flows in flight: finish times in a heap pay there (see Fabric).
+            self.fabric = Fabric(self.env, capacity, self._on_arrival,
+                                 contention=model == "flow", finish_heap=routes_given)  # fmt: skip
         n = schedule.n_transfers
         self.bytes = schedule.transfer_bytes
         efficiency: float | FloatArray = protocol.efficiency if protocol else 1.0
