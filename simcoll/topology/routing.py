@@ -368,7 +368,17 @@ class _Search:
             return depth <= self._level_depth + levels
         if levels == 0 or (v, levels) in self._not_ahead:
             return False
-        found = [u for u in self._graph.pred[v] if self._expands(u) and self._ahead(u, levels - 1)]
+        if levels == 1:  # the predecessors must be settled already: no recursion
+            known, last = self._depth, self._level_depth
+            found = [
+                u
+                for u in self._graph.pred[v]
+                if known.get(u, last + 1) <= last and self._expands(u)
+            ]
+        else:
+            found = [
+                u for u in self._graph.pred[v] if self._expands(u) and self._ahead(u, levels - 1)
+            ]
         if not found:
             self._not_ahead.add((v, levels))
             return False
