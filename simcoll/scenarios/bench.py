@@ -44,6 +44,7 @@ from simcoll.core.errors import ConfigError
 from simcoll.models.estimate import estimate_point
 from simcoll.plan.search import search_plan
 from simcoll.plan.tuning import ring_chunks
+from simcoll.prediction import predict
 from simcoll.sim.engine import SimulationResult, simulate
 from simcoll.sim.symmetry import simulate_ring_fast
 from simcoll.topology import gpu_nodes
@@ -197,8 +198,6 @@ def _predict_case(  # noqa: PLR0917 - a case's own description
 ) -> BenchRow:
     """What ``simcoll predict`` runs (NCCL's plan and tuning, the file's routing unless
     ``routing``, bare links): the wall time a user waits. Busbw at the largest size."""
-    from simcoll.prediction import predict  # noqa: PLC0415 - scenarios may import it
-
     graph = _topology(file, n_nodes, routing=routing)
     rows = predict(graph, "allreduce", sizes_bytes, algorithm=algorithm, protocol=protocol,
                    calibration=None, placement=placement).rows  # fmt: skip

@@ -579,15 +579,21 @@ def uneven_pieces(
     >>> uneven_pieces("allreduce", 4, 64, 1, 1), uneven_pieces("allreduce", 4, 65, 1, 1)
     (False, True)
     """
-    coll = Collective(collective)
-    ring_blocks = n_ranks if coll is Collective.ALLREDUCE else 1
-    block_bytes = coll.block_bytes(size_bytes, n_ranks)
-    return block_bytes % (ring_blocks * n_channels * n_chunks) != 0
+    block_bytes, pieces = _block_and_pieces(collective, n_ranks, size_bytes, n_channels, n_chunks)
+    return block_bytes % pieces != 0
 
 
 def _smallest_piece_bytes(
     collective: str, n_ranks: int, size_bytes: int, n_channels: int, n_chunks: int
 ) -> int:
+    block_bytes, pieces = _block_and_pieces(collective, n_ranks, size_bytes, n_channels, n_chunks)
+    return block_bytes // pieces
+
+
+def _block_and_pieces(
+    collective: str, n_ranks: int, size_bytes: int, n_channels: int, n_chunks: int
+) -> tuple[int, int]:
+    """A ring's block bytes and the pieces each block is cut into."""
     coll = Collective(collective)
     ring_blocks = n_ranks if coll is Collective.ALLREDUCE else 1
-    return coll.block_bytes(size_bytes, n_ranks) // (ring_blocks * n_channels * n_chunks)
+    return coll.block_bytes(size_bytes, n_ranks), ring_blocks * n_channels * n_chunks

@@ -193,14 +193,8 @@ class _CountingSearch(routing._Search):
     created: ClassVar[list[str]] = []
     levels_completed: ClassVar[list[int]] = []
 
-    def __init__(
-        self,
-        graph: nx.DiGraph[str],
-        src_node: str,
-        blocked: frozenset[str],
-        ports: dict[str, dict[str, int]] | None = None,
-    ) -> None:
-        super().__init__(graph, src_node, blocked, ports)
+    def __init__(self, graph: nx.DiGraph[str], src_node: str, *rest: Any) -> None:
+        super().__init__(graph, src_node, *rest)
         self.created.append(src_node)
 
     def _complete_next_level(self) -> bool:
