@@ -29,6 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ScheduleError
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
@@ -45,6 +48,7 @@ __all__ = [
 ]
 
 
+IntArray = npt.NDArray[np.int64]
 PiecesOf = Callable[[int, int, int], list[int]]
 Lane = tuple[int, int]  # (channel, chunk)
 Arrivals = dict[tuple[int, Lane], list[int]]  # (rank, lane) -> transfers arriving there
@@ -289,15 +293,61 @@ def tree_allreduce(
     b = _builder(Collective.ALLREDUCE, n_ranks, size_bytes, n_channels=shares[0],
                  n_chunks=n_chunks, max_in_flight=max_in_flight, trees=shares[1])  # fmt: skip
 
-    def pieces(_: int, channel: int, chunk: int) -> list[int]:
-        return [channel * n_chunks + chunk]
-
     for channel, tree in enumerate(per_channel):
-        lanes = _lanes([channel], n_chunks)
-        reduced = _up(b, tree, lanes, pieces, Op.REDUCE)
-        at_root = {key: ts for key, ts in reduced.items() if key[0] == tree.root}
-        _down(b, tree, lanes, pieces, at_root=at_root)
+        _up_and_down(b, tree, channel, n_chunks)
     return b.build()
+
+
+def _up_and_down(b: ScheduleBuilder, tree: Tree, channel: int, n_chunks: int) -> None:
+    """One channel's reduction up ``tree`` and broadcast down it, as arrays: the same
+    transfers, order and dependencies as :func:`_up` then :func:`_down` (children's
+    reductions before their parent's, the root's down sends after every reduction into
+    it), built with numpy because NCCL-sized trees have millions of them."""
+    n, k = len(tree.parent), n_chunks
+    if n < 2:
+        return
+    parent = np.array(tree.parent, dtype=np.int64)
+    up = np.array(tree.top_down()[1:][::-1], dtype=np.int64)  # senders, in order
+    up_at = np.empty(n, dtype=np.int64)
+    up_at[up] = np.arange(n - 1)
+    # Children of each rank, in the order their reductions are added.
+    by_parent = np.lexsort((up_at[up], parent[up]))
+    kids = up[by_parent]
+    kids_ptr = np.searchsorted(parent[kids], np.arange(n + 1))
+    base = b.n_transfers
+    chunk = np.arange(k, dtype=np.int64)
+
+    def into(ranks: IntArray) -> tuple[IntArray, IntArray]:
+        """Deps of the lanes of each rank on its children's reductions (CSR)."""
+        counts = np.repeat(kids_ptr[ranks + 1] - kids_ptr[ranks], k)
+        row_rank, row_chunk = np.repeat(ranks, k), np.tile(chunk, len(ranks))
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        row = np.repeat(np.arange(len(counts)), counts)
+        child = kids[kids_ptr[row_rank[row]] + np.arange(int(indptr[-1])) - indptr[row]]
+        return indptr, base + up_at[child] * k + row_chunk[row]
+
+    pieces = np.tile(channel * k + chunk, n - 1)
+    indptr, deps = into(up)
+    b.extend(np.repeat(up, k), np.repeat(parent[up], k), pieces, Op.REDUCE, channel, indptr,
+             deps)  # fmt: skip
+    down_base = b.n_transfers
+    senders = np.array([r for r in tree.top_down() for _ in tree.children[r]], dtype=np.int64)
+    receivers = np.array([c for r in tree.top_down() for c in tree.children[r]], dtype=np.int64)
+    down_at = np.empty(n, dtype=np.int64)
+    down_at[receivers] = np.arange(n - 1)
+    root_indptr, root_deps = into(np.array([tree.root], dtype=np.int64))  # per chunk
+    at_root = np.repeat(senders == tree.root, k)
+    row_sender = np.repeat(senders, k)
+    row_chunk = np.tile(chunk, n - 1)
+    counts = np.where(at_root, root_indptr[1] - root_indptr[0], 1)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    deps = np.empty(int(indptr[-1]), dtype=np.int64)
+    single = ~at_root
+    deps[indptr[:-1][single]] = down_base + down_at[row_sender[single]] * k + row_chunk[single]
+    width = int(root_indptr[1])
+    for offset in range(width):
+        deps[indptr[:-1][at_root] + offset] = root_deps[row_chunk[at_root] * width + offset]
+    b.extend(row_sender, np.repeat(receivers, k), pieces, Op.COPY, channel, indptr, deps)
 
 
 ALGORITHMS: dict[tuple[Collective, str], Callable[..., Schedule]] = {

@@ -311,6 +311,37 @@ class ScheduleBuilder:
         self._deps_indptr.append(len(self._deps))
         return index
 
+    def extend(  # noqa: PLR0917 - one transfer's fields, as arrays
+        self,
+        src: IntArray,
+        dst: IntArray,
+        piece: IntArray,
+        op: Op,
+        channel: int,
+        deps_indptr: IntArray,
+        deps: IntArray,
+    ) -> None:
+        """Append many transfers of one piece each at once (what :meth:`add` does one by
+        one); ``deps`` hold absolute transfer indices, ``deps_indptr`` starts at 0.
+
+        Raises ConfigError past :data:`~simcoll.core.limits.MAX_TRANSFERS` transfers.
+        """
+        if len(self._src) + len(src) > MAX_TRANSFERS:
+            raise ConfigError(
+                f"{self.collective.value}/{self.algorithm} on {self.n_ranks} ranks would have "
+                f"more than {MAX_TRANSFERS} transfers, too many to simulate; use fewer ranks, "
+                "chunks or channels"
+            )
+        base_pieces, base_deps = len(self._pieces), len(self._deps)
+        self._src.extend(src.tolist())
+        self._dst.extend(dst.tolist())
+        self._op.extend([_OP_CODES[op]] * len(src))
+        self._channel.extend([channel] * len(src))
+        self._pieces.extend(piece.tolist())
+        self._pieces_indptr.extend(range(base_pieces + 1, base_pieces + len(src) + 1))
+        self._deps.extend(deps.tolist())
+        self._deps_indptr.extend((deps_indptr[1:] + base_deps).tolist())
+
     def build(self) -> Schedule:
         """Freeze and validate the schedule (see :func:`_check_transfers`)."""
         schedule = Schedule(

@@ -26,9 +26,16 @@ from simcoll.plan.tuning import (
     ring_chunks,
     tune_call,
 )
+from simcoll.prediction.bounds import Bounds
 from simcoll.prediction.choices import algorithm_params
+from simcoll.sim.channel_symmetry import channel_symmetric
 from simcoll.sim.engine import SimulationResult, simulate
-from simcoll.sim.symmetry import RING_COLLECTIVES, SymmetricSchedule, simulate_ring_fast
+from simcoll.sim.symmetry import (
+    RING_COLLECTIVES,
+    SymmetricSchedule,
+    simulate_ring_fast,
+    simulate_symmetric,
+)
 
 __all__ = ["Setup", "best_simulated_row"]
 
@@ -66,24 +73,54 @@ PLANNED = ("ring", "tree")
 
 
 def best_simulated_row(setup: Setup, size_bytes: int) -> tuple[Row | None, SimcollError | None]:
-    """The fastest simulated (algorithm, protocol) at one size, or why none could run."""
-    best: Row | None = None
-    refusal: SimcollError | None = None
+    """The fastest simulated (algorithm, protocol) at one size, or why none could run.
+
+    Choices are tried in increasing order of their lower bounds (:mod:`.bounds`), and one
+    whose bound is no better than the best time so far is not simulated: it cannot win.
+    Ties go to the earlier choice in ``setup.names`` x ``setup.protocols`` order, as if
+    every choice were simulated.
+    """
     n = len(setup.nodes)
+    refusal: SimcollError | None = None
+    choices: list[tuple[float, int, str, Protocol | None, dict[str, int]]] = []
+    bounds = _bounds(setup) if len(setup.names) * len(setup.protocols) > 1 else None
     for name in setup.names:
         try:
             chosen = algorithm_params(name, setup.collective, setup.params, setup.topology, n)
-            for proto in setup.protocols:
-                if not protocol_allowed(proto, name):
-                    continue
-                row = _row(setup, name, proto, size_bytes, chosen)
-                if best is None or row.time_s < best.time_s:
-                    best = row
         except (ScheduleError, ConfigError) as error:
             if len(setup.names) == 1 and isinstance(error, ConfigError):
                 raise
             refusal = error
-    return best, refusal
+            continue
+        for proto in setup.protocols:
+            if protocol_allowed(proto, name):
+                bound = 0.0 if bounds is None else bounds.time_s(
+                    setup.collective.value, name, proto, size_bytes
+                )  # fmt: skip
+                choices.append((bound, len(choices), name, proto, chosen))
+    best: tuple[Row, int] | None = None
+    failed: set[str] = set()
+    for bound, order, name, proto, chosen in sorted(choices, key=lambda c: (c[0], c[1])):
+        if name in failed or (best is not None and (bound, order) > (best[0].time_s, best[1])):
+            continue
+        try:
+            row = _row(setup, name, proto, size_bytes, chosen)
+        except (ScheduleError, ConfigError) as error:
+            if len(setup.names) == 1 and isinstance(error, ConfigError):
+                raise
+            refusal = error
+            failed.add(name)
+            continue
+        if best is None or (row.time_s, order) < (best[0].time_s, best[1]):
+            best = (row, order)
+    return (None if best is None else best[0]), refusal
+
+
+def _bounds(setup: Setup) -> Bounds:
+    plan = setup.plan
+    tree = plan.channels[0].tree if plan is not None and plan.n_channels else None
+    return Bounds.of(setup.topology, setup.nodes, model=setup.model,
+                     tree_depth=tree.depth() if tree is not None else 0)  # fmt: skip
 
 
 def _row(
@@ -101,8 +138,10 @@ def _row(
     else:
         user_cut = "n_chunks" in (setup.params or {})
         schedule = _planned_schedule(setup, name, size_bytes, chosen, used, fixed=user_cut)
-    result = simulate(setup.topology, schedule, model=setup.model, protocol=proto,
-                      rank_nodes=setup.nodes, plan=used)  # fmt: skip
+    result = _channel_copies(setup, schedule, proto, used) or simulate(
+        setup.topology, schedule, model=setup.model, protocol=proto, rank_nodes=setup.nodes,
+        plan=used,
+    )  # fmt: skip
     n = schedule.n_ranks
     return _result_row(
         setup, result, proto, used.n_channels if used else schedule.n_channels,
@@ -240,6 +279,27 @@ def _fast_ring(  # noqa: PLR0917 - one call's facts
         sent=int(sym.bytes_sent_per_rank().max(initial=0)),
         received=int(sym.bytes_received_per_rank().max(initial=0)),
     )  # fmt: skip
+
+
+def _channel_copies(
+    setup: Setup, schedule: Schedule, proto: Protocol | None, plan: Plan | None
+) -> SimulationResult | None:
+    """The schedule on one channel of each family of copies (NCCL's channels through
+    each NIC in turn, :mod:`simcoll.sim.channel_symmetry`), where that is exact; else None.
+
+    Only for a plan's schedules in the flow and ideal models; pieces one byte apart run
+    at the largest piece's size, as on the ring's symmetric path. The result's
+    per-transfer arrays cover the representatives, its time and per-link bytes the whole
+    schedule.
+    """
+    if plan is None or setup.model not in {"flow", "ideal"}:
+        return None
+    sym = channel_symmetric(schedule, round_up_pieces=True)
+    if sym is None:
+        return None
+    result = simulate_symmetric(setup.topology, sym, model=setup.model, protocol=proto,
+                                plan=plan)  # fmt: skip
+    return None if result is None else replace(result, schedule=schedule)
 
 
 def _result_row(

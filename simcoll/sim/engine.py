@@ -178,6 +178,7 @@ class _Run:
         routes: Routes | None = None,
         shared: _Shared | None = None,
         plan: Plan | None = None,
+        finish_heap: bool | None = None,
     ) -> None:
         self.s = schedule
         self.plan = plan
@@ -205,10 +206,11 @@ class _Run:
             )
         else:
             self.env = simpy.Environment()
-            # The symmetric path's quotient (routes given) has small components and many
-            # flows in flight: finish times in a heap pay there (see Fabric).
+            # A ring's quotient (routes given) has small components and many flows in
+            # flight: finish times in a heap pay there (see Fabric); trees' do not.
+            heap = routes_given if finish_heap is None else finish_heap
             self.fabric = Fabric(self.env, capacity, self._on_arrival,
-                                 contention=model == "flow", finish_heap=routes_given)  # fmt: skip
+                                 contention=model == "flow", finish_heap=heap)  # fmt: skip
         n = schedule.n_transfers
         self.bytes = schedule.transfer_bytes
         efficiency: float | FloatArray = protocol.efficiency if protocol else 1.0

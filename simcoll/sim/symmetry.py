@@ -111,6 +111,10 @@ class SymmetricSchedule:
     dep_shift: IntArray
     channel_maps: IntArray  # (channel_copies, N): rank permutation of each channel
     rounded_up: bool = False  # pieces run at the largest piece's size (module docstring)
+    #: Row r, column ch: the plan channel that copy ch of a representative on channel r
+    #: runs on. None for rings, whose representatives are all on channel 0 and whose copy
+    #: ch runs on channel ch; set by :func:`simcoll.sim.channel_symmetry.channel_symmetric`.
+    copy_channels: IntArray | None = None
 
     @property
     def n_ranks(self) -> int:
@@ -126,6 +130,14 @@ class SymmetricSchedule:
     def n_transfers(self) -> int:
         """Transfers of the whole schedule."""
         return self.representatives.n_transfers * self.n_copies
+
+    def plan_channel(self, channel: int, copy: int) -> int:
+        """The plan channel that copy ``copy`` of a representative on ``channel`` runs on.
+
+        >>> ring_symmetric("allgather", 4, 64, n_channels=2).plan_channel(0, 1)
+        1
+        """
+        return copy if self.copy_channels is None else int(self.copy_channels[channel, copy])
 
     def bytes_sent_per_rank(self) -> IntArray:
         """Data bytes each rank sends, over all copies (as ``Schedule``'s)."""
@@ -151,7 +163,15 @@ class SymmetricSchedule:
 
         Copy ``(k, ch)`` of representative ``t`` is transfer ``(t * m + k) * c + ch``
         (``m`` = N / period, ``c`` = channel copies), so each connection keeps its order.
+
+        Raises
+        ------
+        ConfigError
+            For a schedule of channel copies (``copy_channels`` set), which only rings'
+            piece layout can rebuild: simulate the schedule it was made from instead.
         """
+        if self.copy_channels is not None:
+            raise ConfigError("expand() rebuilds ring schedules only, not channel copies")
         rep = self.representatives
         n, g, c = self.n_ranks, self.period_ranks, self.channel_copies
         m = n // g
@@ -396,26 +416,27 @@ def symmetric_routes(  # noqa: PLR0917 - the quotient's inputs
     links = tuple(topology.edges)
     link_index = {edge: i for i, edge in enumerate(links)}
     router = router or Router(topology)
-    pair = rep.src * n + rep.dst
+    pair = (rep.channel * n + rep.src) * n + rep.dst
     pairs, pair_of = np.unique(pair, return_inverse=True)
     capacity = np.array(
         [topology.edges[e]["bandwidth_bytes_per_s"] for e in links], dtype=np.float64
     )
-    classes = _channel_classes(sym, plan)
+    classes = {int(r): _channel_classes(sym, plan, int(r)) for r in np.unique(rep.channel)}
     shifts = g * np.arange(m)
     copy_links: list[list[tuple[list[int], int]]] = []  # [pair] -> (link ids, copies)
     latency = np.zeros(len(pairs))
     efficiency = np.ones(len(pairs))
     for p_index, p in enumerate(pairs.tolist()):
-        src, dst = divmod(p, n)
+        rep_channel, (src, dst) = p // (n * n), divmod(p % (n * n), n)
         per_copy = []
         latencies = []
         efficiencies = set()
-        for ch, weight in classes:
+        for ch, weight in classes[rep_channel]:
             sources = (sym.channel_maps[ch][src] + shifts) % n
             targets = (sym.channel_maps[ch][dst] + shifts) % n
+            on = sym.plan_channel(rep_channel, ch)
             for a, b in zip(sources.tolist(), targets.tolist(), strict=True):
-                via = plan.waypoints(ch, a, b) if plan is not None else ()
+                via = plan.waypoints(on, a, b) if plan is not None else ()
                 edges = route_pair(router, nodes, a, b, via)
                 per_copy.append(([link_index[e] for e in edges], weight))
                 latencies.append(pair_latency_s(topology, edges, a, b, rep, nodes, protocol))
@@ -464,14 +485,18 @@ def symmetric_routes(  # noqa: PLR0917 - the quotient's inputs
     return routes, class_of
 
 
-def _channel_classes(sym: SymmetricSchedule, plan: Plan | None) -> list[tuple[int, int]]:
-    """Channels that route alike, as (one of them, how many): same rank permutation and,
-    with a plan, the same plan channel (its rings, trees and NICs)."""
+def _channel_classes(
+    sym: SymmetricSchedule, plan: Plan | None, channel: int = 0
+) -> list[tuple[int, int]]:
+    """Copies of a representative on ``channel`` that route alike, as (one of them, how
+    many): same rank permutation and, with a plan, the same plan channel (its rings, trees
+    and NICs)."""
     seen: dict[tuple[bytes, int], list[int]] = {}
     for ch in range(sym.channel_copies):
+        on = sym.plan_channel(channel, ch)
         key = (
             sym.channel_maps[ch].tobytes(),
-            id(plan.channels[ch % plan.n_channels]) if plan is not None else 0,
+            id(plan.channels[on % plan.n_channels]) if plan is not None else 0,
         )
         seen.setdefault(key, []).append(ch)
     return [(members[0], len(members)) for members in seen.values()]
@@ -502,7 +527,8 @@ def simulate_symmetric(
     if found is None:
         return None
     routes, class_of = found
-    run = _Run(topology, rep, nodes, model=model, protocol=protocol, packet_bytes=0, routes=routes)
+    run = _Run(topology, rep, nodes, model=model, protocol=protocol, packet_bytes=0,
+               routes=routes, finish_heap=sym.copy_channels is None)  # fmt: skip
     result = run.run(model)
     used = class_of >= 0
     link_bytes = np.zeros(len(class_of))
@@ -531,8 +557,11 @@ def simulate_ring_fast(
     With a ``plan``, its first ``n_channels`` channels' rings (cyclically), GPUs and
     NICs; else every channel's ring is the rank order on the GPUs of ranks 0..N-1.
 
-    Tries the divisors of ``n_ranks`` up to ``n_ranks / 2`` in increasing order (routes
-    are computed once and reused); None if none is exact or the pieces are uneven (and
+    Tries the divisors of ``n_ranks`` up to ``n_ranks / 2`` in increasing order, then
+    (with several channels) ``n_ranks`` itself: no rank shift, one ring per family of
+    channels that are images of each other (a random placement's NCCL rings through each
+    NIC in turn). Routes are computed once and reused; None if none is exact or the
+    pieces are uneven (and
     not ``round_up_pieces``: see the module docstring), in which case
     :func:`simcoll.sim.engine.simulate` on the whole schedule is the way.
 
@@ -548,9 +577,11 @@ def simulate_ring_fast(
     ):  # fmt: skip
         return None
     router = Router(topology)
-    for period in range(1, n_ranks // 2 + 1):
-        if n_ranks % period:
-            continue
+    # The whole ring as the period leaves the channel copies only: worth it with several.
+    periods = [p for p in range(1, n_ranks // 2 + 1) if n_ranks % p == 0]
+    if n_channels > 1:
+        periods.append(n_ranks)
+    for period in periods:
         sym = ring_symmetric(
             collective,
             n_ranks,

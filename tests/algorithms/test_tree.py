@@ -23,11 +23,14 @@ same depth.
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
 from simcoll.algorithms.tree import (
     ALGORITHMS,
+    _down,
+    _up,
     msb_tree_broadcast,
     tree_allreduce,
     tree_broadcast,
@@ -38,8 +41,8 @@ from simcoll.algorithms.tree import (
 from simcoll.core.checks import check_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ScheduleError
-from simcoll.core.schedule import Op
-from simcoll.plan.trees import double_binary_tree, msb_binomial_tree
+from simcoll.core.schedule import Op, ScheduleBuilder
+from simcoll.plan.trees import Tree, double_binary_tree, msb_binomial_tree
 from simcoll.sim.engine import simulate
 from simcoll.topology import full_mesh
 
@@ -355,3 +358,42 @@ def test_msb_tree_is_gloos_rule_and_broadcasts(n):
         check_schedule(schedule)  # every rank ends with the root's buffer
         # every non-root rank receives the buffer once; the root sends it per child
         assert schedule.bytes_sent_per_rank()[root] == 64 * n * len(tree.children[root])
+
+
+def _random_tree(n: int, rng: random.Random) -> Tree:
+    """A random spanning tree: each rank (in random order) hangs under an earlier one."""
+    order = list(range(n))
+    rng.shuffle(order)
+    parent = [-1] * n
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i in range(1, n):
+        p = order[rng.randrange(i)]
+        parent[order[i]] = p
+        children[p].append(order[i])
+    return Tree(root=order[0], parent=tuple(parent), children=tuple(map(tuple, children)))
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 17])
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_double_tree_arrays_are_the_up_and_down_walks(n: int, chunks: int) -> None:
+    """tree_allreduce builds its transfers with numpy; the reference is the walk that the
+    other tree collectives use, rank by rank (``_up`` then ``_down`` per channel)."""
+    rng = random.Random(n * 10 + chunks)
+    trees = [_random_tree(n, rng) for _ in range(3)]
+    size = n * len(trees) * chunks * 8
+    b = ScheduleBuilder(Collective.ALLREDUCE, "tree", n_ranks=n, size_bytes=size,
+                        pieces_per_block=len(trees) * chunks)  # fmt: skip
+
+    def pieces(_: int, channel: int, chunk: int) -> list[int]:
+        return [channel * chunks + chunk]
+
+    for channel, tree in enumerate(trees):
+        lanes = [(channel, chunk) for chunk in range(chunks)]
+        reduced = _up(b, tree, lanes, pieces, Op.REDUCE)
+        at_root = {key: ts for key, ts in reduced.items() if key[0] == tree.root}
+        _down(b, tree, lanes, pieces, at_root=at_root)
+    walked = b.build()
+    built = tree_allreduce(n, size, trees=trees, n_chunks=chunks)
+    for name in ("src", "dst", "op", "channel", "pieces_indptr", "pieces", "deps_indptr", "deps"):
+        assert getattr(built, name).tolist() == getattr(walked, name).tolist(), name
+    check_schedule(built)

@@ -221,16 +221,23 @@ def test_contended_fast_path_is_slower_than_line_rate_and_still_exact() -> None:
 
 def test_ecmp_collisions_break_the_symmetry_and_fall_back() -> None:
     # 8 nodes on leaves of 4 with hashed ECMP: the cross-node ring edges collide on
-    # spines unevenly, so no period is exact; predict then runs the whole schedule.
+    # spines unevenly, so no rank shift is exact. The two channels are the same ring on
+    # the same routes, though: the fast path keeps one (period N, two identical copies).
     topology = _rail(8, 4, "ecmp")
-    assert simulate_ring_fast(topology, "allreduce", 64, 2**20, n_channels=2) is None
     sym = ring_symmetric("allreduce", 64, 2**20, n_channels=2, period_ranks=8)
     assert sym is not None
     assert simulate_symmetric(topology, sym) is None
-    row = predict(topology, "allreduce", [2**20], algorithm="ring", params={"n_channels": 2},
-                  plan="rank")  # fmt: skip
+    found = simulate_ring_fast(topology, "allreduce", 64, 2**20, n_channels=2)
+    assert found is not None
+    fast, fast_sym = found
+    assert (fast_sym.period_ranks, fast_sym.channel_copies) == (64, 2)
     full = simulate(topology, ring_allreduce(64, 2**20, n_channels=2))
-    assert row.rows[0].time_s == full.time_s
+    _assert_same(topology, fast, full)
+    # One channel: no copies, no shift: None, and predict runs the whole schedule.
+    assert simulate_ring_fast(topology, "allreduce", 64, 2**20, n_channels=1) is None
+    row = predict(topology, "allreduce", [2**20], algorithm="ring", params={"n_channels": 1},
+                  plan="rank")  # fmt: skip
+    assert row.rows[0].time_s == simulate(topology, ring_allreduce(64, 2**20)).time_s
 
 
 def test_predict_rows_are_the_same_on_either_path() -> None:
@@ -269,3 +276,24 @@ def test_multi_channel_plans_are_exact_on_the_symmetric_path(collective: str, n_
     _assert_same(topology, fast, full)
     assert simulate_ring_fast(topology, collective, n, size, n_channels=4, n_chunks=2,
                               plan=plan.using(4)) is None  # fmt: skip
+
+
+def test_random_placement_runs_one_ring_per_family_of_channels() -> None:
+    # A random placement leaves no rank shift of the ring, but NCCL's 16 channels are
+    # still the rotations of channel 0 inside every server: period N (no shift), the
+    # channels as copies, equal to the whole schedule.
+    from simcoll.algorithms import build_schedule  # noqa: PLC0415
+    from simcoll.plan.search import search_plan  # noqa: PLC0415
+
+    topology = load(TOPOLOGIES / "h100-ib-fat-tree.toml", {"n_nodes": "4"})
+    plan = search_plan(topology, placement="random:2")
+    n, size = plan.n_ranks, plan.n_ranks * 16 * 2 * 2**12
+    found = simulate_ring_fast(topology, "allreduce", n, size, n_channels=16, n_chunks=2,
+                               plan=plan)  # fmt: skip
+    assert found is not None
+    fast, sym = found
+    assert (sym.period_ranks, sym.channel_copies) == (n, 16)
+    assert sym.representatives.n_transfers == 2 * (n - 1) * 2 * n  # steps x chunks x ranks
+    schedule = build_schedule("allreduce", "ring", plan, n_ranks=n, size_bytes=size, n_chunks=2)
+    full = simulate(topology, schedule, rank_nodes=plan.rank_nodes, plan=plan)
+    _assert_same(topology, fast, full)
