@@ -85,8 +85,9 @@ _MAX_DAMPING = 1e6
 #: What is fitted by default, in priority order.
 PARAMETER_GROUPS = ("efficiency", "link_latency_s", "step_latency_s", "launch_s")
 #: Groups that can be asked for (``protocol_efficiency`` only means something with NCCL's
-#: protocols, so it is not fitted unless asked).
-ALL_GROUPS = (*PARAMETER_GROUPS, "protocol_efficiency")
+#: protocols, so it is not fitted unless asked; ``floor_s`` is measured from the 0-byte
+#: calls, not fitted, and only where asked).
+ALL_GROUPS = (*PARAMETER_GROUPS, "protocol_efficiency", "floor_s")
 _EFFICIENCIES = ("efficiency.", "protocol_efficiency.")
 
 
@@ -180,10 +181,17 @@ class _Evaluator:
         recipe: Model,
         protocol: str | None,
         model: str,
+        floor_s: float = 0.0,
     ) -> None:
         self.topology, self.points, self.recipe, self.model = topology, points, recipe, model
+        self.floor_s = floor_s
+        # With NCCL's own choice of protocol per size (algorithm "nccl"), one run picks
+        # it; otherwise each protocol runs alone and the fastest is kept per size.
+        by_nccl = protocol == "auto" and all(
+            _algorithm(recipe(p.collective, p.n_ranks, p.size_bytes)) == "nccl" for p in points
+        )
         self.protocols: list[str | None] = (
-            list(PROTOCOL_NAMES) if protocol == "auto" else [protocol]
+            list(PROTOCOL_NAMES) if protocol == "auto" and not by_nccl else [protocol]
         )
         self._memo: dict[tuple[str | None, tuple[tuple[str, float], ...]], list[float]] = {}
         self.simulations = 0
@@ -196,7 +204,8 @@ class _Evaluator:
         for name in self.protocols:
             times = self._protocol_times(name, values)
             best = [min(b, t) if math.isfinite(t) else b for b, t in zip(best, times, strict=True)]
-        return [t + launch_s if math.isfinite(t) else math.nan for t in best]
+        floor_s = self.floor_s
+        return [max(t + launch_s, floor_s) if math.isfinite(t) else math.nan for t in best]
 
     def prefetch(self, batch: Sequence[dict[str, float]]) -> None:
         """Simulate what ``batch`` will ask for and the memo lacks, in parallel where
@@ -222,7 +231,7 @@ class _Evaluator:
     def _key(
         self, name: str | None, values: dict[str, float]
     ) -> tuple[str | None, tuple[tuple[str, float], ...]]:
-        other = {f"protocol_efficiency.{p}" for p in PROTOCOL_NAMES if p != name}
+        other = {f"protocol_efficiency.{p}" for p in PROTOCOL_NAMES if name not in (p, "auto")}
         relevant = {k: v for k, v in values.items() if k != "launch_s" and k not in other}
         return name, tuple(sorted(relevant.items()))
 
@@ -247,6 +256,10 @@ class _Evaluator:
             if len(self.protocols) == 1:
                 raise
             return [math.nan] * len(self.points)  # this protocol cannot run these
+
+
+def _algorithm(found: Recipe | str) -> str:
+    return found if isinstance(found, str) else found.algorithm
 
 
 _FORKED: _Evaluator | None = None
@@ -303,6 +316,7 @@ def fit(
                 "positive finite number; cannot fit a log error",
                 source=p.source or None,
             )
+    floor_s = _floor_s(points) if "floor_s" in parameters else 0.0
     points = [p for p in points if p.size_bytes > 0]
     if not points:
         raise ConfigError("nothing to fit: no measured point with a size above 0 bytes")
@@ -312,7 +326,8 @@ def fit(
             raise ConfigError(f"unknown parameter group {group!r}; valid: {valid}")
     names, start, scale = _parameters(topology)
     order = [i for group in parameters for i, n in enumerate(names) if n.split(".")[0] == group]
-    evaluate = _Evaluator(topology, points, recipe=recipe, protocol=protocol, model=model)
+    evaluate = _Evaluator(topology, points, recipe=recipe, protocol=protocol, model=model,
+                          floor_s=floor_s)  # fmt: skip
     kept = np.isfinite(evaluate({}))
     points = [p for p, k in zip(points, kept.tolist(), strict=True) if k]
     if not points:
@@ -323,7 +338,7 @@ def fit(
         return {names[i]: _value(names[i], theta[i]) for i in active}
 
     def calibration_of(theta: np.ndarray, active: list[int]) -> Calibration:
-        return Calibration.from_values(values_of(theta, active))
+        return Calibration.from_values({**values_of(theta, active), "floor_s": floor_s})
 
     def simulated_of(theta: np.ndarray, active: list[int]) -> list[float]:
         return [float(t) for t in np.asarray(evaluate(values_of(theta, active)))[kept]]
@@ -331,12 +346,15 @@ def fit(
     def residual(theta: np.ndarray, active: list[int]) -> np.ndarray:
         return np.log(simulated_of(theta, active)) - measured
 
-    base = residual(start, order)
-
     def prefetch(thetas: list[np.ndarray], active: list[int]) -> None:
         evaluate.prefetch([values_of(theta, active) for theta in thetas])
 
+    # Which parameters the data can tell apart is judged without the floor: at the start
+    # (every efficiency 1) small calls run under it, and would hide what moves them.
+    evaluate.floor_s = 0.0
+    base = residual(start, order)
     jacobian = _jacobian(residual, start, base, order, order, scale, prefetch)
+    evaluate.floor_s = floor_s
     active = _identifiable(jacobian, order)
     if not active:
         raise ConfigError("no parameter changes the simulated times of these points")
@@ -355,6 +373,21 @@ def fit(
         iterations=len(history),
         history=history,
     )
+
+
+def _floor_s(points: Sequence[FitPoint]) -> float:
+    """The median time of the 0-byte calls: what a call costs that moves nothing.
+
+    Raises
+    ------
+    ConfigError
+        If no point is of 0 bytes.
+    """
+    zero = [p.time_s for p in points if p.size_bytes == 0]
+    if not zero:
+        raise ConfigError("floor_s is the time of a 0-byte call, and these runs have none "
+                          "(nccl-tests prints them with -b 0)", field="--fit")  # fmt: skip
+    return float(np.median(zero))
 
 
 def _parameters(topology: nx.DiGraph[str]) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -85,7 +85,8 @@ def add_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--fit", default=",".join(PARAMETER_GROUPS), metavar="GROUPS",
                    help="parameter groups that may be fitted, in priority order where two "
                    f"move the times alike (default {','.join(PARAMETER_GROUPS)}; also "
-                   "protocol_efficiency, a factor per NCCL protocol)")  # fmt: skip
+                   "protocol_efficiency, a factor per NCCL protocol, and floor_s, the least "
+                   "time of a call, measured from the 0-byte rows)")  # fmt: skip
     p.add_argument("--regimes", default="latency,middle,bandwidth", metavar="NAMES",
                    help="size regimes whose points are fitted (latency < 64 KiB <= middle "
                    "< 64 MiB <= bandwidth; default all three)")  # fmt: skip
@@ -268,6 +269,7 @@ def _sections(calibration: Calibration) -> dict[str, Any]:
         "step_latency_s": dict(calibration.step_latency_s),
         "link_latency_s": dict(calibration.link_latency_s),
         "launch_s": calibration.launch_s,
+        "floor_s": calibration.floor_s,
     }
 
 

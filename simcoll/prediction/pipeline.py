@@ -137,8 +137,8 @@ def predict(
                                                  model, len(nodes), params))  # fmt: skip
     else:
         prediction = _simulated(setup, sizes_bytes, by_nccl=by_nccl, skip=skip_too_small)
-    if calibration is not None and calibration.launch_s:
-        rows = [_plus(row, calibration.launch_s) for row in prediction.rows]
+    if calibration is not None and (calibration.launch_s or calibration.floor_s):
+        rows = [_called(row, calibration) for row in prediction.rows]
         prediction = Prediction(rows, prediction.skipped)
     return prediction
 
@@ -175,6 +175,12 @@ def _check_params(params: Mapping[str, int] | None) -> None:
     their caps: refused here, before any piece count is worked out from them."""
     for key, value in (params or {}).items():
         check_count(value, key, PARAM_MAXIMUM.get(key, MAX_RANKS), minimum=int(key != "root"))
+
+
+def _called(row: Row, calibration: Calibration) -> Row:
+    """``row`` as a call timed alone: its launch cost added, and at least the floor."""
+    time_s = max(row.time_s + calibration.launch_s, calibration.floor_s)
+    return _plus(row, time_s - row.time_s)
 
 
 def _plus(row: Row, extra_s: float) -> Row:

@@ -18,6 +18,13 @@ parameter, each a physical cause that calibration can fit:
   LL128 bandwidth per channel, ``llMaxBw`` in ``src/graph/tuning.cc``).
 - ``launch_s``: a fixed cost per collective call, whatever its size and steps (launching
   the kernels on every GPU, the host thread handing the call to the library).
+- ``floor_s``: the least time a call takes, whatever it moves. nccl-tests times calls
+  issued back to back, so a call's GPU work overlaps the host issuing the next one, and
+  no call completes faster than the host issues them: with one thread driving 8 GPUs
+  (``-g 8``) that is about 34 us, which nccl-tests' own 0-byte rows measure. A call
+  whose simulated time (with ``launch_s``) is shorter takes ``floor_s``. Measured, not
+  fitted (``simcoll calibrate --fit ...,floor_s``: the median of the 0-byte rows); it
+  applies to calls timed alone (``predict``, ``compare``), not inside a workload.
 
 Classes are those of :func:`simcoll.core.protocols.link_class` (``nvlink``, ``pcie``, ``net``);
 kinds are link kinds (``nvlink``, ``pcie``, ``cpu_link``, ``ib``, ``ethernet``).
@@ -63,6 +70,7 @@ PARAMS_MARK = "# simcoll calibration parameters, written by `simcoll calibrate`.
 MAX_EFFICIENCY = 1.0
 _LINK_KINDS = tuple(kind.value for kind in LinkKind)
 PROTOCOL_NAMES = ("LL", "LL128", "simple")
+_CALL_KEYS = ("launch_s", "floor_s")  # per call, not per section
 _SECTIONS = {
     "efficiency": LINK_CLASSES,
     "protocol_efficiency": PROTOCOL_NAMES,
@@ -81,12 +89,14 @@ class Calibration:
     protocol_efficiency: Mapping[str, float] = field(default_factory=dict)
     launch_s: float = 0.0
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    floor_s: float = 0.0
 
     def __post_init__(self) -> None:
         for section, valid in _SECTIONS.items():
             for key, value in getattr(self, section).items():
                 _check(section, key, value, valid)
         _check("call", "launch_s", self.launch_s, ("launch_s",))
+        _check("call", "floor_s", self.floor_s, ("floor_s",))
 
     def protocol(self, base: Protocol | None) -> Protocol:
         """``base`` (or the bare links, for None) with these efficiencies and latencies.
@@ -129,6 +139,8 @@ class Calibration:
         }
         if self.launch_s:
             values["launch_s"] = self.launch_s
+        if self.floor_s:
+            values["floor_s"] = self.floor_s
         return values
 
     @classmethod
@@ -138,12 +150,13 @@ class Calibration:
         """The inverse of :attr:`values`."""
         sections: dict[str, dict[str, float]] = {section: {} for section in _SECTIONS}
         for name, value in values.items():
-            if name != "launch_s":
+            if name not in _CALL_KEYS:
                 section, _, key = name.partition(".")
                 sections[section][key] = float(value)
         return cls(
             **sections,
             launch_s=float(values.get("launch_s", 0.0)),
+            floor_s=float(values.get("floor_s", 0.0)),
             provenance=dict(provenance or {}),
         )
 
@@ -189,7 +202,7 @@ def read_calibration(path: str | Path) -> Calibration:
     except RecursionError:
         raise ConfigError(TOO_DEEP, source=source) from None
     check_nesting(document, source=source)
-    known = {"schema", "launch_s", "fit", "residuals", *_SECTIONS}
+    known = {"schema", *_CALL_KEYS, "fit", "residuals", *_SECTIONS}
     for name in document:
         if name not in known:
             raise ConfigError(f"unknown section; valid: {', '.join(sorted(known))}",
@@ -205,7 +218,10 @@ def read_calibration(path: str | Path) -> Calibration:
         raise ConfigError("must be a table", source=source, field="fit")
     try:
         return Calibration(
-            **sections, launch_s=document.get("launch_s", 0.0), provenance=provenance
+            **sections,
+            launch_s=document.get("launch_s", 0.0),
+            floor_s=document.get("floor_s", 0.0),
+            provenance=provenance,
         )
     except ConfigError as error:
         raise error.located(source=source) from None
@@ -225,9 +241,11 @@ def write_calibration(
         "# step_latency_s: added to every transfer over that class, seconds;",
         "# link_latency_s: replaces the topology's latency of every link of that kind, seconds;",
         "# protocol_efficiency: factor on an NCCL protocol's data fraction;",
-        "# launch_s: added once to every collective call, seconds.",
+        "# launch_s: added once to every collective call, seconds;",
+        "# floor_s: the least time of a call timed back to back (0-byte calls), seconds.",
         "schema = 1",
         f"launch_s = {_toml(float(calibration.launch_s))}",
+        *([f"floor_s = {_toml(float(calibration.floor_s))}"] if calibration.floor_s else []),
         "",
     ]
     for section in _SECTIONS:

@@ -76,7 +76,8 @@ def _calibration(value: object, source: str | None) -> Calibration:
         return Calibration.from_values(values, provenance)
     except KeyError as error:
         message = (f"unknown parameter section {error.args[0]!r}; valid: efficiency, "
-                   "protocol_efficiency, step_latency_s, link_latency_s, launch_s")  # fmt: skip
+                   "protocol_efficiency, step_latency_s, link_latency_s, launch_s, "
+                   "floor_s")  # fmt: skip
         raise ConfigError(message, source=source, field="graph.calibration") from None
     except (ConfigError, TypeError, ValueError) as error:
         message = error.message if isinstance(error, ConfigError) else str(error)

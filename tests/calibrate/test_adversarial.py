@@ -214,7 +214,7 @@ def test_measurement_cells_past_their_limits_are_one_line(
         (["--regimes", "bandwidth"], "--regimes: none of the 6 measured points is in bandwidth "
          "(their sizes, 4096 B to 131072 B, are latency, middle)"),
         (["--fit", ""], "--fit: names no parameter group; valid: efficiency, link_latency_s, "
-         "step_latency_s, launch_s, protocol_efficiency"),
+         "step_latency_s, launch_s, protocol_efficiency, floor_s"),
         (["--regimes", ","], "--regimes: names no regime; valid: latency, middle, bandwidth"),
     ],
 )  # fmt: skip

@@ -165,7 +165,7 @@ def test_option_errors_name_the_option_and_come_before_any_work(files, capsys):
                  "-o", str(tmp / "x.toml")]) == 2  # fmt: skip
     assert capsys.readouterr().err == (
         "simcoll: error: --fit: unknown parameter group 'bogus'; valid: efficiency, "
-        "link_latency_s, step_latency_s, launch_s, protocol_efficiency\n"
+        "link_latency_s, step_latency_s, launch_s, protocol_efficiency, floor_s\n"
     )
     out = tmp / "missing" / "x.toml"
     assert main(["calibrate", str(p2p), "--topology", str(topo), "-o", str(out)]) == 2

@@ -157,3 +157,44 @@ def test_the_fits_memo_gives_what_predict_gives_and_reruns_one_protocol():
     assert evaluate.simulations == 4
     evaluate({**values, "efficiency.net": 0.7})
     assert evaluate.simulations == 7
+
+
+def test_floor_is_the_median_zero_byte_call_and_hides_what_is_shorter():
+    """nccl-tests times calls back to back: none takes less than issuing it, which its
+    0-byte rows measure. Here a call costs at least 3 ms (far above the small rings'
+    simulated times) and the all-reduce follows the closed form above it: the fit must
+    take the floor from the 0-byte rows (median of 2.9, 3.0, 3.2 ms) and still recover
+    the efficiency from the calls that take longer."""
+    n, e, hop, floor = 4, 0.8, 1e-6, 3.0e-3
+    points = [FitPoint("allreduce", n, 0, t) for t in (2.9e-3, 3.0e-3, 3.2e-3)]
+    points += [FitPoint("allreduce", n, s, max(floor, ring_allreduce_s(n, s, e, hop)))
+               for s in SIZES]  # fmt: skip
+    assert sum(p.time_s == floor for p in points) >= 3  # some calls sit on the floor
+    result = fit(star(n, latency_s=hop), points, recipe=lambda c, n, s: "ring",
+                 parameters=("efficiency", "floor_s"))  # fmt: skip
+    assert result.calibration.floor_s == floor
+    assert result.calibration.values == pytest.approx({"efficiency.net": e, "floor_s": floor})
+    assert max(abs(x) for x in result.relative_errors) < 1e-6
+    # asked for without any 0-byte row: a one-line error naming --fit
+    with pytest.raises(ConfigError, match=r"^--fit: floor_s is the time of a 0-byte call"):
+        fit(star(n), points[3:], recipe=lambda c, n, s: "ring", parameters=("floor_s",))
+
+
+def test_nccls_own_choice_is_simulated_once_per_point():
+    """With --algorithm nccl and protocol auto, NCCL's tuning picks the protocol per
+    size: the fit runs that choice (one simulation for all protocols), not the fastest
+    of three."""
+    from simcoll.calibrate.fit import _Evaluator  # noqa: PLC0415
+    from simcoll.calibrate.gloo import Recipe  # noqa: PLC0415
+    from simcoll.prediction import predict  # noqa: PLC0415
+
+    n = 4
+    sizes = (4096, 2**16, 2**20)
+    points = [FitPoint("allreduce", n, s, 1.0) for s in sizes]
+    evaluate = _Evaluator(star(n), points, recipe=lambda c, n, s: Recipe("nccl"),
+                          protocol="auto", model="flow")  # fmt: skip
+    assert evaluate.protocols == ["auto"]
+    rows = predict(star(n), "allreduce", list(sizes), algorithm="nccl", protocol="auto",
+                   calibration=None).rows  # fmt: skip
+    assert evaluate({}) == pytest.approx([row.time_s for row in rows], rel=1e-12)
+    assert evaluate.simulations == 1

@@ -35,6 +35,7 @@ def test_toml_round_trip(tmp_path):
         step_latency_s={"net": 1.5e-5},
         link_latency_s={"ethernet": 2.5e-5},
         launch_s=3e-6,
+        floor_s=3.4e-5,
         provenance={"inputs": ["a.csv"], "points": 3},
     )
     path = write_calibration(tmp_path / "p.toml", cal, [{"size_bytes": 8, "error": 0.01}])
@@ -65,6 +66,7 @@ WHY = (
         ("[step_latency_s]\nnet = 'fast'\n",
          "p.toml: step_latency_s.net: must be a finite number, got 'fast'"),
         ("launch_s = nan\n", "p.toml: launch_s: must be a finite number, got nan"),
+        ("floor_s = -3e-5\n", "p.toml: floor_s: must not be negative, got -3e-05"),
         ("[efficiency\n", "p.toml: not valid TOML: Expected ']' at the end of a table "
          "declaration (at line 1, column 12)"),
         ("efficiency = 3\n", "p.toml: efficiency: must be a table of numbers"),
@@ -96,3 +98,18 @@ def test_protocol_efficiency_applies_to_its_protocol_only():
     assert cal.protocol(PROTOCOLS["LL"]).efficiency_of(["ib"]) == pytest.approx(0.5 * 0.5)
     assert cal.protocol(PROTOCOLS["simple"]).efficiency_of(["nvlink"]) == pytest.approx(0.8)
     assert cal.protocol(None).efficiency_of(["nvlink"]) == pytest.approx(0.8)
+
+
+def test_a_call_takes_its_launch_cost_and_at_least_the_floor() -> None:
+    # 4 GPUs on a star of 100 GB/s links, 1 us each, bare links: a ring all-gather of S
+    # takes 3 x (2 us + S/4 / 100 GB/s). With launch 5 us and a floor of 30 us, 4 KiB
+    # (3 x 2.01024 us + 5 us = 11.03 us) takes 30 us; 64 MiB takes its own time + 5 us.
+    from simcoll.prediction import predict  # noqa: PLC0415
+    from simcoll.topology.builders import switch_star  # noqa: PLC0415
+
+    star = switch_star(4, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
+    cal = Calibration(launch_s=5e-6, floor_s=30e-6)
+    small, big = predict(star, "allgather", [4096, 2**26], algorithm="ring", calibration=cal,
+                         params={"n_chunks": 1}).rows  # fmt: skip
+    assert small.time_s == pytest.approx(30e-6)
+    assert big.time_s == pytest.approx(3 * (2e-6 + 2**24 / 100e9) + 5e-6)
