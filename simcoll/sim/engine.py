@@ -38,9 +38,14 @@ from simcoll.network.fabric import Fabric, FabricStats
 from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
 from simcoll.plan.channels import Plan
 from simcoll.plan.placement import map_ranks, switch_endpoints
-from simcoll.sim.routes import Routes, pair_efficiency, pair_latency_s, route_pair
+from simcoll.sim.routes import (
+    Routes,
+    edge_facts,
+    pair_efficiency,
+    pair_latency_s,
+    route_pair,
+)
 from simcoll.topology import Router
-from simcoll.topology.routing import Route
 
 __all__ = ["Model", "SimulationResult", "simulate"]
 
@@ -240,13 +245,15 @@ class _Run:
         pair_links: list[IntArray] = []
         latency = []
         efficiency = []
+        facts = edge_facts(topology)
         for key in pairs.tolist():
             p, via = divmod(key, len(vias))
             src, dst = divmod(p, s.n_endpoints)
             edges = route_pair(router, self.nodes, src, dst, vias[via])
             pair_links.append(np.array([link_index[e] for e in edges], dtype=np.int64))
-            latency.append(self.pair_latency_s(topology, edges, src, dst))
-            efficiency.append(pair_efficiency(topology, edges, self.protocol))
+            latency.append(pair_latency_s(topology, edges, src, dst, s, self.nodes,
+                                          self.protocol, facts))  # fmt: skip
+            efficiency.append(pair_efficiency(topology, edges, self.protocol, facts))
         capacity = np.array(
             [topology.edges[e]["bandwidth_bytes_per_s"] for e in self.links], dtype=np.float64
         )
@@ -278,10 +285,6 @@ class _Run:
                 vias.append(via)
             conn_via[c] = index[via]
         return conn_via[conn_of], vias
-
-    def pair_latency_s(self, topology: nx.DiGraph[str], edges: Route, src: int, dst: int) -> float:
-        """Route latency of one pair, plus the protocol's step latency if any."""
-        return pair_latency_s(topology, edges, src, dst, self.s, self.nodes, self.protocol)
 
     def _connections(self) -> None:
         """Group transfers into connections (src, dst, channel), each in schedule order."""

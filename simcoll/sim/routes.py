@@ -16,7 +16,7 @@ from simcoll.core.schedule import Schedule
 from simcoll.topology import NodeKind, Router
 from simcoll.topology.routing import Route
 
-__all__ = ["Routes", "pair_efficiency", "pair_latency_s", "route_pair"]
+__all__ = ["EdgeFacts", "Routes", "edge_facts", "pair_efficiency", "pair_latency_s", "route_pair"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -61,6 +61,24 @@ def route_pair(
         ) from None
 
 
+#: Per directed link: its latency and its kind's name (what routes' costs read).
+EdgeFacts = dict[tuple[str, str], tuple[float, str]]
+
+
+def edge_facts(topology: nx.DiGraph[str]) -> EdgeFacts:
+    """Every link's latency and kind, read once for the many routes that cross it.
+
+    >>> from simcoll.topology.builders import switch_star
+    >>> edge_facts(switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6))[
+    ...     ("gpu0", "sw")]
+    (1e-06, 'nvlink')
+    """
+    return {
+        (u, v): (float(attrs["latency_s"]), attrs["kind"].value)
+        for u, v, attrs in topology.edges(data=True)
+    }
+
+
 def pair_latency_s(  # noqa: PLR0917 - one pair's facts, all needed
     topology: nx.DiGraph[str],
     edges: Route,
@@ -69,15 +87,20 @@ def pair_latency_s(  # noqa: PLR0917 - one pair's facts, all needed
     schedule: Schedule,
     nodes: tuple[str, ...],
     protocol: Protocol | None,
+    facts: EdgeFacts | None = None,
 ) -> float:
     """Route latency of one pair, plus the protocol's step latency if any.
 
     An in-network endpoint (NVLS, SHARP) pays that protocol's endpoint latency.
+    ``facts`` (:func:`edge_facts`) saves reading the links from ``topology``.
     """
-    latency_s = sum(topology.edges[e]["latency_s"] for e in edges)
+    if facts is None:
+        facts = {e: (float(topology.edges[e]["latency_s"]), topology.edges[e]["kind"].value)
+                 for e in edges}  # fmt: skip
+    latency_s = sum(facts[e][0] for e in edges)
     if protocol is None:
         return float(latency_s)
-    kinds = [topology.edges[e]["kind"].value for e in edges]
+    kinds = [facts[e][1] for e in edges]
     switch = max(src, dst)
     if switch < schedule.n_ranks:
         return float(latency_s + protocol.latency_s(kinds))
@@ -90,8 +113,15 @@ def pair_latency_s(  # noqa: PLR0917 - one pair's facts, all needed
     return float(latency_s + protocol.latency_s(kinds, endpoint))
 
 
-def pair_efficiency(topology: nx.DiGraph[str], edges: Route, protocol: Protocol | None) -> float:
+def pair_efficiency(
+    topology: nx.DiGraph[str],
+    edges: Route,
+    protocol: Protocol | None,
+    facts: EdgeFacts | None = None,
+) -> float:
     """The data fraction of the wire for one pair's route (1 without a protocol)."""
     if protocol is None:
         return 1.0
+    if facts is not None:
+        return protocol.efficiency_of(facts[e][1] for e in edges)
     return protocol.efficiency_of(topology.edges[e]["kind"].value for e in edges)

@@ -75,7 +75,7 @@ from simcoll.core.schedule import (
 from simcoll.plan.channels import Plan
 from simcoll.plan.placement import map_ranks
 from simcoll.sim.engine import SimulationResult, _Run
-from simcoll.sim.routes import Routes, pair_efficiency, pair_latency_s, route_pair
+from simcoll.sim.routes import Routes, edge_facts, pair_efficiency, pair_latency_s, route_pair
 from simcoll.topology import Router
 
 __all__ = ["SymmetricSchedule", "ring_symmetric", "simulate_ring_fast", "simulate_symmetric"]
@@ -422,6 +422,7 @@ def symmetric_routes(  # noqa: PLR0917 - the quotient's inputs
         [topology.edges[e]["bandwidth_bytes_per_s"] for e in links], dtype=np.float64
     )
     classes = {int(r): _channel_classes(sym, plan, int(r)) for r in np.unique(rep.channel)}
+    facts = edge_facts(topology)
     shifts = g * np.arange(m)
     copy_links: list[list[tuple[list[int], int]]] = []  # [pair] -> (link ids, copies)
     latency = np.zeros(len(pairs))
@@ -439,8 +440,9 @@ def symmetric_routes(  # noqa: PLR0917 - the quotient's inputs
                 via = plan.waypoints(on, a, b) if plan is not None else ()
                 edges = route_pair(router, nodes, a, b, via)
                 per_copy.append(([link_index[e] for e in edges], weight))
-                latencies.append(pair_latency_s(topology, edges, a, b, rep, nodes, protocol))
-                efficiencies.add(pair_efficiency(topology, edges, protocol))
+                latencies.append(pair_latency_s(topology, edges, a, b, rep, nodes, protocol,
+                                                facts))  # fmt: skip
+                efficiencies.add(pair_efficiency(topology, edges, protocol, facts))
         if max(latencies) - min(latencies) > 1e-12 * max(abs(x) for x in latencies):
             return None
         if len(efficiencies) > 1:

@@ -128,6 +128,11 @@ class Router:
         )
         self._bounce = graph.graph.get("p2p", True) is False
         self._searches: dict[str, _Search] = {}
+        # Each link's latency, read once: every search reads it per node it settles.
+        self._succ_latency_s = {
+            u: {v: float(attrs["latency_s"]) for v, attrs in succ.items()}
+            for u, succ in graph.succ.items()
+        }
         self._ports: dict[str, dict[str, int]] = {}  # d-mod-k port numbers, per switch
         self._complete: list[str] = []  # sources whose search holds the whole graph
         self._routes: dict[tuple[str, str], Route] = {}
@@ -169,7 +174,7 @@ class Router:
         search = self._searches.get(src_node)
         if search is None:
             search = self._searches[src_node] = _Search(
-                self._graph, src_node, self._blocked, self._ports
+                self._graph, src_node, self._blocked, self._ports, self._succ_latency_s
             )
         was_complete = search.complete
         found = search.route_to(dst_node, self._pick(src_node, dst_node))
@@ -320,8 +325,13 @@ class _Search:
         src_node: str,
         blocked: frozenset[str],
         ports: dict[str, dict[str, int]] | None = None,
+        succ_latency_s: dict[str, dict[str, float]] | None = None,
     ) -> None:
         self._graph = graph
+        self._succ_latency_s = succ_latency_s or {
+            u: {v: float(attrs["latency_s"]) for v, attrs in succ.items()}
+            for u, succ in graph.succ.items()
+        }
         self._ports = {} if ports is None else ports  # per switch: successor -> port
         self._src = src_node
         self._blocked = blocked
@@ -389,14 +399,14 @@ class _Search:
     def _expands(self, node: str) -> bool:
         return node == self._src or node not in self._blocked
 
-    def _latency_via(self, u: str, v: str) -> float:
-        latency_s = self._latency_s[u] + float(self._graph.succ[u][v]["latency_s"])
-        return round(latency_s, _LATENCY_DECIMALS)
-
     def _settle(self, v: str, candidates: list[str], depth: int) -> None:
         """Settle ``v`` at ``depth`` from its predecessors on the level before."""
-        best_s = min(self._latency_via(u, v) for u in candidates)
-        preds = sorted((u for u in candidates if self._latency_via(u, v) == best_s), key=self._key)
+        latency_s, link_s = self._latency_s, self._succ_latency_s
+        via = [(round(latency_s[u] + link_s[u][v], _LATENCY_DECIMALS), u) for u in candidates]
+        best_s = min(t for t, _ in via)
+        preds = [u for t, u in via if t == best_s]
+        if len(preds) > 1:
+            preds.sort(key=self._key)
         self._preds[v] = preds
         self._latency_s[v] = best_s
         self._depth[v] = depth
