@@ -190,10 +190,11 @@ class _Run:
         self.protocol = protocol
         self.nodes = nodes
         self.links = tuple(topology.edges)
-        self.router = shared.router if shared else Router(topology)
         routes_given = routes is not None
         if routes is None:
-            routes = self._route(topology)
+            # A router of this run's own is dropped once routed: its searches and cached
+            # routes (hundreds of MB for an all-to-all) are not needed while it runs.
+            routes = self._route(topology, shared.router if shared else Router(topology))
         self.pair_of = routes.pair_of
         self.pair_links = routes.pair_links
         self.pair_weights = routes.pair_weights
@@ -235,10 +236,9 @@ class _Run:
         self.end_s = np.full(n, np.nan)
         self.n_left = n
 
-    def _route(self, topology: nx.DiGraph[str]) -> Routes:
+    def _route(self, topology: nx.DiGraph[str], router: Router) -> Routes:
         s = self.s
         link_index = {edge: i for i, edge in enumerate(self.links)}
-        router = self.router
         pair = s.src * s.n_endpoints + s.dst
         via_of, vias = self._waypoints()
         pairs, pair_of = np.unique(pair * len(vias) + via_of, return_inverse=True)
