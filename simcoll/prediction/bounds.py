@@ -22,7 +22,8 @@ Two bounds, both true of every run of the engine:
   link latency). A ring's chain is its 2(n-1) (or n-1) steps; a tree all-reduce's is
   the way up and back down its deepest branch, twice the tree's depth.
 
-Other algorithms get 0: always simulated.
+Other algorithms get 0: always simulated. The packet model gets none at all
+(:func:`simcoll.prediction.simulated.best_simulated_row` simulates every choice there).
 
 >>> from simcoll.topology.builders import switch_star
 >>> from simcoll.core.protocols import PROTOCOLS

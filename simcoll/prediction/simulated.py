@@ -116,7 +116,11 @@ def best_simulated_row(setup: Setup, size_bytes: int) -> tuple[Row | None, Simco
     return (None if best is None else best[0]), refusal
 
 
-def _bounds(setup: Setup) -> Bounds:
+def _bounds(setup: Setup) -> Bounds | None:
+    """The lower bounds of this setup's choices; None for the packet model, whose
+    store-and-forward costs the bounds do not cover."""
+    if setup.model not in {"flow", "ideal"}:
+        return None
     plan = setup.plan
     tree = plan.channels[0].tree if plan is not None and plan.n_channels else None
     return Bounds.of(setup.topology, setup.nodes, model=setup.model,

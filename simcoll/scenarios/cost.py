@@ -191,7 +191,10 @@ def _symmetric_period(  # noqa: PLR0917 - one candidate of one call, and the swe
     chunks = call.params.get("n_chunks") or ring_chunks(c, n, call.size_bytes, channels)
     router = cache.routers.setdefault(id(topology), Router(topology))
     nodes = map_ranks(topology, n)
-    for period in (p for p in range(1, n // 2 + 1) if n % p == 0):
+    periods = [p for p in range(1, n // 2 + 1) if n % p == 0]
+    if channels > 1:
+        periods.append(n)  # channel copies only, as simulate_ring_fast tries last
+    for period in periods:
         sym = ring_symmetric(c.value, n, call.size_bytes, n_channels=channels, n_chunks=chunks,
                              period_ranks=period)  # fmt: skip
         if sym is None:
