@@ -16,7 +16,16 @@ the links whose flow set changed, since max-min rates elsewhere cannot change; r
 finish times of other flows are left untouched. A component's rates depend only on
 its flows' routes, weights and caps (capacities are fixed), and a collective repeats the
 same components step after step, so they are kept by that signature and reused: the
-rates are the same numbers, computed once.
+rates are the same numbers, computed once. A flow of the component whose rate comes out
+unchanged keeps its bytes and finish time as they were (about 40 % of the flows a reshare
+of ``ring-1024-nccl`` covers): nothing is pushed, and its finish time is not recomputed
+with a new rounding.
+
+Rounding and near-ties: a collective on many ranks is full of events that tie in exact
+arithmetic, and the order in which float rounding puts them can steer which flows share
+a link later. So the last digits of a large run are not stable: scaling every link of
+``ring-1024-nccl`` by 1 + 1e-15 moves its simulated time by up to 6e-4 (5.3753 to
+5.3784 ms over such perturbations), with or without the rule above.
 """
 
 from __future__ import annotations
@@ -342,24 +351,28 @@ class Fabric:
             return
         now = self.env.now
         idx = np.asarray(slots, dtype=np.int64)
-        self._remaining[idx] -= self._rate[idx] * (now - self._updated_s[idx])
-        self._updated_s[idx] = now
-        lengths = [len(self._link_ids[s]) for s in slots]
         if self.contention:
             rate = self._component_rates(slots)
         else:
+            lengths = [len(self._link_ids[s]) for s in slots]
             links = np.concatenate([self._links[s] for s in slots])
             bottleneck = np.minimum.reduceat(
                 self.capacity_bytes_per_s[links], np.cumsum([0, *lengths[:-1]])
             )
             rate = np.minimum(bottleneck, self._cap[idx])
+        old = self._rate[idx]
+        moved = rate != old  # a flow whose rate stands keeps its bytes and finish time
+        if not moved.all():
+            idx, rate, old = idx[moved], rate[moved], old[moved]
+        self._remaining[idx] -= old * (now - self._updated_s[idx])
+        self._updated_s[idx] = now
         self._rate[idx] = rate
         remaining = np.maximum(self._remaining[idx], 0.0)
         finish = now + remaining / rate
         self._finish_s[idx] = finish
         if self._use_heap:
             heap, version = self._finish_heap, self._finish_version
-            for slot, finish_s in zip(slots, finish.tolist(), strict=True):
+            for slot, finish_s in zip(idx.tolist(), finish.tolist(), strict=True):
                 version[slot] += 1
                 heapq.heappush(heap, (finish_s, slot, version[slot]))
 
@@ -370,7 +383,10 @@ class Fabric:
         rates = self._component_rates(slots).tolist()
         remaining, rate, updated = self._remaining, self._rate, self._updated_s
         for slot, new_rate in zip(slots, rates, strict=True):
-            left = remaining.item(slot) - rate.item(slot) * (now - updated.item(slot))
+            old_rate = rate.item(slot)
+            if new_rate == old_rate:  # its bytes and finish time stand
+                continue
+            left = remaining.item(slot) - old_rate * (now - updated.item(slot))
             remaining[slot] = left
             updated[slot] = now
             rate[slot] = new_rate
