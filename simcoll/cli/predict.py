@@ -259,9 +259,11 @@ def _title(
     plan = rows[0].plan if rows and rows[0].plan else args.plan
     used = f", {channels[0]}..{channels[-1]} channels" if len(channels) > 1 else (
         f", {channels[0]} channels" if channels else "")  # fmt: skip
+    # The file's description is its own text: say what --set changed beside it.
+    overrides = "".join(f"; --set {item}" for item in args.set)
     return (
         f"simcoll predict: {collective.value} on {args.topology}"
-        f" ({topology.graph.get('description', '')})\n"
+        f" ({topology.graph.get('description', '')}{overrides})\n"
         f"{n_ranks} ranks, algorithm {algorithm}, protocol {args.protocol}, model {args.model}; "
         "simulated times, bandwidths in GB/s = 1e9 B/s\n"
         f"plan {plan}{used}; placement {args.placement}; routing "

@@ -87,8 +87,11 @@ class BenchRow:
     status: str = "ok"
 
 
-def _topology(file: str, n_nodes: int | None = None, routing: str | None = None) -> nx.DiGraph[str]:
-    overrides = {} if n_nodes is None else {"n_nodes": str(n_nodes)}
+def _topology(
+    file: str, n_nodes: int | None = None, routing: str | None = None, **overrides: str
+) -> nx.DiGraph[str]:
+    if n_nodes is not None:
+        overrides["n_nodes"] = str(n_nodes)
     graph = load_topology(TOPOLOGIES / file, overrides=overrides)
     if routing is not None:
         graph.graph["routing"] = routing
@@ -195,10 +198,11 @@ def _predict_case(  # noqa: PLR0917 - a case's own description
     protocol: str,
     routing: str | None = None,
     placement: str = "linear",
+    overrides: dict[str, str] | None = None,
 ) -> BenchRow:
     """What ``simcoll predict`` runs (NCCL's plan and tuning, the file's routing unless
     ``routing``, bare links): the wall time a user waits. Busbw at the largest size."""
-    graph = _topology(file, n_nodes, routing=routing)
+    graph = _topology(file, n_nodes, routing=routing, **(overrides or {}))
     rows = predict(graph, "allreduce", sizes_bytes, algorithm=algorithm, protocol=protocol,
                    calibration=None, placement=placement).rows  # fmt: skip
     last = rows[-1]
@@ -339,6 +343,22 @@ CASES: tuple[Case, ...] = (
             "ring",
             "simple",
             placement="random:1",
+        ),
+    ),
+    Case(
+        "ring-1024-random-ib",
+        "predict: ring all-reduce 1 GiB, simple, NCCL's plan, random placement (seed 1), "
+        "128 DGX H100 on h100-ib-fat-tree made 2:1 (d-mod-k routing: the channel copies hold)",
+        30.0,
+        lambda: _predict_case(
+            "ring-1024-random-ib",
+            "h100-ib-fat-tree.toml",
+            128,
+            [GIB],
+            "ring",
+            "simple",
+            placement="random:1",
+            overrides={"oversubscription": "2"},
         ),
     ),
     Case(

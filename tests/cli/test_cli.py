@@ -214,6 +214,18 @@ def test_set_n_gpus(capsys: pytest.CaptureFixture[str]) -> None:
     assert _csv_ranks(capsys, "--set", "n_gpus=4") == {4}
 
 
+def test_the_table_header_names_the_overrides_beside_the_files_description(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, out, err = run(
+        capsys, "predict", DGX_A100, "--collective", "allreduce", "--sizes", "1M",
+        "--set", "n_gpus=4", "--set", "nvlink_bandwidth=100 GB/s",
+    )  # fmt: skip
+    assert status == 0, err
+    first = out.splitlines()[0]
+    assert first.endswith("; --set n_gpus=4; --set nvlink_bandwidth=100 GB/s)")
+
+
 def test_ranks(capsys: pytest.CaptureFixture[str]) -> None:
     assert _csv_ranks(capsys, "--ranks", "2") == {2}
 

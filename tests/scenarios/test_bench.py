@@ -40,6 +40,7 @@ def test_the_suite_has_the_issue_cases() -> None:
         "tree-1024",
         "ring-1024-ecmp",
         "ring-1024-random",
+        "ring-1024-random-ib",
         "tree-1024-nccl",
         "auto-128",
         "calibrate-h100",
