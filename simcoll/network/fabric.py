@@ -66,6 +66,7 @@ class FabricStats:
     instants: int = 0  # distinct simulated times at which something happened
     reshares: int = 0  # max-min recomputations (one per instant with a change)
     flow_rate_updates: int = 0  # flows whose rate was recomputed, summed over reshares
+    rate_computations: int = 0  # max-min computations (the others came from the memo)
 
 
 class Fabric:
@@ -120,6 +121,7 @@ class Fabric:
         self._weights: list[FloatArray | None] = []
         self._signature: list[tuple[Any, ...]] = []  # routes, weights, cap: the rate's inputs
         self._rate_memo: dict[tuple[tuple[Any, ...], ...], FloatArray] = {}
+        self._ordered_memo: dict[tuple[tuple[Any, ...], ...], FloatArray] = {}
         self._free: list[int] = []
         # With finish_heap, finish times are also kept in a heap of (finish_s, slot,
         # version): an entry counts only while its version is the slot's, so recomputed
@@ -397,18 +399,42 @@ class Fabric:
         if len(slots) > _MEMO_FLOWS:
             idx = np.asarray(slots, dtype=np.int64)
             return self._max_min(slots, idx, [len(self._link_ids[s]) for s in slots])
-        key = tuple(self._signature[s] for s in slots)
+        signature = self._signature
+        key = tuple(signature[s] for s in slots)
         rate = self._rate_memo.get(key)
         if rate is None:
-            idx = np.asarray(slots, dtype=np.int64)
-            rate = self._max_min(slots, idx, [len(self._link_ids[s]) for s in slots])
+            rate = self._rates_in_any_order(slots)
             if len(self._rate_memo) >= _MEMO_ENTRIES:
                 self._rate_memo.clear()
             self._rate_memo[key] = rate
         return rate
 
+    def _rates_in_any_order(self, slots: list[int]) -> FloatArray:
+        """Max-min rates of a component seen before with its flows in another slot order.
+
+        The memo above is keyed by slot order, which the free list shuffles; here the
+        flows are put in the order of their signatures, so one computation serves every
+        order (on ``ring-1024-nccl``, 12,724 of 13,043 computations were such repeats).
+        Flows with equal signatures are interchangeable: their rates are equal.
+        """
+        signature = self._signature
+        order = sorted(range(len(slots)), key=lambda i: _sortable(signature[slots[i]]))
+        ordered = [slots[i] for i in order]
+        key = tuple(signature[s] for s in ordered)
+        ordered_rate = self._ordered_memo.get(key)
+        if ordered_rate is None:
+            idx = np.asarray(ordered, dtype=np.int64)
+            ordered_rate = self._max_min(ordered, idx, [len(self._link_ids[s]) for s in ordered])
+            if len(self._ordered_memo) >= _MEMO_ENTRIES:
+                self._ordered_memo.clear()
+            self._ordered_memo[key] = ordered_rate
+        rate = np.empty(len(slots))
+        rate[order] = ordered_rate
+        return rate
+
     def _max_min(self, slots: list[int], idx: IntArray, lengths: list[int]) -> FloatArray:
         """Max-min fair rates of the flows in ``slots`` (a whole component)."""
+        self.stats.rate_computations += 1
         flows = np.repeat(np.arange(len(slots)), lengths)
         links = np.concatenate([self._links[s] for s in slots])
         used, local = np.unique(links, return_inverse=True)
@@ -443,3 +469,9 @@ class Fabric:
 
 
 _NO_LINKS: IntArray = np.zeros(0, dtype=np.int64)
+
+
+def _sortable(signature: tuple[Any, ...]) -> tuple[bytes, bytes, float]:
+    """A flow's signature (route, weights or None, cap) as a key that always compares."""
+    links, weights, cap = signature
+    return links, b"" if weights is None else weights, cap

@@ -403,6 +403,26 @@ def test_a_flow_whose_rate_stands_keeps_its_finish_time_to_the_bit(joiners: int)
     assert [t for t, ids in calls if 1 in ids] == pytest.approx([0.1 + joiners / 993.0])
 
 
+def test_a_component_seen_in_another_slot_order_reuses_its_rates():
+    # Links 0, 1 of 10 B/s. a: 10 B on L0+L1, b: 10 B on L1, from 0: 5 B/s each (L1),
+    # both end at 2.0. Their arrival sends a': L0+L1 and b': L1, 10 B each, which take
+    # the freed slots the other way round (the free list pops the last freed first), so
+    # the component is the same flows in another slot order: one max-min computation
+    # in all, and a', b' end at 2.0 + 2.0.
+    def again(fabric: Fabric, ids: list[int]) -> None:
+        if ids == [0, 1]:
+            fabric.send(2, _links(0, 1), 10.0, 2.0)
+            fabric.send(3, _links(1), 10.0, 2.0)
+
+    env, fabric, calls = _fabric([10.0, 10.0], then=again)
+    fabric.send(0, _links(0, 1), 10.0, 0.0)
+    fabric.send(1, _links(1), 10.0, 0.0)
+    env.run()
+    _assert_timeline(calls, [(2.0, [0, 1]), (4.0, [2, 3])])
+    assert fabric.stats.reshares == 2
+    assert fabric.stats.rate_computations == 1
+
+
 def test_many_flows_outgrow_the_initial_storage():
     # 150 flows (more than the 64 + 64 slots of two growths) of 2 B on one link of
     # 300 B/s: each at 2 B/s, all end at 1.0 in one call.
