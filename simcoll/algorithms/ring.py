@@ -168,6 +168,7 @@ def ring_reducescatter(
         n_chunks=n_chunks,
         max_in_flight=max_in_flight,
     )
+    b.expect((n_ranks - 1) * n_ranks * len(orders) * n_chunks)
     _ring_phase(b, op=Op.REDUCE, block_at=-1, rings=orders, n_chunks=n_chunks, after={})
     return b.build()
 
@@ -196,6 +197,7 @@ def ring_allgather(
         n_chunks=n_chunks,
         max_in_flight=max_in_flight,
     )
+    b.expect((n_ranks - 1) * n_ranks * len(orders) * n_chunks)
     _ring_phase(b, op=Op.COPY, block_at=0, rings=orders, n_chunks=n_chunks, after={})
     return b.build()
 
@@ -226,6 +228,7 @@ def ring_allreduce(
         n_chunks=n_chunks,
         max_in_flight=max_in_flight,
     )
+    b.expect(2 * (n_ranks - 1) * n_ranks * len(orders) * n_chunks)
     done = _ring_phase(b, op=Op.REDUCE, block_at=-1, rings=orders, n_chunks=n_chunks, after={})
     _ring_phase(b, op=Op.COPY, block_at=0, rings=orders, n_chunks=n_chunks, after=done)
     return b.build()

@@ -275,6 +275,21 @@ class ScheduleBuilder:
         """Transfers added so far."""
         return len(self._src)
 
+    def expect(self, n_transfers: int) -> None:
+        """Refuse now, before any is built, a schedule that will hold ``n_transfers``
+        transfers where that is more than :data:`~simcoll.core.limits.MAX_TRANSFERS`
+        (:meth:`add` would refuse it only at the cap, after minutes of building).
+        """
+        if n_transfers > MAX_TRANSFERS:
+            raise self._too_many()
+
+    def _too_many(self) -> ConfigError:
+        return ConfigError(
+            f"{self.collective.value}/{self.algorithm} on {self.n_ranks} ranks would have "
+            f"more than {MAX_TRANSFERS} transfers, too many to simulate; use fewer ranks, "
+            "chunks or channels"
+        )
+
     def piece(self, block: int, index: int = 0) -> int:
         """The global piece number of piece ``index`` of ``block``."""
         return block * self.pieces_per_block + index
@@ -296,11 +311,7 @@ class ScheduleBuilder:
         """
         index = len(self._src)
         if index >= MAX_TRANSFERS:
-            raise ConfigError(
-                f"{self.collective.value}/{self.algorithm} on {self.n_ranks} ranks would have "
-                f"more than {MAX_TRANSFERS} transfers, too many to simulate; use fewer ranks, "
-                "chunks or channels"
-            )
+            raise self._too_many()
         self._src.append(src)
         self._dst.append(dst)
         self._op.append(_OP_CODES[op])

@@ -88,6 +88,38 @@ def test_a_schedule_is_refused_once_it_passes_the_transfer_cap(
 
 
 @pytest.mark.parametrize(
+    ("collective", "n_transfers"),
+    # 16 channels of a 1,024-rank ring: 2 x 1023 x 1024 x 16 = 33,521,664 (all-reduce),
+    # half that for the others: 16,760,832, just under 2^24 = 16,777,216 with 16 channels,
+    # so they take 17: 17,808,384
+    [("allreduce", 33_521_664), ("allgather", 17_808_384), ("reducescatter", 17_808_384)],
+)
+def test_a_ring_over_the_transfer_cap_is_refused_before_its_first_transfer(
+    monkeypatch: pytest.MonkeyPatch, collective: str, n_transfers: int
+) -> None:
+    from simcoll.core.schedule import ScheduleBuilder  # noqa: PLC0415
+
+    added = []
+    original = ScheduleBuilder.add
+
+    def counted(self: ScheduleBuilder, **kwargs: object) -> int:
+        added.append(1)
+        return original(self, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ScheduleBuilder, "add", counted)
+    channels = 16 if collective == "allreduce" else 17
+    assert n_transfers == (2 if collective == "allreduce" else 1) * 1023 * 1024 * channels
+    with pytest.raises(ConfigError) as info:
+        simcoll.build_schedule(collective, "ring", n_ranks=1024, size_bytes=2**30,
+                               n_channels=channels)  # fmt: skip
+    assert str(info.value) == (
+        f"{collective}/ring on 1024 ranks would have more than {MAX_TRANSFERS} transfers, "
+        "too many to simulate; use fewer ranks, chunks or channels"
+    )
+    assert added == []
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"sizes_bytes": [2**63]}, "size_bytes: must be at most 2^53 bytes (8 PiB), got "
