@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from simcoll.core.collectives import Collective
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 
@@ -31,6 +34,7 @@ __all__ = [
 ]
 
 DepsOf = Callable[[int], Iterable[int]]
+IntArray = npt.NDArray[np.int64]
 
 
 class _Direct:
@@ -76,6 +80,21 @@ class _Direct:
                     src=src, dst=dst, pieces=[piece], op=op, channel=channel, deps=deps
                 )
         return sent
+
+    def send_every_pair(self, block: Callable[[IntArray, IntArray], IntArray], op: Op) -> None:
+        """:meth:`send` from every rank to every other (each rank's peers as
+        :meth:`others` lists them), block ``block(src, dst)``, with no dependencies: the
+        same transfers in the same order, built with numpy (a million at 1,024 ranks)."""
+        n, per = self.b.n_ranks, self.per_block
+        src = np.repeat(np.arange(n, dtype=np.int64), n - 1)
+        dst = (src + np.tile(np.arange(1, n, dtype=np.int64), n)) % n
+        self.b.expect(len(src) * per)
+        chunk = np.repeat(np.arange(self.n_chunks, dtype=np.int64), self.n_channels)
+        channel = np.tile(np.arange(self.n_channels, dtype=np.int64), self.n_chunks)
+        pieces = block(src, dst)[:, None] * per + channel * self.n_chunks + chunk
+        self.b.extend(np.repeat(src, per), np.repeat(dst, per), pieces.ravel(), op,
+                      np.tile(channel, len(src)), np.zeros(len(src) * per + 1, dtype=np.int64),
+                      np.zeros(0, dtype=np.int64))  # fmt: skip
 
     def others(self, rank: int) -> list[int]:
         """Every rank but ``rank``, starting after it (so sends spread over peers)."""
@@ -131,9 +150,7 @@ def direct_allgather(
     d = _make(
         Collective.ALLGATHER, n_ranks, size_bytes, cut=_Cut(n_channels, n_chunks, max_in_flight)
     )
-    for src in range(n_ranks):
-        for dst in d.others(src):
-            d.send(src, dst, src, Op.COPY)
+    d.send_every_pair(lambda src, _dst: src, Op.COPY)
     return d.b.build()
 
 
@@ -153,9 +170,7 @@ def direct_reducescatter(
     d = _make(
         Collective.REDUCESCATTER, n_ranks, size_bytes, cut=_Cut(n_channels, n_chunks, max_in_flight)
     )
-    for src in range(n_ranks):
-        for dst in d.others(src):
-            d.send(src, dst, dst, Op.REDUCE)
+    d.send_every_pair(lambda _src, dst: dst, Op.REDUCE)
     return d.b.build()
 
 
@@ -175,9 +190,7 @@ def direct_alltoall(
     d = _make(
         Collective.ALLTOALL, n_ranks, size_bytes, cut=_Cut(n_channels, n_chunks, max_in_flight)
     )
-    for src in range(n_ranks):
-        for dst in d.others(src):
-            d.send(src, dst, src * n_ranks + dst, Op.COPY)
+    d.send_every_pair(lambda src, dst: src * n_ranks + dst, Op.COPY)
     return d.b.build()
 
 

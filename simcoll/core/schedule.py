@@ -328,26 +328,26 @@ class ScheduleBuilder:
         dst: IntArray,
         piece: IntArray,
         op: Op,
-        channel: int,
+        channel: int | IntArray,
         deps_indptr: IntArray,
         deps: IntArray,
     ) -> None:
         """Append many transfers of one piece each at once (what :meth:`add` does one by
-        one); ``deps`` hold absolute transfer indices, ``deps_indptr`` starts at 0.
+        one); ``channel`` is one for all or one per transfer; ``deps`` hold absolute
+        transfer indices, ``deps_indptr`` starts at 0.
 
         Raises ConfigError past :data:`~simcoll.core.limits.MAX_TRANSFERS` transfers.
         """
         if len(self._src) + len(src) > MAX_TRANSFERS:
-            raise ConfigError(
-                f"{self.collective.value}/{self.algorithm} on {self.n_ranks} ranks would have "
-                f"more than {MAX_TRANSFERS} transfers, too many to simulate; use fewer ranks, "
-                "chunks or channels"
-            )
+            raise self._too_many()
         base_pieces, base_deps = len(self._pieces), len(self._deps)
         self._src.extend(src.tolist())
         self._dst.extend(dst.tolist())
         self._op.extend([_OP_CODES[op]] * len(src))
-        self._channel.extend([channel] * len(src))
+        if isinstance(channel, int):
+            self._channel.extend([channel] * len(src))
+        else:
+            self._channel.extend(channel.tolist())
         self._pieces.extend(piece.tolist())
         self._pieces_indptr.extend(range(base_pieces + 1, base_pieces + len(src) + 1))
         self._deps.extend(deps.tolist())
