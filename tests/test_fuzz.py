@@ -1036,7 +1036,7 @@ EXACT = [
     pytest.param(
         "topology",
         _edited(H100, b"n_gpus", b"n_\xffgpus"),
-        "topology/case.toml: line 15: not UTF-8 text (byte 0xff at offset 886); save the "
+        "topology/case.toml: line 18: not UTF-8 text (byte 0xff at offset 1037); save the "
         "file as UTF-8",
         id="not UTF-8",
     ),
@@ -1187,7 +1187,7 @@ EXACT = [
         "topology",
         _edited(H100, "[params]", '"a\\nb" = 1\n[params]'),
         "topology/case.toml: 'a\\nb': unknown key; valid keys: schema, builder, description, "
-        "calibration, params, routing",
+        "calibration, gpu_memory_bandwidth, params, routing",
         id="bug: line break in a key",
     ),
     pytest.param(

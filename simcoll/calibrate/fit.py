@@ -100,6 +100,9 @@ class FitPoint:
     size_bytes: int
     time_s: float
     source: str = ""
+    #: nccl-tests' in-place half: the call copies nothing from input to output
+    #: (:meth:`~simcoll.core.collectives.Collective.local_copy_bytes`).
+    in_place: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,18 +154,18 @@ def simulate_points(
 ) -> list[float]:
     """Simulated seconds for every point (one ``predict`` call per recipe and n);
     NaN for a size too small to cut into the algorithm's pieces (4 B over 8 ranks)."""
-    groups: dict[tuple[str, int, Recipe], list[int]] = defaultdict(list)
+    groups: dict[tuple[str, int, Recipe, bool], list[int]] = defaultdict(list)
     for i, p in enumerate(points):
         found = recipe(p.collective, p.n_ranks, p.size_bytes)
         chosen = Recipe(found) if isinstance(found, str) else found
-        groups[chosen.simulate_as or p.collective, p.n_ranks, chosen].append(i)
+        groups[chosen.simulate_as or p.collective, p.n_ranks, chosen, p.in_place].append(i)
     out = [math.nan] * len(points)
-    for (collective, n_ranks, chosen), members in groups.items():
+    for (collective, n_ranks, chosen, in_place), members in groups.items():
         sizes = sorted({points[i].size_bytes for i in members})
         rows = predict(
             topology, collective, sizes, algorithm=chosen.algorithm, protocol=protocol,
             model=model, n_ranks=n_ranks, params=dict(chosen.params) or None,
-            calibration=calibration, skip_too_small=True,
+            calibration=calibration, skip_too_small=True, in_place=in_place,
         ).rows  # fmt: skip
         by_size = {row.size_bytes: row.time_s for row in rows}
         for i in members:

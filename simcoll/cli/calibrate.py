@@ -60,7 +60,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--in-place",
         action="store_true",
-        help="use the in-place half of nccl-tests data (default: out-of-place)",
+        help="use the in-place half of nccl-tests data, simulated as in-place calls, which "
+        "copy nothing from input to output (default: the out-of-place half)",
     )
 
 
@@ -138,8 +139,9 @@ def _inputs(args: argparse.Namespace) -> tuple[nx.DiGraph[str], list[Measurement
 
 def _points(sets: list[MeasurementSet], in_place: bool) -> list[FitPoint]:
     points = [
-        FitPoint(m.collective, m.n_ranks, m.size_bytes, m.time_s, Path(s.source).name)
+        FitPoint(m.collective, m.n_ranks, m.size_bytes, m.time_s, source, in_place=m.in_place)
         for s in sets
+        for source in [Path(s.source).name]
         for m in s.rows
         if m.in_place == in_place
     ]

@@ -17,7 +17,7 @@ from simcoll.core.errors import ConfigError
 from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_CHANNELS, MAX_CHUNKS, MAX_IN_FLIGHT, MAX_RANKS
 from simcoll.core.sizes import align_size_bytes, parse_sizes
-from simcoll.core.units import format_bytes
+from simcoll.core.units import format_bandwidth, format_bytes
 from simcoll.output.results import Row, format_table, to_csv, to_json
 from simcoll.plan.channels import Plan
 from simcoll.plan.nccl_log import plan_from_log, read_nccl_log
@@ -126,6 +126,10 @@ def add_predict(sub: SubParsers) -> None:
         metavar="RANK",
         help="root rank of broadcast, reduce, gather, scatter (default 0)",
     )
+    p.add_argument("--in-place", action="store_true",
+                   help="time in-place calls (nccl-tests' second half); by default calls are "
+                   "out-of-place, and an all-gather or a broadcast also copies each GPU's own "
+                   "block from input to output at the topology's gpu_memory_bandwidth")  # fmt: skip
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="output format (default table)")  # fmt: skip
     p.add_argument(
@@ -192,7 +196,8 @@ def _predict(args: argparse.Namespace) -> int:
     result = predict(topology, collective, sizes, algorithm=algorithm, protocol=protocol,
                      model=args.model, n_ranks=n_ranks, params=params,
                      skip_too_small=is_range, calibration=calibration,
-                     placement=args.placement, plan=plan, knobs=knobs)  # fmt: skip
+                     placement=args.placement, plan=plan, knobs=knobs,
+                     in_place=args.in_place)  # fmt: skip
     title = _title(args, topology, collective, algorithm, n_ranks=n_ranks,
                    calibration=calibration, rows=result.rows)  # fmt: skip
     if args.format == "csv":
@@ -267,8 +272,19 @@ def _title(
         f"{n_ranks} ranks, algorithm {algorithm}, protocol {args.protocol}, model {args.model}; "
         "simulated times, bandwidths in GB/s = 1e9 B/s\n"
         f"plan {plan}{used}; placement {args.placement}; routing "
-        f"{topology.graph.get('routing', 'ecmp')}; {params}"
+        f"{topology.graph.get('routing', 'ecmp')}; {params}{_copy(args, topology, collective)}"
     )
+
+
+def _copy(args: argparse.Namespace, topology: nx.DiGraph[str], collective: Collective) -> str:
+    """What the header says of out-of-place copies: only where one was simulated or
+    ``--in-place`` skipped it."""
+    if args.in_place:
+        return "; in-place calls"
+    bandwidth = topology.graph.get("gpu_memory_bandwidth_bytes_per_s")
+    if not bandwidth or not collective.copies_locally:
+        return ""
+    return f"; out-of-place: own block copied at {format_bandwidth(bandwidth)}"
 
 
 def _picks(rows: list) -> str:  # type: ignore[type-arg]

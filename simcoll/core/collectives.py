@@ -77,6 +77,34 @@ allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, sendrecv
             return 1.0
         return (n_ranks - 1) / n_ranks
 
+    @property
+    def copies_locally(self) -> bool:
+        """True where an out-of-place call copies input to output (:meth:`local_copy_bytes`)."""
+        return self in (Collective.ALLGATHER, Collective.BROADCAST)
+
+    def local_copy_bytes(self, size_bytes: int, n_ranks: int) -> int:
+        """Bytes one GPU copies from its input to its output buffer in an out-of-place
+        call, beside what it sends: what an in-place call does not do.
+
+        NCCL's ring kernels copy in the same pass that sends: the all-gather's first step
+        writes each rank's own block into its output as it sends it (``directCopySend``
+        rather than ``directSend`` in ``runRing``, ``src/device/all_gather.h``), and the
+        broadcast's root writes the whole buffer (``copySend`` rather than ``send``,
+        ``src/device/broadcast.h``). The other collectives write their output as they
+        receive or reduce it (0 here); gather, scatter and all-to-all copy the rank's own
+        block as a send to itself, beside the other peers' sends (0 here too).
+
+        >>> [Collective(c).local_copy_bytes(1024, 8) for c in ("allgather", "broadcast")]
+        [128, 1024]
+        >>> Collective.ALLREDUCE.local_copy_bytes(1024, 8)
+        0
+        """
+        if self is Collective.ALLGATHER:
+            return size_bytes // n_ranks
+        if self is Collective.BROADCAST:
+            return size_bytes
+        return 0
+
     def n_blocks(self, n_ranks: int) -> int:
         """How many blocks the logical buffer of this collective has.
 

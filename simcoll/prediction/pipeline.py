@@ -37,7 +37,7 @@ from simcoll.prediction.simulated import Setup, best_simulated_row
 from simcoll.topology import gpu_nodes
 from simcoll.topology.calibration import Calibration
 
-__all__ = ["Prediction", "predict"]
+__all__ = ["Prediction", "local_copy_s", "predict"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ def predict(
     placement: str = "linear",
     plan: Plan | str = "nccl",
     knobs: NcclKnobs | None = None,
+    in_place: bool = False,
 ) -> Prediction:
     """Simulate one collective at each size; ``"auto"`` keeps the fastest choice per size.
 
@@ -98,6 +99,13 @@ def predict(
         GPUs win over ``placement``.
     knobs
         NCCL's environment settings of the run (channels, buffer, algorithm, protocol).
+    in_place
+        Time in-place calls (nccl-tests' second half: the input lies inside the output).
+        Out-of-place calls (the default, nccl-tests' first half) also copy each GPU's own
+        block from input to output (:meth:`Collective.local_copy_bytes`): where the
+        topology gives ``gpu_memory_bandwidth_bytes_per_s``, a call takes that copy's
+        reading and writing at the memory's bandwidth longer, in every model, as NCCL's
+        kernels copy in the pass that sends (:func:`local_copy_s`).
 
     Raises
     ------
@@ -137,6 +145,11 @@ def predict(
                                                  model, len(nodes), params))  # fmt: skip
     else:
         prediction = _simulated(setup, sizes_bytes, by_nccl=by_nccl, skip=skip_too_small)
+    memory_bandwidth = topology.graph.get("gpu_memory_bandwidth_bytes_per_s")
+    if memory_bandwidth and not in_place and c.copies_locally:
+        rows = [_plus(row, local_copy_s(c, row.size_bytes, row.n_ranks, memory_bandwidth))
+                for row in prediction.rows]  # fmt: skip
+        prediction = Prediction(rows, prediction.skipped)
     if calibration is not None and (calibration.launch_s or calibration.floor_s):
         rows = [_called(row, calibration) for row in prediction.rows]
         prediction = Prediction(rows, prediction.skipped)
@@ -175,6 +188,26 @@ def _check_params(params: Mapping[str, int] | None) -> None:
     their caps: refused here, before any piece count is worked out from them."""
     for key, value in (params or {}).items():
         check_count(value, key, PARAM_MAXIMUM.get(key, MAX_RANKS), minimum=int(key != "root"))
+
+
+def local_copy_s(
+    collective: Collective, size_bytes: int, n_ranks: int, memory_bandwidth_bytes_per_s: float
+) -> float:
+    """Seconds an out-of-place call spends copying one GPU's own block from its
+    input to its output: the block read and written at the memory's bandwidth.
+
+    NCCL copies in the same pass that sends (:meth:`Collective.local_copy_bytes`), on the
+    threads that drive the links, so the copy adds to the call rather than overlapping it.
+    On a DGX A100 (8 x A100 40 GB, 1,555 GB/s of HBM2) an out-of-place all-gather of 1 GiB
+    copies 128 MiB, 173 us; nccl-tests measured 155 us between its out-of-place and
+    in-place halves there (``nccl_allgather_8xA100_nvswitch_superbench.csv`` in
+    ``validation/data/public``).
+
+    >>> round(local_copy_s(Collective.ALLGATHER, 2**30, 8, 1555e9) * 1e6, 1)
+    172.6
+    """
+    copied_bytes = collective.local_copy_bytes(size_bytes, n_ranks)
+    return 2 * copied_bytes / memory_bandwidth_bytes_per_s
 
 
 def _called(row: Row, calibration: Calibration) -> Row:

@@ -126,7 +126,7 @@ def collect_params(
                 field=field,
             )
         value = _from_text(param, raw) if is_text else raw
-        values[param.name] = _convert(param, value, source=source, field=field)
+        values[param.name] = convert(param, value, source=source, field=field)
         fields[param.name] = field
     for param in params.values():
         if param.required and param.name not in values:
@@ -153,7 +153,8 @@ def _from_text(param: Param, text: str) -> object:
     return text
 
 
-def _convert(param: Param, value: object, *, source: str, field: str) -> object:
+def convert(param: Param, value: object, *, source: str, field: str) -> object:
+    """``value`` of the file's key ``field`` as ``param`` takes it, or a one-line error."""
     try:
         return _convert_value(param, value)
     except SimcollError as error:

@@ -40,6 +40,7 @@ from simcoll.topology.builder_params import (
     Param,
     builder_params,
     collect_params,
+    convert,
     describe,
     file_field,
 )
@@ -60,8 +61,10 @@ _POSITION = re.compile(
     r"^(?P<message>.*) \(at (?:line (?P<line>\d+), column (?P<column>\d+)|end of document)\)$"
 )
 
-_BUILDER_KEYS = ("schema", "builder", "description", "calibration", "params", "routing")
-_EXPLICIT_KEYS = ("schema", "description", "calibration", "p2p", "routing", "nodes", "links")
+_BUILDER_KEYS = ("schema", "builder", "description", "calibration", "gpu_memory_bandwidth",
+                 "params", "routing")  # fmt: skip
+_EXPLICIT_KEYS = ("schema", "description", "calibration", "gpu_memory_bandwidth", "p2p",
+                  "routing", "nodes", "links")  # fmt: skip
 
 
 def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiGraph[str]:
@@ -81,7 +84,8 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     -------
     networkx.DiGraph
         The builder's graph, validated, with ``graph.graph["source"]`` (the path as a
-        string) and ``graph.graph["description"]`` set.
+        string) and ``graph.graph["description"]`` set, and, where the file gives them,
+        ``"calibration"`` (its params file, read) and ``"gpu_memory_bandwidth_bytes_per_s"``.
 
     Raises
     ------
@@ -111,6 +115,10 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     graph.graph["source"] = source
     graph.graph["description"] = _description(document, source)
     graph = validate(graph, source=source)
+    if "gpu_memory_bandwidth" in document:
+        graph.graph["gpu_memory_bandwidth_bytes_per_s"] = _memory_bandwidth(
+            document["gpu_memory_bandwidth"], source
+        )
     if "calibration" in document:
         graph.graph["calibration"] = _calibration(document["calibration"], source, Path(path))
         graph.graph["calibration_file"] = str(Path(path).parent / document["calibration"])
@@ -288,6 +296,20 @@ def _calibration(value: object, source: str, path: Path) -> Calibration:
         return read_calibration(path.parent / value)
     except ConfigError as error:  # one line: the topology's key, then the params file's
         raise ConfigError(str(error), source=source, field="calibration") from None
+
+
+def _memory_bandwidth(value: object, source: str) -> float:
+    """The optional ``gpu_memory_bandwidth``: every GPU's memory bandwidth (its data sheet's
+    HBM figure), which out-of-place calls pay to copy their own block
+    (:meth:`~simcoll.core.collectives.Collective.local_copy_bytes`)."""
+    field = "gpu_memory_bandwidth"
+    param = Param(field, field, "bytes_per_s", None, required=False)
+    bandwidth_bytes_per_s = convert(param, value, source=source, field=field)
+    assert isinstance(bandwidth_bytes_per_s, float)  # a bytes_per_s parameter parses to float
+    if not bandwidth_bytes_per_s > 0:
+        message = f"must be positive, got {bandwidth_bytes_per_s!r} bytes/s"
+        raise ConfigError(message, source=source, field=field)
+    return bandwidth_bytes_per_s
 
 
 def _apply_routing(graph: nx.DiGraph[str], table: object, source: str) -> None:

@@ -159,6 +159,25 @@ def test_a_recipe_can_simulate_another_collective():
         assert time_s == pytest.approx((N - 1) * (2 * HOP + size / N / (E * B)))
 
 
+def test_in_place_points_are_simulated_without_the_out_of_place_copy():
+    """An out-of-place all-gather point pays each rank's own block, S / n read and written
+    at the GPUs' memory bandwidth, beside the unchunked ring's (n - 1) (2 hop + S / n / B');
+    its in-place twin (nccl-tests' second half) does not."""
+    star = switch_star(N, link_bandwidth_bytes_per_s=B, link_latency_s=HOP,
+                       link_kind=LinkKind.ETHERNET, switch_kind=NodeKind.SWITCH)  # fmt: skip
+    memory = 2e9  # bytes/s: slow enough that the copy shows at every size
+    star.graph["gpu_memory_bandwidth_bytes_per_s"] = memory
+    cal = Calibration(efficiency={"net": E})
+    unchunked = Recipe("ring", (("n_chunks", 1),))
+    points = [FitPoint("allgather", N, s, 1.0, in_place=p) for s in SIZES for p in (False, True)]
+    got = simulate_points(star, points, cal, recipe=lambda c, n, s: unchunked)
+    for point, time_s in zip(points, got, strict=True):
+        size = point.size_bytes
+        ring_s = (N - 1) * (2 * HOP + size / N / (E * B))
+        copy_s = 0.0 if point.in_place else 2 * (size / N) / memory
+        assert time_s == pytest.approx(ring_s + copy_s), point
+
+
 def test_option_errors_name_the_option_and_come_before_any_work(files, capsys):
     tmp, topo, p2p, _ = files
     assert main(["calibrate", str(p2p), "--topology", str(topo), "--fit", "bogus",

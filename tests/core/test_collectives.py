@@ -268,3 +268,20 @@ def test_holdings_are_consistent(name: str, n: int) -> None:
     if not c.reduces:
         # Nothing is combined: every block holds exactly one rank's data.
         assert all(bin(bits).count("1") == 1 for bits in final.values())
+
+
+#: Bytes one GPU copies from its input to its output in an out-of-place call of 8 MiB on 8
+#: ranks, beside what it sends, read off NCCL's kernels: the ring all-gather's first step
+#: writes the rank's own 1 MiB block as it sends it, the broadcast's root its whole 8 MiB;
+#: every other collective writes its output as it receives or reduces it.
+LOCAL_COPIES_8MIB_8_RANKS = {
+    "allgather": 2**20, "broadcast": 8 * 2**20, "allreduce": 0, "reducescatter": 0,
+    "reduce": 0, "alltoall": 0, "gather": 0, "scatter": 0, "sendrecv": 0,
+}  # fmt: skip
+
+
+def test_local_copy_bytes_is_what_an_out_of_place_call_copies_beside_its_sends() -> None:
+    assert set(LOCAL_COPIES_8MIB_8_RANKS) == set(NAMES)
+    for name, expected in LOCAL_COPIES_8MIB_8_RANKS.items():
+        assert Collective(name).local_copy_bytes(8 * 2**20, 8) == expected, name
+        assert Collective(name).copies_locally == (expected > 0), name

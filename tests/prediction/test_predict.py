@@ -49,6 +49,60 @@ def test_ring_allgather_matches_closed_form(star4, size: int) -> None:
     )
 
 
+MEMORY_BANDWIDTH = 50e9  # bytes/s: each GPU's memory, for out-of-place copies
+
+
+@pytest.mark.parametrize("size", [4096, 2**24])
+def test_an_out_of_place_allgather_also_copies_its_own_block_at_memory_speed(
+    star4, size: int
+) -> None:
+    # The closed form above, plus each GPU reading and writing its own S/4 block (from
+    # input to output) at the memory's bandwidth; in place, the closed form alone.
+    star4.graph["gpu_memory_bandwidth_bytes_per_s"] = MEMORY_BANDWIDTH
+    ring_s = 3 * (2 * LINK_LATENCY + (size / 4) / LINK_BANDWIDTH)
+    copy_s = 2 * (size / 4) / MEMORY_BANDWIDTH
+    params = {"n_chunks": 1}
+    (out_of_place,) = predict(star4, "allgather", [size], params=params).rows
+    (in_place,) = predict(star4, "allgather", [size], params=params, in_place=True).rows
+    assert out_of_place.time_s == pytest.approx(ring_s + copy_s, rel=1e-12)
+    assert in_place.time_s == pytest.approx(ring_s, rel=1e-12)
+    assert out_of_place.busbw_bytes_per_s == pytest.approx(size / (ring_s + copy_s) * 3 / 4)
+
+
+def test_an_out_of_place_broadcast_copies_the_roots_buffer(star4) -> None:
+    star4.graph["gpu_memory_bandwidth_bytes_per_s"] = MEMORY_BANDWIDTH
+    size = 2**24
+    times = [predict(star4, "broadcast", [size], in_place=p).rows[0].time_s for p in (0, 1)]
+    assert times[0] - times[1] == pytest.approx(2 * size / MEMORY_BANDWIDTH, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("collective", "algorithm"),
+    [("allreduce", "ring"), ("reducescatter", "ring"), ("reduce", "ring"), ("alltoall", "direct")],
+)
+def test_collectives_that_write_as_they_receive_copy_nothing(
+    star4, collective: str, algorithm: str
+) -> None:
+    bare = predict(star4, collective, [2**24], algorithm=algorithm).rows[0].time_s
+    star4.graph["gpu_memory_bandwidth_bytes_per_s"] = MEMORY_BANDWIDTH
+    assert predict(star4, collective, [2**24], algorithm=algorithm).rows[0].time_s == bare
+
+
+@pytest.mark.parametrize("model", ["flow", "ideal", "analytical", "nccl"])
+def test_the_copy_is_paid_in_every_model_and_only_with_a_memory_bandwidth(
+    star4, model: str
+) -> None:
+    # Like the launch cost, the copy is a cost of the call, beside whatever models the
+    # links; a topology that gives no memory bandwidth models the links alone.
+    size = 2**24
+    (bare,) = predict(star4, "allgather", [size], model=model).rows
+    (in_place,) = predict(star4, "allgather", [size], model=model, in_place=True).rows
+    assert bare.time_s == in_place.time_s
+    star4.graph["gpu_memory_bandwidth_bytes_per_s"] = MEMORY_BANDWIDTH
+    (copied,) = predict(star4, "allgather", [size], model=model).rows
+    assert copied.time_s - bare.time_s == pytest.approx(2 * size / 4 / MEMORY_BANDWIDTH)
+
+
 def test_predict_rows_follow_the_sizes(star4) -> None:
     sizes = [2**20, 64, 4096]
     prediction = predict(star4, Collective.ALLREDUCE, sizes)

@@ -116,8 +116,8 @@ BAD = [
     _bad("unreachable-gpu", 'latency = "500 ns"\n', 'latency = "500 ns"\nduplex = false\n',
          "gpu0: GPU 'gpu0' (rank 0) cannot reach GPU 'gpu1' (rank 1)"),
     _bad("unknown-top-level-key", "schema = 1\n", "schema = 1\nbuilders = 2\n",
-         "builders: unknown key; valid keys: schema, description, calibration, p2p, routing, "
-         "nodes, links"),
+         "builders: unknown key; valid keys: schema, description, calibration, "
+         "gpu_memory_bandwidth, p2p, routing, nodes, links"),
 ]
 # fmt: on
 

@@ -263,8 +263,8 @@ BAD_FILES = [
     _bad("unknown-param", "[params]\n", "[params]\nextra = 1\n",
          f"params.extra: unknown parameter of builder 'switch_star'; valid: {VALID_KEYS}"),
     _bad("unknown-top-level-key", "schema = 1\n", "schema = 1\ncolour = 'red'\n",
-         "colour: unknown key; valid keys: schema, builder, description, calibration, params, "
-         "routing"),
+         "colour: unknown key; valid keys: schema, builder, description, calibration, "
+         "gpu_memory_bandwidth, params, routing"),
     _bad("unknown-builder", '"switch_star"', '"star"',
          f"builder: unknown builder 'star'; valid: {BUILDER_NAMES}"),
     _bad("missing-builder", 'builder = "switch_star"\n', "",
@@ -307,7 +307,39 @@ BAD_FILES = [
          "(required: n_gpus, link_bandwidth, link_latency)"),
     _bad("description-not-a-string", '"four GPUs"', "4",
          "description: must be a string, got int 4"),
+    _bad("memory-bandwidth-zero", "schema = 1\n", 'schema = 1\ngpu_memory_bandwidth = "0 GB/s"\n',
+         "gpu_memory_bandwidth: must be positive, got 0.0 bytes/s"),
+    _bad("memory-bandwidth-negative", "schema = 1\n",
+         'schema = 1\ngpu_memory_bandwidth = "-1555 GB/s"\n',
+         "gpu_memory_bandwidth: must be positive, got -1555000000000.0 bytes/s"),
+    _bad("memory-bandwidth-bare-number", "schema = 1\n",
+         "schema = 1\ngpu_memory_bandwidth = 1555e9\n",
+         "gpu_memory_bandwidth: expected a quantity string with its unit, e.g. '300 GB/s', "
+         "got float 1555000000000.0"),
+    _bad("memory-bandwidth-a-size", "schema = 1\n", 'schema = 1\ngpu_memory_bandwidth = "80 GB"\n',
+         "gpu_memory_bandwidth: unknown unit 'GB' in '80 GB'; expected bytes_per_s, "
+         "e.g. '450 GB/s', '400 Gbit/s'"),
 ]  # fmt: skip
+
+
+def test_gpu_memory_bandwidth_is_read_onto_the_graph(tmp_path: Path) -> None:
+    assert "gpu_memory_bandwidth_bytes_per_s" not in load(_write(tmp_path, GOOD)).graph
+    text = GOOD.replace("schema = 1\n", 'schema = 1\ngpu_memory_bandwidth = "1.555 TB/s"\n')
+    assert load(_write(tmp_path, text)).graph["gpu_memory_bandwidth_bytes_per_s"] == 1.555e12
+
+
+#: GPU memory bandwidth per shipped machine, from each GPU's data sheet (bytes/s).
+DATASHEET_MEMORY_BYTES_PER_S = {
+    "dgx-a100": 1555e9, "a100-roce-2to1": 1555e9, "dgx-h100": 3.35e12, "h100-ib-fat-tree": 3.35e12,
+    "h100-rail-optimized": 3.35e12, "dgx-h200": 4.8e12, "dgx-b200": 8e12, "dgx1-v100": 900e9,
+    "pcie-8x-rtx4090": 1008e9,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "expected"), DATASHEET_MEMORY_BYTES_PER_S.items())
+def test_shipped_machines_carry_their_gpu_memory_bandwidth(name: str, expected: float) -> None:
+    graph = load(TOPOLOGIES / f"{name}.toml")
+    assert graph.graph["gpu_memory_bandwidth_bytes_per_s"] == pytest.approx(expected, rel=1e-12)
 
 
 def test_params_must_be_a_table(tmp_path: Path) -> None:
