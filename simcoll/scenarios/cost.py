@@ -80,7 +80,7 @@ def _estimate(
     params.pop("kind", None)
     model = str(params.pop("model", "flow"))
     protocol = params.pop("protocol", None)
-    for engine_only in ("calibration", "placement", "plan"):
+    for engine_only in ("calibration", "placement", "plan", "in_place"):
         params.pop(engine_only, None)
     n_protocols = 3 if protocol == "auto" else 1
     calls: list[_Call | None]

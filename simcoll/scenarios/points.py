@@ -150,10 +150,13 @@ def _evaluate(
     calibration = _point_calibration(topology, params.pop("calibration", "default"))
     placement = params.pop("placement", "linear")
     plan = params.pop("plan", "nccl")
+    in_place = params.pop("in_place", False)
     if kind == "collective" and not timeline:
-        return _collective_rows(topology, params, model, protocol, calibration,
-                                placement=placement, plan=plan), None  # fmt: skip
-    for name, value, default in (("placement", placement, "linear"), ("plan", plan, "nccl")):
+        rows = _collective_rows(topology, params, model, protocol, calibration,
+                                placement=placement, plan=plan, in_place=in_place)  # fmt: skip
+        return rows, None
+    for name, value, default in (("placement", placement, "linear"), ("plan", plan, "nccl"),
+                                 ("in_place", in_place, False)):  # fmt: skip
         if value != default:
             raise ConfigError("applies to kind = 'collective' only", field=f"workload.{name}")
     from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - the workloads pull in SimPy
@@ -194,6 +197,7 @@ def _collective_rows(
     *,
     placement: object = "linear",
     plan: object = "nccl",
+    in_place: object = False,
 ) -> list[dict[str, Any]]:
     collective = params.pop("collective", None)
     if not isinstance(collective, str):
@@ -226,8 +230,15 @@ def _collective_rows(
         calibration=calibration,
         placement=_text(placement, "workload.placement"),
         plan=_text(plan, "workload.plan"),
+        in_place=_flag(in_place, "workload.in_place"),
     )
     return [_row_dict(row) for row in prediction.rows]
+
+
+def _flag(value: object, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"must be true or false, got {value!r}", field=field)
+    return value
 
 
 def _text(value: object, field: str) -> str:
@@ -242,9 +253,9 @@ def _row_dict(row: Row) -> dict[str, Any]:
     return asdict(row)
 
 
-#: The engine keys a workload other than a collective takes (placement and plan are a
-#: collective's).
-_WORKLOAD_ENGINE_KEYS = tuple(k for k in ENGINE_KEYS if k not in ("placement", "plan"))
+#: The engine keys a workload other than a collective takes (placement, plan and in_place
+#: are a collective's).
+_WORKLOAD_ENGINE_KEYS = tuple(k for k in ENGINE_KEYS if k not in ("placement", "plan", "in_place"))
 
 
 def check_scenario(scenario: Scenario) -> None:

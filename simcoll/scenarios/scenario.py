@@ -75,7 +75,7 @@ SCENARIO_SCHEMA = 1
 _TOP_KEYS = ("schema", "title", "description", "topology", "workload", "sweep", "output")
 _TOPOLOGY_KEYS = ("file", "set")
 #: Workload keys the engine reads; the rest go to the workload function.
-ENGINE_KEYS = ("kind", "model", "protocol", "calibration", "placement", "plan")
+ENGINE_KEYS = ("kind", "model", "protocol", "calibration", "placement", "plan", "in_place")
 PLOTS = (
     "busbw_vs_size",
     "scaling",

@@ -51,3 +51,21 @@ def test_placement_is_a_collectives_key_only() -> None:
                             "placement": "random:1"}  # fmt: skip
     with pytest.raises(ConfigError, match=r"workload.placement: p2p has no parameter 'placement'"):
         run_scenario(scenario)
+
+
+def test_in_place_leaves_out_the_own_blocks_copy(tmp_path: Path) -> None:
+    """An out-of-place all-gather of S on 16 H100s also reads and writes its own S / 16
+    at the H100's 3.35 TB/s (the file's gpu_memory_bandwidth); in place it does not."""
+    size_bytes = 256 * 2**20
+    scenario = _scenario({"collective": "allgather"}, {"in_place": [False, True]})
+    result = run_scenario(scenario, out=tmp_path / "run")
+    assert not result.failures, [f.error for f in result.failures]
+    time_s = {r["in_place"]: r["time_s"] for r in result.rows}
+    assert time_s[False] - time_s[True] == pytest.approx(2 * size_bytes / 16 / 3.35e12)
+
+
+def test_in_place_must_be_true_or_false() -> None:
+    result = run_scenario(_scenario({"in_place": "yes"}, {}))
+    assert [f.error for f in result.failures] == [
+        "workload.in_place: must be true or false, got 'yes'"
+    ]
