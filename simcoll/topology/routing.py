@@ -333,6 +333,9 @@ class _Search:
             for u, succ in graph.succ.items()
         }
         self._ports = {} if ports is None else ports  # per switch: successor -> port
+        # d-mod-k: a node's tied predecessors in natural order, with the list they sort
+        # (a node settled again gets a new list, and is sorted again)
+        self._natural_preds: dict[str, tuple[list[str], list[str]]] = {}
         self._src = src_node
         self._blocked = blocked
         self._preds: dict[str, list[str]] = {src_node: []}
@@ -452,13 +455,20 @@ class _Search:
             elif pick == _DMODK:
                 if port is None:
                     port = self._leaf_port(edges, node)
-                u = sorted(preds, key=natural_key)[(port // radix) % len(preds)]
+                u = self._in_natural_order(node, preds)[(port // radix) % len(preds)]
                 radix *= len(preds)
             else:
                 u = preds[_hash_index(pick, node, len(preds))]
             edges.append((u, node))
             node = u
         return tuple(reversed(edges))
+
+    def _in_natural_order(self, node: str, preds: list[str]) -> list[str]:
+        """``preds`` (``node``'s) sorted by :func:`natural_key`, sorted once per settling."""
+        found = self._natural_preds.get(node)
+        if found is None or found[0] is not preds:
+            found = self._natural_preds[node] = (preds, sorted(preds, key=natural_key))
+        return found[1]
 
     def _leaf_port(self, edges_back: list[tuple[str, str]], node: str) -> int:
         """Position of the destination's access node among its leaf switch's successors.
