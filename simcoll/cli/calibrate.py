@@ -146,8 +146,13 @@ def _points(sets: list[MeasurementSet], in_place: bool) -> list[FitPoint]:
         if m.in_place == in_place
     ]
     if not points:
-        half = "in-place" if in_place else "out-of-place"
-        raise ConfigError(f"{sets[0].source}: no {half} rows to use")
+        half, hint = (
+            ("in-place", "drop --in-place") if in_place else ("out-of-place", "pass --in-place")
+        )
+        other = any(m.in_place != in_place for s in sets for m in s.rows)
+        raise ConfigError(
+            f"{sets[0].source}: no {half} rows to use" + (f"; {hint}" if other else "")
+        )
     return points
 
 

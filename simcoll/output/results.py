@@ -78,6 +78,9 @@ class Row:
     placement: str = "linear"
     routing: str = ""
     plan: str = ""
+    # An in-place call (nccl-tests' second half): no copy of the own block from input to
+    # output (Collective.local_copy_bytes).
+    in_place: bool = False
 
     @classmethod
     def from_time(

@@ -153,6 +153,9 @@ def predict(
     if calibration is not None and (calibration.launch_s or calibration.floor_s):
         rows = [_called(row, calibration) for row in prediction.rows]
         prediction = Prediction(rows, prediction.skipped)
+    if in_place:
+        rows = [replace(row, in_place=True) for row in prediction.rows]
+        prediction = Prediction(rows, prediction.skipped)
     return prediction
 
 

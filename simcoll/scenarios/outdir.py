@@ -248,8 +248,13 @@ def _is_text(value: object) -> bool:
     return isinstance(value, str)
 
 
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
 _ROW_TYPES = {
-    f.name: {"str": _is_text, "int": _is_int}.get(str(f.type), _is_number) for f in fields(Row)
+    f.name: {"str": _is_text, "int": _is_int, "bool": _is_bool}.get(str(f.type), _is_number)
+    for f in fields(Row)
 }
 _ROW_REQUIRED = {f.name for f in fields(Row) if f.default is MISSING}
 

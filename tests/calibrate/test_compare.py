@@ -6,8 +6,11 @@ The 'measured' files are written by the test from closed forms (alpha-beta on a 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -222,3 +225,24 @@ def test_predict_with_params_on_the_bare_links_in_every_model(files, capsys):
             assert main(argv) == 0, capsys.readouterr().err
             times[model, bool(extra)] = float(capsys.readouterr().out.splitlines()[1].split(",")[5])
         assert times[model, True] == pytest.approx(times[model, False] + 0.001)
+
+
+def test_a_prediction_read_back_compares_exactly_in_its_own_half(tmp_path, capsys):
+    """``predict --format csv`` is a measurement file: its rows say which half they are,
+    and comparing them on the same topology gives 0 error; the other half is refused in
+    one line that says which flag to use."""
+    repo = Path(__file__).resolve().parents[2]
+    a100 = str(repo / "topologies" / "dgx-a100.toml")
+    predicted = tmp_path / "in-place.csv"
+    assert main(["predict", a100, "--collective", "allgather", "--sizes", "1M,1G",
+                 "--format", "csv", "--in-place"]) == 0  # fmt: skip
+    predicted.write_text(capsys.readouterr().out)
+    assert main(["compare", str(predicted), "--topology", a100]) == 2
+    assert capsys.readouterr().err == (
+        f"simcoll: error: {predicted}: no out-of-place rows to use; pass --in-place\n"
+    )
+    assert main(["compare", str(predicted), "--topology", a100, "--in-place",
+                 "--out", str(tmp_path / "cmp")]) == 0  # fmt: skip
+    capsys.readouterr()
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "cmp" / "points.csv").read_text())))
+    assert [float(r["time_error"]) for r in rows] == [0.0, 0.0]

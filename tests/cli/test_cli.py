@@ -249,6 +249,29 @@ def test_set_link_bandwidth_changes_the_result(capsys: pytest.CaptureFixture[str
     assert 1.9 < ratio <= 2.0
 
 
+def test_in_place_drops_the_own_blocks_copy_and_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def predicted(*extra: str) -> tuple[str, dict[str, str]]:
+        args = ("--collective", "allgather", "--sizes", "1G", *extra)
+        status, table, err = run(capsys, "predict", DGX_A100, *args)
+        assert status == 0, err
+        status, out, err = run(capsys, "predict", DGX_A100, *args, "--format", "csv")
+        assert status == 0, err
+        (row,) = csv.DictReader(io.StringIO(out))
+        return table.splitlines()[2], row
+
+    header, out_of_place = predicted()
+    header_ip, in_place = predicted("--in-place")
+    assert header.endswith("; out-of-place: own block copied at 1555 GB/s")
+    assert header_ip.endswith("; in-place calls")
+    assert (out_of_place["in_place"], in_place["in_place"]) == ("False", "True")
+    # each A100 40 GB reads and writes its own eighth of 1 GiB at 1,555 GB/s
+    copy_s = 2 * 2**30 / 8 / 1555e9
+    gap_s = float(out_of_place["time_s"]) - float(in_place["time_s"])
+    assert gap_s == pytest.approx(copy_s, rel=1e-9)
+
+
 def test_range_too_small_for_chunks_is_skipped_with_a_note(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -206,6 +206,12 @@ def test_resume_works_from_another_directory_and_by_absolute_path(
             '"busbw_bytes_per_s": 1.0}]',
             "rows: n_ranks: wrong type: '4'",
         ),
+        (
+            'ROWS:[{"collective": "allgather", "algorithm": "ring", "protocol": "none", '
+            '"n_ranks": 4, "size_bytes": 4096, "time_s": 1.0, "algbw_bytes_per_s": 1.0, '
+            '"busbw_bytes_per_s": 1.0, "in_place": 1}]',
+            "rows: in_place: wrong type: 1",
+        ),
         ('ROWS:[{"collective": {"a": 1}}]', "rows: collective: not a number or text: {'a': 1}"),
     ],
 )
