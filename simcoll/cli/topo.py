@@ -25,8 +25,9 @@ _TOPO_EXAMPLES = """examples:
 _SHOW_HELP = """\
 Print a topology's summary: nodes and directed links by kind, each link group's
 bandwidth (GB/s = 1e9 B/s, per direction) and latency (us), the switches that reduce
-in the network, and the bisection bandwidth (GB/s: the max flow from the GPUs of ranks
-0..n/2-1 to the others, one direction). Then the routed path between GPUs, as CUDA's
+in the network, the bisection bandwidth (GB/s: the max flow from the GPUs of ranks
+0..n/2-1 to the others, one direction) and, where the file gives it, the GPUs' memory
+bandwidth (what out-of-place copies run at). Then the routed path between GPUs, as CUDA's
 p2pBandwidthLatencyTest shows it: for up to 16 GPUs, GPU x GPU matrices of the path's
 bottleneck bandwidth (GB/s) and latency (us); for more, classes of GPU pairs with the
 same bandwidth, latency and hop count, from a sample of pairs to and from rank 0."""

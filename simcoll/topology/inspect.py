@@ -115,6 +115,8 @@ class TopologySummary:
     link_groups: tuple[LinkGroup, ...]  # by kind, then bandwidth descending
     reducing_switches: tuple[str, ...]  # nodes with ``reduces=True``, in natural order
     bisection_bytes_per_s: float
+    #: The file's ``gpu_memory_bandwidth``, which out-of-place copies pay; None if not given.
+    gpu_memory_bandwidth_bytes_per_s: float | None = None
 
 
 def bisection_bandwidth_bytes_per_s(graph: nx.DiGraph[str]) -> float:
@@ -259,6 +261,7 @@ def summarize(graph: nx.DiGraph[str]) -> TopologySummary:
         link_groups=_link_groups(graph),
         reducing_switches=tuple(sorted(reducing, key=natural_key)),
         bisection_bytes_per_s=bisection_bandwidth_bytes_per_s(graph),
+        gpu_memory_bandwidth_bytes_per_s=graph.graph.get("gpu_memory_bandwidth_bytes_per_s"),
     )
 
 
@@ -442,7 +445,13 @@ def _totals(s: TopologySummary) -> str:
         else "one GPU: no other half"
     )
     bisection = f"{_gb(s.bisection_bytes_per_s)} ({cut})"
-    return f"in-network reduction: {reduction}\nbisection bandwidth: {bisection}"
+    memory = s.gpu_memory_bandwidth_bytes_per_s
+    copies = (
+        f"\nGPU memory: {_gb(memory)} per GPU (out-of-place all-gather and broadcast copy at it)"
+        if memory
+        else ""
+    )
+    return f"in-network reduction: {reduction}\nbisection bandwidth: {bisection}{copies}"
 
 
 def _matrices(m: PathMatrix) -> list[str]:

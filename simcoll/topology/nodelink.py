@@ -28,6 +28,7 @@ True
 from __future__ import annotations
 
 import json
+import math
 import numbers
 from collections.abc import Mapping
 from enum import Enum
@@ -150,6 +151,9 @@ def from_node_link(data: object, *, source: str | None = None) -> nx.DiGraph[str
     calibration = graph.graph.get("calibration")
     if calibration is not None:
         graph.graph["calibration"] = _calibration(calibration, source)
+    memory = graph.graph.get(_MEMORY)
+    if memory is not None:
+        graph.graph[_MEMORY] = _positive(memory, source, f"graph.{_MEMORY}")
     listed: dict[str, str] = {}  # node id -> where it is listed
     for where, element in _elements(document, "nodes", source):
         node, attrs = _node(element, where, listed, source)
@@ -159,6 +163,19 @@ def from_node_link(data: object, *, source: str | None = None) -> nx.DiGraph[str
         u, v, attrs = _link(element, where, listed, links, source)
         graph.add_edge(u, v, **attrs)
     return validate(graph, source=source)
+
+
+#: The graph attribute of a topology file's ``gpu_memory_bandwidth`` (bytes/s).
+_MEMORY = "gpu_memory_bandwidth_bytes_per_s"
+
+
+def _positive(value: object, source: str | None, field: str) -> float:
+    """A positive finite number of the JSON data, as a float."""
+    number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+    if not (0 < number < math.inf):
+        message = f"must be a positive number (bytes/s), got {_describe(value)}"
+        raise ConfigError(message, source=source, field=field)
+    return number
 
 
 def _node(

@@ -276,6 +276,15 @@ def test_report_lists_reducing_switches() -> None:
     assert "in-network reduction: 2 switches (sw0, sw1)" in report(graph)
 
 
+def test_report_gives_the_gpu_memory_where_the_topology_has_it() -> None:
+    graph = switch_star(2, **LINK)
+    assert "GPU memory" not in report(graph)
+    graph.graph["gpu_memory_bandwidth_bytes_per_s"] = 1555e9
+    assert summarize(graph).gpu_memory_bandwidth_bytes_per_s == 1555e9
+    line = "GPU memory: 1555 GB/s per GPU (out-of-place all-gather and broadcast copy at it)"
+    assert line in report(graph).splitlines()
+
+
 def test_natural_key() -> None:
     ids = ["node10.nic0", "gpu10", "sw", "gpu9", "node2.nic11", "node2.nic3"]
     assert sorted(ids, key=natural_key) == [

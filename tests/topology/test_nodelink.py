@@ -154,6 +154,16 @@ def test_missing_bandwidth_names_the_link() -> None:
             lambda d: d["links"][0].update(latency_s=True),
             "x.json: links[0].latency_s: must be a number, got bool True",
         ),
+        (
+            lambda d: d["graph"].update(gpu_memory_bandwidth_bytes_per_s="1555 GB/s"),
+            "x.json: graph.gpu_memory_bandwidth_bytes_per_s: must be a positive number "
+            "(bytes/s), got str '1555 GB/s'",
+        ),
+        (
+            lambda d: d["graph"].update(gpu_memory_bandwidth_bytes_per_s=-1),
+            "x.json: graph.gpu_memory_bandwidth_bytes_per_s: must be a positive number "
+            "(bytes/s), got int -1",
+        ),
     ],
 )
 def test_malformed_data_is_one_line_naming_the_element(
