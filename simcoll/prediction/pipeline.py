@@ -22,7 +22,7 @@ from typing import Literal
 import networkx as nx
 
 from simcoll.algorithms import PARAM_MAXIMUM, build_schedule
-from simcoll.core.collectives import Collective
+from simcoll.core.collectives import Collective, local_copy_s
 from simcoll.core.errors import ConfigError, ScheduleError
 from simcoll.core.limits import MAX_RANKS, check_count, check_size_bytes
 from simcoll.output.results import Row, bandwidths
@@ -37,7 +37,7 @@ from simcoll.prediction.simulated import Setup, best_simulated_row
 from simcoll.topology import gpu_nodes
 from simcoll.topology.calibration import Calibration
 
-__all__ = ["Prediction", "local_copy_s", "predict"]
+__all__ = ["Prediction", "predict"]
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def predict(
         block from input to output (:meth:`Collective.local_copy_bytes`): where the
         topology gives ``gpu_memory_bandwidth_bytes_per_s``, a call takes that copy's
         reading and writing at the memory's bandwidth longer, in every model, as NCCL's
-        kernels copy in the pass that sends (:func:`local_copy_s`).
+        kernels copy in the pass that sends (:func:`~simcoll.core.collectives.local_copy_s`).
 
     Raises
     ------
@@ -191,26 +191,6 @@ def _check_params(params: Mapping[str, int] | None) -> None:
     their caps: refused here, before any piece count is worked out from them."""
     for key, value in (params or {}).items():
         check_count(value, key, PARAM_MAXIMUM.get(key, MAX_RANKS), minimum=int(key != "root"))
-
-
-def local_copy_s(
-    collective: Collective, size_bytes: int, n_ranks: int, memory_bandwidth_bytes_per_s: float
-) -> float:
-    """Seconds an out-of-place call spends copying one GPU's own block from its
-    input to its output: the block read and written at the memory's bandwidth.
-
-    NCCL copies in the same pass that sends (:meth:`Collective.local_copy_bytes`), on the
-    threads that drive the links, so the copy adds to the call rather than overlapping it.
-    On a DGX A100 (8 x A100 40 GB, 1,555 GB/s of HBM2) an out-of-place all-gather of 1 GiB
-    copies 128 MiB, 173 us; nccl-tests measured 155 us between its out-of-place and
-    in-place halves there (``nccl_allgather_8xA100_nvswitch_superbench.csv`` in
-    ``validation/data/public``).
-
-    >>> round(local_copy_s(Collective.ALLGATHER, 2**30, 8, 1555e9) * 1e6, 1)
-    172.6
-    """
-    copied_bytes = collective.local_copy_bytes(size_bytes, n_ranks)
-    return 2 * copied_bytes / memory_bandwidth_bytes_per_s
 
 
 def _called(row: Row, calibration: Calibration) -> Row:

@@ -41,7 +41,7 @@ import numpy.typing as npt
 import simpy
 
 from simcoll.algorithms import build_schedule
-from simcoll.core.collectives import Collective
+from simcoll.core.collectives import Collective, local_copy_s
 from simcoll.core.errors import ConfigError, SimulationError
 from simcoll.core.protocols import Protocol, parse_protocol
 from simcoll.core.schedule import Schedule, ScheduleBuilder
@@ -197,12 +197,16 @@ class Session:
         params: Mapping[str, int] | None = None,
         stream: str = COMM,
         name: str | None = None,
+        in_place: bool = False,
     ) -> Waitable:
         """Run one collective over ``ranks`` (group rank i is global rank ``ranks[i]``).
 
         ``size_bytes`` follows nccl-tests (all-gather: the gathered buffer). The
         collective starts once every rank of the group is done with earlier work on
-        ``stream``; the event fires when its last transfer arrives.
+        ``stream``; the event fires when its last transfer arrives. An out-of-place call
+        (the default, as ``torch.distributed.all_gather_into_tensor`` makes) also copies
+        its own block at the topology's ``gpu_memory_bandwidth_bytes_per_s``, where given
+        (:func:`~simcoll.core.collectives.local_copy_s`), before its transfers start.
         """
         group = self._group(ranks, name or str(collective))
         c = collective if isinstance(collective, Collective) else Collective.parse(collective)
@@ -215,7 +219,9 @@ class Session:
             c, algorithm, n_ranks=len(group), size_bytes=size_bytes, **dict(params or {})
         )
         label = name or f"{c.value} {_size_text(size_bytes)}"
-        return self._launch(schedule, group, stream, label, self.launch_s)
+        memory = self.topology.graph.get("gpu_memory_bandwidth_bytes_per_s")
+        copy_s = local_copy_s(c, size_bytes, len(group), memory) if memory and not in_place else 0.0
+        return self._launch(schedule, group, stream, label, self.launch_s + copy_s)
 
     def copy(
         self, src_rank: int, dst_rank: int, size_bytes: int, *, stream: str = COMM, name: str = ""

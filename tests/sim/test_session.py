@@ -33,6 +33,19 @@ def test_two_copies_into_one_gpu_share_its_link() -> None:
     assert timeline.time_s == pytest.approx(2 * LATENCY_S + 2 * size / BANDWIDTH_BYTES_PER_S)
 
 
+@pytest.mark.parametrize("in_place", [False, True])
+def test_an_out_of_place_allgather_in_a_session_pays_its_own_blocks_copy(in_place: bool) -> None:
+    # The unchunked ring all-gather on 4 GPUs: 3 steps of 2 hops' latency and S / 4 at B;
+    # out of place, each GPU also reads and writes its own S / 4 at the memory's 50 GB/s.
+    s = star()
+    s.topology.graph["gpu_memory_bandwidth_bytes_per_s"] = 50e9
+    size = 8_000_000
+    s.collective("allgather", size, range(4), params={"n_chunks": 1}, in_place=in_place)
+    ring_s = 3 * (2 * LATENCY_S + size / 4 / BANDWIDTH_BYTES_PER_S)
+    copy_s = 0.0 if in_place else 2 * (size / 4) / 50e9
+    assert s.run().time_s == pytest.approx(ring_s + copy_s, rel=1e-12)
+
+
 def test_copies_on_one_stream_run_one_after_the_other() -> None:
     s = star()
     size = 10_000_000
