@@ -80,7 +80,7 @@ allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter, sendrecv
     @property
     def copies_locally(self) -> bool:
         """True where an out-of-place call copies input to output (:meth:`local_copy_bytes`)."""
-        return self in (Collective.ALLGATHER, Collective.BROADCAST)
+        return self.local_copy_bytes(1, 1) > 0
 
     def local_copy_bytes(self, size_bytes: int, n_ranks: int) -> int:
         """Bytes one GPU copies from its input to its output buffer in an out-of-place

@@ -115,6 +115,9 @@ BAD = [
          "nodes[1].rank: expected an integer, got bool True"),
     _bad("unreachable-gpu", 'latency = "500 ns"\n', 'latency = "500 ns"\nduplex = false\n',
          "gpu0: GPU 'gpu0' (rank 0) cannot reach GPU 'gpu1' (rank 1)"),
+    _bad("negative-memory-bandwidth", "schema = 1\n",
+         'schema = 1\ngpu_memory_bandwidth = "-3 GB/s"\n',
+         "gpu_memory_bandwidth: must be positive, got -3000000000.0 bytes/s"),
     _bad("unknown-top-level-key", "schema = 1\n", "schema = 1\nbuilders = 2\n",
          "builders: unknown key; valid keys: schema, description, calibration, "
          "gpu_memory_bandwidth, p2p, routing, nodes, links"),
