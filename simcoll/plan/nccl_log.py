@@ -46,7 +46,7 @@ from simcoll.core.files import read_input_text
 from simcoll.plan.channels import Channel, NetHop, Plan
 from simcoll.plan.trees import Tree
 from simcoll.topology import NodeKind
-from simcoll.topology.routing import natural_key
+from simcoll.topology.tiebreak import natural_key
 
 __all__ = ["NcclLog", "format_plan", "parse_nccl_log", "plan_from_log", "read_nccl_log"]
 

@@ -59,7 +59,7 @@ from simcoll.plan.channels import Channel, NetHop, Plan
 from simcoll.plan.placement import place_ranks
 from simcoll.plan.trees import Tree, double_binary_tree
 from simcoll.topology import LinkKind, NodeKind, Router, gpu_nodes
-from simcoll.topology.routing import natural_key
+from simcoll.topology.tiebreak import natural_key
 
 __all__ = ["MAX_SEARCH_CHANNELS", "nvlink_rings", "search_plan"]
 

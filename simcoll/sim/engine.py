@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import simpy
 
-from simcoll.core.errors import ConfigError, SimulationError
+from simcoll.core.errors import ConfigError, SimulationError, TopologyError
 from simcoll.core.protocols import Protocol
 from simcoll.core.schedule import Schedule
 from simcoll.network.fabric import Fabric, FabricStats
@@ -39,7 +39,9 @@ from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
 from simcoll.plan.channels import Plan
 from simcoll.plan.placement import map_ranks, switch_endpoints
 from simcoll.sim.routes import (
+    LinkArrays,
     Routes,
+    batch_costs,
     edge_facts,
     pair_efficiency,
     pair_latency_s,
@@ -53,6 +55,10 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 Model = Literal["flow", "ideal", "packet"]
+
+# A source rank with at least this many destinations has its routes found together.
+_BATCH_DESTINATIONS = 32
+_NO_LINKS: IntArray = np.zeros(0, dtype=np.int64)
 MODELS: tuple[str, ...] = ("flow", "ideal", "packet")
 
 
@@ -242,18 +248,38 @@ class _Run:
         pair = s.src * s.n_endpoints + s.dst
         via_of, vias = self._waypoints()
         pairs, pair_of = np.unique(pair * len(vias) + via_of, return_inverse=True)
-        pair_links: list[IntArray] = []
-        latency = []
-        efficiency = []
+        pair_links: list[IntArray] = [_NO_LINKS] * len(pairs)
+        latency = np.zeros(len(pairs))
+        efficiency = np.ones(len(pairs))
+        routed = np.zeros(len(pairs), dtype=bool)
+        for group in self._batches(pairs, len(vias)):
+            src, dsts = divmod(pairs[group] // len(vias), s.n_endpoints)
+            try:
+                links, offsets = router.routes_from(
+                    self.nodes[int(src[0])], [self.nodes[d] for d in dsts.tolist()]
+                )
+            except TopologyError:
+                continue  # routed one by one below, to name the ranks
+            if self._link_arrays is None:
+                self._link_arrays = LinkArrays(topology)
+            each = np.split(links, offsets[1:-1])
+            for p, links_of_pair in zip(group.tolist(), each, strict=True):
+                pair_links[p] = links_of_pair
+            latency[group], efficiency[group] = batch_costs(
+                links, offsets, self._link_arrays, self.protocol
+            )
+            routed[group] = True
         facts = edge_facts(topology)
-        for key in pairs.tolist():
-            p, via = divmod(key, len(vias))
-            src, dst = divmod(p, s.n_endpoints)
+        for p, key in enumerate(pairs.tolist()):
+            if routed[p]:
+                continue
+            pair_index, via = divmod(key, len(vias))
+            src, dst = divmod(pair_index, s.n_endpoints)
             edges = route_pair(router, self.nodes, src, dst, vias[via])
-            pair_links.append(np.array([link_index[e] for e in edges], dtype=np.int64))
-            latency.append(pair_latency_s(topology, edges, src, dst, s, self.nodes,
-                                          self.protocol, facts))  # fmt: skip
-            efficiency.append(pair_efficiency(topology, edges, self.protocol, facts))
+            pair_links[p] = np.array([link_index[e] for e in edges], dtype=np.int64)
+            latency[p] = pair_latency_s(topology, edges, src, dst, s, self.nodes,
+                                        self.protocol, facts)  # fmt: skip
+            efficiency[p] = pair_efficiency(topology, edges, self.protocol, facts)
         capacity = np.array(
             [topology.edges[e]["bandwidth_bytes_per_s"] for e in self.links], dtype=np.float64
         )
@@ -261,10 +287,22 @@ class _Run:
             pair_of=pair_of,
             pair_links=pair_links,
             pair_weights=[None] * len(pair_links),
-            latency_s=np.asarray(latency, dtype=np.float64),
+            latency_s=latency,
             capacity_bytes_per_s=capacity,
-            efficiency=np.asarray(efficiency, dtype=np.float64),
+            efficiency=efficiency,
         )
+
+    def _batches(self, pairs: IntArray, n_vias: int) -> list[IntArray]:
+        """Positions in ``pairs`` routed together: those of one source rank with many
+        destinations and no waypoints (an all-to-all's), where one search over arrays
+        (:meth:`Router.routes_from`) beats routing each pair."""
+        if self.s.n_switches:
+            return []
+        plain = np.flatnonzero(pairs % n_vias == 0)
+        src = pairs[plain] // n_vias // self.s.n_endpoints
+        starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
+        groups = np.split(plain, starts[1:])
+        return [group for group in groups if len(group) >= _BATCH_DESTINATIONS]
 
     def _waypoints(self) -> tuple[IntArray, list[tuple[str, ...]]]:
         """Per transfer, an index into the distinct waypoint lists of the plan (none: 0)."""
@@ -300,6 +338,8 @@ class _Run:
         self.conn_in_flight = _ints(np.zeros(len(counts), dtype=np.int64))
         self.conn_sending = bytearray(len(counts))
         self.conn_queue: dict[int, deque[int]] = {}
+
+    _link_arrays: LinkArrays | None = None
 
     def _send(self, t: int, start_s: float) -> None:
         self.start_s[t] = start_s

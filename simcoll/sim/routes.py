@@ -16,7 +16,16 @@ from simcoll.core.schedule import Schedule
 from simcoll.topology import NodeKind, Router
 from simcoll.topology.routing import Route
 
-__all__ = ["EdgeFacts", "Routes", "edge_facts", "pair_efficiency", "pair_latency_s", "route_pair"]
+__all__ = [
+    "EdgeFacts",
+    "LinkArrays",
+    "Routes",
+    "batch_costs",
+    "edge_facts",
+    "pair_efficiency",
+    "pair_latency_s",
+    "route_pair",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -125,3 +134,55 @@ def pair_efficiency(
     if facts is not None:
         return protocol.efficiency_of(facts[e][1] for e in edges)
     return protocol.efficiency_of(topology.edges[e]["kind"].value for e in edges)
+
+
+def batch_costs(
+    links: IntArray,
+    offsets: IntArray,
+    topology_links: LinkArrays,
+    protocol: Protocol | None,
+) -> tuple[FloatArray, FloatArray]:
+    """Per route of a batch (``links[offsets[i]:offsets[i + 1]]``, link ids as in
+    ``topology_links``), its latency and data fraction: what :func:`pair_latency_s` and
+    :func:`pair_efficiency` give for a pair of ranks, to the bit (the latencies are added
+    link by link in route order, and the protocol's terms depend on the route's set of
+    link kinds only).
+
+    >>> from simcoll.topology.builders import switch_star
+    >>> arrays = LinkArrays(switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6))
+    >>> latency_s, efficiency = batch_costs(np.array([0, 3]), np.array([0, 2, 2]), arrays, None)
+    >>> latency_s.tolist(), efficiency.tolist()
+    ([2e-06, 0.0], [1.0, 1.0])
+    """
+    hops = np.diff(offsets)
+    latency_s = np.zeros(len(hops))
+    kinds = np.zeros(len(hops), dtype=np.int64)  # a bit per link kind crossed
+    for position in range(int(hops.max(initial=0))):
+        on = np.flatnonzero(hops > position)
+        link = links[offsets[on] + position]
+        latency_s[on] += topology_links.latency_s[link]
+        kinds[on] |= topology_links.kind_bit[link]
+    efficiency = np.ones(len(hops))
+    if protocol is None:
+        return latency_s, efficiency
+    for bits in np.unique(kinds).tolist():
+        names = [name for i, name in enumerate(topology_links.kind_names) if bits >> i & 1]
+        these = kinds == bits
+        latency_s[these] += protocol.latency_s(names)
+        efficiency[these] = protocol.efficiency_of(names)
+    return latency_s, efficiency
+
+
+class LinkArrays:
+    """Every directed link's latency and kind, in ``topology.edges`` order, for
+    :func:`batch_costs`."""
+
+    def __init__(self, topology: nx.DiGraph[str]) -> None:
+        kinds = [attrs["kind"].value for _, _, attrs in topology.edges(data=True)]
+        self.kind_names = sorted(set(kinds))
+        bit = {name: 1 << i for i, name in enumerate(self.kind_names)}
+        self.kind_bit = np.array([bit[name] for name in kinds], dtype=np.int64)
+        self.latency_s = np.array(
+            [float(attrs["latency_s"]) for _, _, attrs in topology.edges(data=True)],
+            dtype=np.float64,
+        )

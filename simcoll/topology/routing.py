@@ -60,16 +60,17 @@ bounded memory.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import math
-import re
 from collections.abc import Sequence
 
 import networkx as nx
+import numpy as np
+import numpy.typing as npt
 
 from simcoll.core.errors import TopologyError
 from simcoll.topology.schema import NodeKind
+from simcoll.topology.source_routes import Adjacency, routes_from
+from simcoll.topology.tiebreak import hash_index, natural_key, rounded_s
 
 __all__ = [
     "ROUTING_RULES",
@@ -80,15 +81,13 @@ __all__ = [
     "route_latency_s",
 ]
 
+IntArray = npt.NDArray[np.int64]
+
 Route = tuple[tuple[str, str], ...]
 """The directed edges of one path, in order from source to destination."""
 
 ROUTING_RULES = ("ecmp", "lowest_ids", "dmodk")
 """Values of ``graph.graph["routing"]``: how ties between equal-cost paths are broken."""
-
-# Latency sums of equal-cost paths may differ in the last bits when their links are added
-# in another order; compare them rounded to this many decimals of a second (1 fs).
-_LATENCY_DECIMALS = 15
 
 
 class Router:
@@ -137,6 +136,7 @@ class Router:
         self._complete: list[str] = []  # sources whose search holds the whole graph
         self._routes: dict[tuple[str, str], Route] = {}
         self._cpus: dict[object, list[str]] | None = None
+        self._arrays: Adjacency | None = None
 
     @property
     def graph(self) -> nx.DiGraph[str]:
@@ -169,6 +169,43 @@ class Router:
             self._routes.clear()
         self._routes[key] = found
         return found
+
+    def routes_from(self, src_node: str, dst_nodes: Sequence[str]) -> tuple[IntArray, IntArray]:
+        """The routes from ``src_node`` to each of ``dst_nodes``, found together.
+
+        Returns ``(links, offsets)``: the route to ``dst_nodes[i]`` crosses links
+        ``links[offsets[i]:offsets[i + 1]]``, where link ``e`` is the ``e``-th of
+        ``graph.edges``. They are the routes :meth:`route` returns, from one search over
+        arrays (:mod:`simcoll.topology.source_routes`): cheaper than :meth:`route` once a
+        source has more than a few dozen destinations. Nothing is cached.
+
+        >>> from simcoll.topology.builders import switch_star
+        >>> router = Router(switch_star(3, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0))
+        >>> links, offsets = router.routes_from("gpu2", ["gpu0", "gpu1"])
+        >>> offsets.tolist()
+        [0, 2, 4]
+        >>> edges = list(router.graph.edges)
+        >>> [edges[e] for e in links[2:4]] == list(router.route("gpu2", "gpu1"))
+        True
+
+        Raises
+        ------
+        TopologyError
+            As :meth:`route`: a node not in the graph, or no directed path.
+        """
+        for node in (src_node, *dst_nodes):
+            if node not in self._graph:
+                raise TopologyError(f"no node {node!r} in the topology", source=self._source)
+        if self._arrays is None:
+            self._arrays = Adjacency(self._graph)
+        if self._bounce:  # copies inside a host may bounce through a CPU: route each
+            found = [self._arrays.link_ids(self.route(src_node, dst)) for dst in dst_nodes]
+            offsets = np.cumsum([0, *map(len, found)], dtype=np.int64)
+            return np.array([e for ids in found for e in ids], dtype=np.int64), offsets
+        try:
+            return routes_from(self._arrays, src_node, dst_nodes, rule=self._rule, seed=self._seed)
+        except TopologyError as error:
+            raise TopologyError(error.message, source=self._source) from None
 
     def _direct(self, src_node: str, dst_node: str) -> Route:
         search = self._searches.get(src_node)
@@ -220,7 +257,7 @@ class Router:
                 edges = self._direct(src_node, cpu)
             except TopologyError:
                 continue
-            key = (len(edges), round(route_latency_s(self._graph, edges), _LATENCY_DECIMALS), cpu)
+            key = (len(edges), rounded_s(route_latency_s(self._graph, edges)), cpu)
             best = key if best is None or key < best else best
         return None if best is None else best[2]
 
@@ -289,24 +326,6 @@ _FULL_SEARCH_AFTER = 32
 _MAX_COMPLETE_SEARCHES = 256
 # Routes kept per router; an all-to-all on 1,024 GPUs asks for a million, once each.
 _MAX_ROUTES = 500_000
-
-
-@functools.lru_cache(maxsize=1 << 18)
-def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
-    """Sort key that orders the digit runs of a name as numbers: ``spine2 < spine10``.
-
-    >>> sorted(["spine10", "spine2", "leaf1"], key=natural_key)
-    ['leaf1', 'spine2', 'spine10']
-    """
-    return tuple(
-        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part
-    )
-
-
-def _hash_index(key: str, node: str, n_choices: int) -> int:
-    """A choice in 0..n_choices-1, the same in every process (unlike ``hash``)."""
-    digest = hashlib.blake2b(f"{key}/{node}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % n_choices
 
 
 class _Search:
@@ -405,7 +424,7 @@ class _Search:
     def _settle(self, v: str, candidates: list[str], depth: int) -> None:
         """Settle ``v`` at ``depth`` from its predecessors on the level before."""
         latency_s, link_s = self._latency_s, self._succ_latency_s
-        via = [(round(latency_s[u] + link_s[u][v], _LATENCY_DECIMALS), u) for u in candidates]
+        via = [(rounded_s(latency_s[u] + link_s[u][v]), u) for u in candidates]
         best_s = min(t for t, _ in via)
         preds = [u for t, u in via if t == best_s]
         if len(preds) > 1:
@@ -458,7 +477,7 @@ class _Search:
                 u = self._in_natural_order(node, preds)[(port // radix) % len(preds)]
                 radix *= len(preds)
             else:
-                u = preds[_hash_index(pick, node, len(preds))]
+                u = preds[hash_index(pick, node, len(preds))]
             edges.append((u, node))
             node = u
         return tuple(reversed(edges))

@@ -7,6 +7,7 @@ route (one link on a ring topology, two on a switch star: GPU -> switch -> GPU).
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -15,9 +16,11 @@ import pytest
 from simcoll.algorithms import build_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, SimulationError
+from simcoll.core.protocols import PROTOCOLS
 from simcoll.core.schedule import ScheduleBuilder
+from simcoll.sim import engine
 from simcoll.sim.engine import simulate
-from simcoll.topology import NodeKind, ring, switch_star
+from simcoll.topology import NodeKind, load, ring, switch_star
 from simcoll.topology.schema import LinkKind
 
 B = 100e9  # bytes/s per direction
@@ -261,3 +264,30 @@ def test_more_ranks_than_gpus_and_unknown_models_are_refused(star8):
         simulate(
             star8, build_schedule("allreduce", "ring", n_ranks=8, size_bytes=64), model="fluid"
         )
+
+
+# -- routes of many destinations found together -----------------------------------------
+
+
+@pytest.mark.parametrize("protocol", [None, "LL", "simple"])
+@pytest.mark.parametrize("rule", ["dmodk", "ecmp"])
+def test_routing_a_source_all_at_once_changes_nothing(
+    rule: str, protocol: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 64 ranks of an all-to-all on a leaf-spine fabric: each rank's 63 routes are found
+    # together (one search over arrays). The same run with every pair routed one by one
+    # must give the same route latencies, data fractions and arrival times, to the bit.
+    graph = load(
+        Path(__file__).resolve().parents[2] / "topologies/a100-roce-2to1.toml",
+        overrides={"n_nodes": "8"},
+    )
+    graph.graph["routing"] = rule
+    schedule = build_schedule("alltoall", "direct", n_ranks=64, size_bytes=64 * 2**20)
+    chosen = PROTOCOLS[protocol] if protocol else None
+    together = simulate(graph, schedule, protocol=chosen)
+    monkeypatch.setattr(engine, "_BATCH_DESTINATIONS", 10**9)
+    one_by_one = simulate(graph, schedule, protocol=chosen)
+    assert np.array_equal(together.start_s, one_by_one.start_s)
+    assert np.array_equal(together.end_s, one_by_one.end_s)
+    assert np.array_equal(together.link_bytes, one_by_one.link_bytes)
+    assert together.time_s == one_by_one.time_s > 0
