@@ -47,6 +47,7 @@ from simcoll.core.errors import ConfigError, ScheduleError
 from simcoll.core.schedule import Schedule
 from simcoll.network.fabric import Fabric
 from simcoll.plan.placement import switch_endpoints
+from simcoll.sim import engine
 from simcoll.sim.engine import SimulationResult, simulate
 from simcoll.sim.session import Session
 from simcoll.topology import (
@@ -395,7 +396,9 @@ def probe() -> Iterator[list[Sample]]:
     """Record every fabric's link loads after each of its rate recomputations.
 
     Rates change only in ``Fabric._reshare``, and every step that adds or removes a flow
-    on a link calls it, so the load is constant from one sample to the next.
+    on a link calls it, so the load is constant from one sample to the next. Runs take
+    the reference fabric meanwhile (the compiled loop, which ``tests/network/
+    test_kernel.py`` holds to it bit for bit, has no such hook).
     """
     samples: list[Sample] = []
     reshare = Fabric._reshare
@@ -404,7 +407,10 @@ def probe() -> Iterator[list[Sample]]:
         reshare(fabric, changed, joined)
         samples.append(Sample(fabric, fabric.env.now, link_load(fabric)))
 
-    with mock.patch.object(Fabric, "_reshare", reshare_and_record):
+    with (
+        mock.patch.object(Fabric, "_reshare", reshare_and_record),
+        mock.patch.object(engine, "COMPILED", False),
+    ):
         yield samples
 
 

@@ -8,7 +8,10 @@ has passed and the connection's previous transfer has finished moving its bytes;
 *arrives* when its last byte is through. Bandwidth is shared by the
 :class:`~simcoll.network.fabric.Fabric`.
 
-Everything is deterministic: the same inputs give the same floats, bit for bit.
+Everything is deterministic: the same inputs give the same floats, bit for bit. A run on
+its own clock with the ``flow`` model runs these rules and the fabric's compiled
+(:mod:`simcoll.network.kernel`), to the same floats; :data:`COMPILED` ``= False`` keeps it
+on the SimPy process, the reference.
 
 >>> from simcoll.algorithms import build_schedule
 >>> from simcoll.topology import ring
@@ -34,6 +37,7 @@ import simpy
 from simcoll.core.errors import ConfigError, SimulationError, TopologyError
 from simcoll.core.protocols import Protocol
 from simcoll.core.schedule import Schedule
+from simcoll.network import kernel
 from simcoll.network.fabric import Fabric, FabricStats
 from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
 from simcoll.plan.channels import Plan
@@ -55,6 +59,11 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 Model = Literal["flow", "ideal", "packet"]
+
+#: Runs of the flow model on a clock of their own take the compiled event loop
+#: (:mod:`simcoll.network.kernel`) where numba is installed; False keeps every run on the
+#: reference (the fabric's SimPy process), as tests that hook into the fabric need.
+COMPILED = True
 
 # A source rank with at least this many destinations has its routes found together.
 _BATCH_DESTINATIONS = 32
@@ -411,9 +420,12 @@ class _Run:
             self.on_done()
 
     def run(self, model: str) -> SimulationResult:
-        self.start()
-        self.env.run()
-        self.fabric.close()
+        if self._compiled(model):
+            self._run_compiled()
+        else:
+            self.start()
+            self.env.run()
+            self.fabric.close()
         self._raise_if_stuck()
         return SimulationResult(
             schedule=self.s,
@@ -429,6 +441,47 @@ class _Run:
             stats=self.fabric.stats,
             protocol=self.protocol.name if self.protocol else None,
         )
+
+    def _compiled(self, model: str) -> bool:
+        """Whether this run takes the compiled event loop (:mod:`simcoll.network.kernel`):
+        the flow model on a clock of its own, with numba installed and not switched off."""
+        return (
+            model == "flow"
+            and COMPILED
+            and isinstance(self.fabric, Fabric)
+            and self.fabric.contention
+            and self.flow_base == 0
+            and self.on_done is None
+            and kernel.available()
+        )
+
+    def _run_compiled(self) -> None:
+        fabric = self.fabric
+        assert isinstance(fabric, Fabric)
+        done = kernel.run_flows(
+            pair_of=self.pair_of,
+            wire_bytes=self.wire_bytes,
+            latency_s=np.frombuffer(self._latency, dtype=np.float64),
+            deps_left=np.frombuffer(self.deps_left, dtype=np.int64),
+            dependents_ptr=np.frombuffer(self._dependents_ptr, dtype=np.int64),
+            dependents=np.frombuffer(self._dependents, dtype=np.int64),
+            conn_of=np.frombuffer(self.conn_of, dtype=np.int64),
+            conn_order=np.frombuffer(self.conn_order, dtype=np.int64),
+            conn_end=np.frombuffer(self.conn_end, dtype=np.int64),
+            max_in_flight=self.s.max_in_flight,
+            pair_links=self.pair_links,
+            pair_weights=self.pair_weights,
+            capacity_bytes_per_s=fabric.capacity_bytes_per_s,
+            issue_s=self.issue_s,
+            start_s=self.start_s,
+            end_s=self.end_s,
+        )
+        self.deps_left = _ints(done.deps_left)
+        fabric.link_busy_s[:] = done.link_busy_s
+        fabric.stats.instants = done.instants
+        fabric.stats.reshares = done.reshares
+        fabric.stats.flow_rate_updates = done.flow_rate_updates
+        fabric.stats.rate_computations = done.rate_computations
 
     def _link_bytes(self) -> FloatArray:
         """Bytes over each fabric link (each link class, on the symmetric path)."""

@@ -1,0 +1,547 @@
+"""The flow model's event loop, compiled: a run on its own clock in one numba function.
+
+:mod:`simcoll.sim.engine` releases transfers and :class:`~simcoll.network.fabric.Fabric`
+shares bandwidth among them, one SimPy step per instant. That is the reference, and the
+only path for runs that share a clock (workloads, :mod:`simcoll.sim.session`). For a run
+on its own clock with the ``flow`` model, :func:`run_flows` does the same work here, with
+the same arithmetic in the same order where order matters, so every time comes out the
+same, bit for bit (``tests/network/test_kernel.py`` checks it on many schedules and
+fabrics, with and without the symmetric path's weights):
+
+- the engine's rules (:class:`simcoll.sim.engine._Run`): a transfer is issued when its
+  dependencies have arrived, it is next on its connection and the connection's window
+  has room; it is sent when its connection's previous transfer is through, at
+  ``max(now, issue + latency)``;
+- the fabric's (:class:`~simcoll.network.fabric.Fabric`): everything due within
+  ``_SAME_INSTANT`` of the clock is one instant; the flows of the connected component of
+  the links whose flow set changed get max-min rates by progressive filling
+  (:mod:`simcoll.network.fairshare`); a flow whose rate stands keeps its bytes and
+  finish time; the clock moves as SimPy moves it, ``now + (next - now)``.
+
+Two differences in how, none in what: a connection has at most one flow in the fabric,
+so the connection is the flow's slot; and rates are computed afresh per component rather
+than taken from a memo. Progressive filling gives the same floats in any flow order here,
+because incidence weights are whole numbers (1, or a count of copies), so the sums it
+forms are exact.
+
+numba compiles this module's functions on first use and caches them beside the module,
+so a process pays a few seconds once. Without numba (:func:`available` is False) the
+engine runs the reference.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+try:
+    import numba
+except ImportError:  # pragma: no cover - numba is a dependency; the reference still runs
+    numba = None  # type: ignore[assignment]
+
+__all__ = ["KernelRun", "available", "run_flows"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+# The fabric's constants (simcoll.network.fabric, simcoll.network.fairshare).
+_SAME_INSTANT = 1e-12
+_SAME_LEVEL = 1e-12
+
+
+def available() -> bool:
+    """Whether numba is installed, so that :func:`run_flows` runs compiled."""
+    return numba is not None
+
+
+@dataclass(frozen=True)
+class KernelRun:
+    """What :func:`run_flows` fills in besides the per-transfer times it writes in place."""
+
+    deps_left: IntArray  # per transfer: dependencies never met (all 0 after a full run)
+    link_busy_s: FloatArray
+    instants: int
+    reshares: int
+    flow_rate_updates: int
+    rate_computations: int
+
+
+def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
+    pair_of: IntArray,
+    wire_bytes: FloatArray,
+    latency_s: FloatArray,
+    deps_left: IntArray,
+    dependents_ptr: IntArray,
+    dependents: IntArray,
+    conn_of: IntArray,
+    conn_order: IntArray,
+    conn_end: IntArray,
+    max_in_flight: int,
+    pair_links: list[IntArray],
+    pair_weights: list[FloatArray | None],
+    capacity_bytes_per_s: FloatArray,
+    issue_s: FloatArray,
+    start_s: FloatArray,
+    end_s: FloatArray,
+) -> KernelRun:
+    """Run every transfer to its arrival; fill ``issue_s``, ``start_s`` and ``end_s``.
+
+    The arguments are the engine's (see :class:`simcoll.sim.engine._Run`): per transfer
+    its pair, wire bytes, latency, dependencies left and dependents (CSR); per connection
+    its transfers in order (``conn_order[conn_end[c - 1]:conn_end[c]]``); per pair its
+    links and their weights (None for all 1); per link its capacity.
+    """
+    lengths = np.array([len(links) for links in pair_links], dtype=np.int64)
+    pair_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    link = np.concatenate([*pair_links, np.zeros(0, dtype=np.int64)]).astype(np.int64)
+    weight = np.concatenate(
+        [np.ones(len(links)) if w is None else w
+         for links, w in zip(pair_links, pair_weights, strict=True)] + [np.zeros(0)]
+    ).astype(np.float64)  # fmt: skip
+    left = np.array(deps_left, dtype=np.int64)
+    busy_s = np.zeros(len(capacity_bytes_per_s))
+    stats = np.zeros(4, dtype=np.int64)
+    _simulate(
+        np.asarray(pair_of, dtype=np.int64),
+        np.asarray(wire_bytes, dtype=np.float64),
+        np.asarray(latency_s, dtype=np.float64),
+        left,
+        np.asarray(dependents_ptr, dtype=np.int64),
+        np.asarray(dependents, dtype=np.int64),
+        np.asarray(conn_of, dtype=np.int64),
+        np.asarray(conn_order, dtype=np.int64),
+        np.asarray(conn_end, dtype=np.int64),
+        int(max_in_flight),
+        pair_ptr,
+        link,
+        weight,
+        np.asarray(capacity_bytes_per_s, dtype=np.float64),
+        issue_s,
+        start_s,
+        end_s,
+        busy_s,
+        stats,
+    )
+    instants, reshares, updates, computations = stats.tolist()
+    return KernelRun(left, busy_s, instants, reshares, updates, computations)
+
+
+def _jit(function):  # type: ignore[no-untyped-def]
+    """numba's ``njit(cache=True)``, or the plain function where numba is missing."""
+    if numba is None:  # pragma: no cover
+        return function
+    return numba.njit(cache=True)(function)
+
+
+# -- binary heaps on arrays: (key, id) ordered, with one more array carried along ---------
+
+
+@_jit
+def _heap_push(key, ident, aux, size, k, i, a):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    at = size
+    key[at], ident[at], aux[at] = k, i, a
+    while at > 0:
+        up = (at - 1) // 2
+        if key[at] < key[up] or (key[at] == key[up] and ident[at] < ident[up]):
+            key[at], key[up] = key[up], key[at]
+            ident[at], ident[up] = ident[up], ident[at]
+            aux[at], aux[up] = aux[up], aux[at]
+            at = up
+        else:
+            break
+    return size + 1
+
+
+@_jit
+def _heap_sift_down(key, ident, aux, size, at):  # type: ignore[no-untyped-def]
+    while True:
+        low = at
+        for child in (2 * at + 1, 2 * at + 2):
+            if child < size and (
+                key[child] < key[low] or (key[child] == key[low] and ident[child] < ident[low])
+            ):
+                low = child
+        if low == at:
+            return
+        key[at], key[low] = key[low], key[at]
+        ident[at], ident[low] = ident[low], ident[at]
+        aux[at], aux[low] = aux[low], aux[at]
+        at = low
+
+
+@_jit
+def _heap_pop(key, ident, aux, size):  # type: ignore[no-untyped-def]
+    size -= 1
+    key[0], ident[0], aux[0] = key[size], ident[size], aux[size]
+    _heap_sift_down(key, ident, aux, size, 0)
+    return size
+
+
+@_jit
+def _heap_compact(key, ident, aux, size, version):  # type: ignore[no-untyped-def]
+    """Drop stale finish entries (their version is not their slot's) and re-heap."""
+    kept = 0
+    for at in range(size):
+        if aux[at] == version[ident[at]]:
+            key[kept], ident[kept], aux[kept] = key[at], ident[at], aux[at]
+            kept += 1
+    for at in range(kept // 2 - 1, -1, -1):
+        _heap_sift_down(key, ident, aux, kept, at)
+    return kept
+
+
+@_jit
+def _issue(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    c, now, most, conn_next, conn_end, conn_sent, conn_order, in_flight, sending, deps_left,
+    issue_s, start_s, latency, wire, flow, remaining, pend_key, pend_id, pend_slot, n_pend,
+):  # fmt: skip
+    """_Run._try_issue of connection ``c``; returns the pending heap's new size."""
+    while conn_next[c] < conn_end[c] and in_flight[c] < most:
+        t = conn_order[conn_next[c]]
+        if deps_left[t]:
+            break
+        conn_next[c] += 1
+        in_flight[c] += 1
+        issue_s[t] = now
+        if not sending[c]:  # else it queues: issued, sent when the one before is through
+            sending[c] = True
+            conn_sent[c] += 1
+            n_pend = _send(c, t, now + latency[t], now, start_s, wire, flow, remaining,
+                           pend_key, pend_id, pend_slot, n_pend)  # fmt: skip
+    return n_pend
+
+
+@_jit
+def _send(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    c, t, ready_s, now, start_s, wire, flow, remaining, pend_key, pend_id, pend_slot, n_pend
+):
+    """_Run._send and Fabric.send: transfer ``t`` waits in slot ``c`` for ``ready_s``."""
+    start_s[t] = ready_s
+    flow[c] = t
+    remaining[c] = wire[t]
+    return _heap_push(pend_key, pend_id, pend_slot, n_pend, max(ready_s, now), t, c)
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+@_jit
+def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR0917
+    pair_of,
+    wire,
+    latency,
+    deps_left,
+    dep_ptr,
+    dep_idx,
+    conn_of,
+    conn_order,
+    conn_end,
+    most,
+    pair_ptr,
+    pair_link,
+    pair_weight,
+    capacity,
+    issue_s,
+    start_s,
+    end_s,
+    busy_s,
+    stats,
+):
+    n_conn = len(conn_end)
+    n_links = len(capacity)
+    n_left = len(pair_of)
+    # engine: per connection, the next transfer to issue and the next to send (positions
+    # in conn_order; those in between are issued and queued)
+    conn_next = np.empty(n_conn, dtype=np.int64)
+    for c in range(n_conn):
+        conn_next[c] = 0 if c == 0 else conn_end[c - 1]
+    conn_sent = conn_next.copy()
+    in_flight = np.zeros(n_conn, dtype=np.int64)
+    sending = np.zeros(n_conn, dtype=np.bool_)
+    # fabric: one slot per connection (at most one of its flows is in the fabric)
+    flow = np.full(n_conn, -1, dtype=np.int64)
+    remaining = np.zeros(n_conn)
+    rate = np.zeros(n_conn)
+    updated = np.zeros(n_conn)
+    version = np.zeros(n_conn, dtype=np.int64)
+    joined = np.zeros(n_conn, dtype=np.bool_)
+    width = 1
+    for p in range(len(pair_ptr) - 1):
+        width = max(width, pair_ptr[p + 1] - pair_ptr[p])
+    # the flows on each link: doubly linked lists of incidences (slot * width + k)
+    head = np.full(n_links, -1, dtype=np.int64)
+    on_link = np.zeros(n_links, dtype=np.int64)
+    node_next = np.full(n_conn * width, -1, dtype=np.int64)
+    node_prev = np.full(n_conn * width, -1, dtype=np.int64)
+    busy_since = np.zeros(n_links)
+    # heaps: flows waiting to start (start, flow id, slot); finish times (finish, slot,
+    # version), an entry counting only while its version is the slot's
+    pend_key = np.empty(n_conn)
+    pend_id = np.empty(n_conn, dtype=np.int64)
+    pend_slot = np.empty(n_conn, dtype=np.int64)
+    n_pend = 0
+    fin_room = 2 * n_conn + 16
+    fin_key = np.empty(fin_room)
+    fin_slot = np.empty(fin_room, dtype=np.int64)
+    fin_ver = np.empty(fin_room, dtype=np.int64)
+    n_fin = 0
+    # scratch, stamped by epoch rather than cleared
+    changed = np.empty(n_links, dtype=np.int64)
+    link_seen = np.zeros(n_links, dtype=np.int64)
+    slot_seen = np.zeros(n_conn, dtype=np.int64)
+    link_local = np.zeros(n_links, dtype=np.int64)
+    touched = np.empty(n_conn, dtype=np.int64)
+    touched_at = np.zeros(n_conn, dtype=np.int64)
+    n_touched = 0
+    due = np.empty(n_conn, dtype=np.int64)
+    ids = np.empty(n_conn, dtype=np.int64)
+    component = np.empty(n_conn, dtype=np.int64)
+    stack = np.empty(n_links, dtype=np.int64)
+    epoch = 0
+    instants = reshares = updates = computations = 0
+    now = 0.0
+
+    batch = 0  # stamps the connections one arrival batch touched
+    for c in range(n_conn):  # _Run.start: issue what can be issued at time 0
+        n_pend = _issue(c, now, most, conn_next, conn_end, conn_sent, conn_order, in_flight,
+                        sending, deps_left, issue_s, start_s, latency, wire, flow, remaining,
+                        pend_key, pend_id, pend_slot, n_pend)  # fmt: skip
+    while True:
+        # -- Fabric._next_event_s, then SimPy's clock --------------------------------
+        while n_fin and fin_ver[0] != version[fin_slot[0]]:
+            n_fin = _heap_pop(fin_key, fin_slot, fin_ver, n_fin)
+        next_s = math.inf
+        if n_fin:
+            next_s = fin_key[0]
+        if n_pend and pend_key[0] < next_s:
+            next_s = pend_key[0]
+        if next_s == math.inf:
+            break
+        now = now + max(0.0, next_s - now)
+        # -- Fabric._step ------------------------------------------------------------
+        due_by = now * (1 + _SAME_INSTANT)
+        epoch += 1
+        n_changed = 0
+        n_joined = 0
+        acted = False
+        while True:
+            n_due = 0
+            while n_fin and fin_key[0] <= due_by:
+                slot, ver = fin_slot[0], fin_ver[0]
+                n_fin = _heap_pop(fin_key, fin_slot, fin_ver, n_fin)
+                if ver == version[slot]:
+                    due[n_due] = slot
+                    n_due += 1
+            if n_due:
+                for x in range(n_due):  # Fabric._retire
+                    slot = due[x]
+                    version[slot] += 1
+                    rate[slot] = 0.0
+                    if joined[slot]:
+                        joined[slot] = False
+                        p = pair_of[flow[slot]]
+                        for k in range(pair_ptr[p + 1] - pair_ptr[p]):
+                            lk = pair_link[pair_ptr[p] + k]
+                            node = slot * width + k
+                            before, after = node_prev[node], node_next[node]
+                            if before >= 0:
+                                node_next[before] = after
+                            else:
+                                head[lk] = after
+                            if after >= 0:
+                                node_prev[after] = before
+                            on_link[lk] -= 1
+                            if link_seen[lk] != epoch:
+                                link_seen[lk] = epoch
+                                changed[n_changed] = lk
+                                n_changed += 1
+                            if on_link[lk] == 0:
+                                busy_s[lk] += now - busy_since[lk]
+                    ids[x] = flow[slot]
+                    flow[slot] = -1
+                arrived = np.sort(ids[:n_due])
+                batch += 1  # _Run._on_arrival
+                n_touched = 0
+                for x in range(n_due):
+                    t = arrived[x]
+                    start_s[t] = min(start_s[t], now)
+                    end_s[t] = now
+                    c = conn_of[t]
+                    in_flight[c] -= 1
+                    if conn_sent[c] < conn_next[c]:  # its next queued transfer goes
+                        nxt = conn_order[conn_sent[c]]
+                        conn_sent[c] += 1
+                        n_pend = _send(c, nxt, max(now, issue_s[nxt] + latency[nxt]), now,
+                                       start_s, wire, flow, remaining, pend_key, pend_id,
+                                       pend_slot, n_pend)  # fmt: skip
+                    else:
+                        sending[c] = False
+                    if touched_at[c] != batch:
+                        touched_at[c] = batch
+                        touched[n_touched] = c
+                        n_touched += 1
+                    for d in range(dep_ptr[t], dep_ptr[t + 1]):
+                        u = dep_idx[d]
+                        deps_left[u] -= 1
+                        if deps_left[u] == 0:
+                            cu = conn_of[u]
+                            if touched_at[cu] != batch:
+                                touched_at[cu] = batch
+                                touched[n_touched] = cu
+                                n_touched += 1
+                n_left -= n_due
+                for c in np.sort(touched[:n_touched]):
+                    n_pend = _issue(c, now, most, conn_next, conn_end, conn_sent, conn_order,
+                                    in_flight, sending, deps_left, issue_s, start_s, latency,
+                                    wire, flow, remaining, pend_key, pend_id, pend_slot,
+                                    n_pend)  # fmt: skip
+            # Fabric._admit
+            n_new = 0
+            while n_pend and pend_key[0] <= due_by:
+                slot = pend_slot[0]
+                n_pend = _heap_pop(pend_key, pend_id, pend_slot, n_pend)
+                updated[slot] = now
+                p = pair_of[flow[slot]]
+                if remaining[slot] <= 0.0 or pair_ptr[p + 1] == pair_ptr[p]:
+                    version[slot] += 1  # arrives now, shares nothing
+                    if n_fin == fin_room:
+                        n_fin = _heap_compact(fin_key, fin_slot, fin_ver, n_fin, version)
+                    n_fin = _heap_push(fin_key, fin_slot, fin_ver, n_fin, now, slot,
+                                       version[slot])  # fmt: skip
+                    continue
+                joined[slot] = True
+                n_new += 1
+                for k in range(pair_ptr[p + 1] - pair_ptr[p]):
+                    lk = pair_link[pair_ptr[p] + k]
+                    if on_link[lk] == 0:
+                        busy_since[lk] = now
+                    node = slot * width + k
+                    node_prev[node] = -1
+                    node_next[node] = head[lk]
+                    if head[lk] >= 0:
+                        node_prev[head[lk]] = node
+                    head[lk] = node
+                    on_link[lk] += 1
+                    if link_seen[lk] != epoch:
+                        link_seen[lk] = epoch
+                        changed[n_changed] = lk
+                        n_changed += 1
+            n_joined += n_new
+            if n_due == 0 and n_new == 0:
+                break
+            acted = True
+        if acted:
+            instants += 1
+        if n_changed == 0 and n_joined == 0:
+            continue
+        # -- Fabric._reshare: the component of the changed links ----------------------
+        epoch += 1
+        n_stack = 0
+        for x in range(n_changed):
+            link_seen[changed[x]] = epoch
+            stack[n_stack] = changed[x]
+            n_stack += 1
+        n_comp = 0
+        while n_stack:
+            n_stack -= 1
+            node = head[stack[n_stack]]
+            while node >= 0:
+                slot = node // width
+                if slot_seen[slot] != epoch:
+                    slot_seen[slot] = epoch
+                    component[n_comp] = slot
+                    n_comp += 1
+                    p = pair_of[flow[slot]]
+                    for e in range(pair_ptr[p], pair_ptr[p + 1]):
+                        lk = pair_link[e]
+                        if link_seen[lk] != epoch:
+                            link_seen[lk] = epoch
+                            stack[n_stack] = lk
+                            n_stack += 1
+                node = node_next[node]
+        if n_comp == 0:
+            continue
+        reshares += 1
+        updates += n_comp
+        computations += 1
+        # -- fairshare._progressive_filling over the component's incidences ----------
+        n_use = 0
+        for x in range(n_comp):
+            p = pair_of[flow[component[x]]]
+            n_use += pair_ptr[p + 1] - pair_ptr[p]
+        use_flow = np.empty(n_use, dtype=np.int64)
+        use_link = np.empty(n_use, dtype=np.int64)
+        use_weight = np.empty(n_use)
+        local_capacity = np.empty(n_use)
+        n_local = 0
+        epoch += 1
+        at = 0
+        for x in range(n_comp):
+            p = pair_of[flow[component[x]]]
+            for e in range(pair_ptr[p], pair_ptr[p + 1]):
+                lk = pair_link[e]
+                if link_seen[lk] != epoch:
+                    link_seen[lk] = epoch
+                    link_local[lk] = n_local
+                    local_capacity[n_local] = capacity[lk]
+                    n_local += 1
+                use_flow[at] = x
+                use_link[at] = link_local[lk]
+                use_weight[at] = pair_weight[e]
+                at += 1
+        new_rate = np.zeros(n_comp)
+        active = np.ones(n_comp, dtype=np.bool_)
+        n_active = n_comp
+        left = local_capacity[:n_local].copy()
+        users = np.empty(n_local)
+        share = np.empty(n_local)
+        full = np.zeros(n_local, dtype=np.bool_)
+        while n_active:
+            users[:] = 0.0
+            for u in range(n_use):
+                if active[use_flow[u]]:
+                    users[use_link[u]] += use_weight[u]
+            step = math.inf
+            for lk in range(n_local):
+                if users[lk] != 0.0:
+                    share[lk] = left[lk] / users[lk]
+                    step = min(step, share[lk])
+            for x in range(n_comp):
+                if active[x]:
+                    new_rate[x] += step
+            level = step * (1 + _SAME_LEVEL)
+            for lk in range(n_local):
+                full[lk] = False
+                if users[lk] != 0.0:
+                    left[lk] -= step * users[lk]
+                    if share[lk] <= level:
+                        full[lk] = True
+                        left[lk] = 0.0
+            for u in range(n_use):
+                x = use_flow[u]
+                if active[x] and full[use_link[u]]:
+                    active[x] = False
+                    n_active -= 1
+        # -- the new rates: a flow whose rate stands keeps its bytes and finish ------
+        for x in range(n_comp):
+            slot = component[x]
+            if new_rate[x] == rate[slot]:
+                continue
+            bytes_left = remaining[slot] - rate[slot] * (now - updated[slot])
+            remaining[slot] = bytes_left
+            updated[slot] = now
+            rate[slot] = new_rate[x]
+            version[slot] += 1
+            if n_fin == fin_room:
+                n_fin = _heap_compact(fin_key, fin_slot, fin_ver, n_fin, version)
+            n_fin = _heap_push(fin_key, fin_slot, fin_ver, n_fin,
+                               now + max(bytes_left, 0.0) / new_rate[x], slot,
+                               version[slot])  # fmt: skip
+    # Fabric.close: links still busy count up to now.
+    for lk in range(n_links):
+        if on_link[lk]:
+            busy_s[lk] += now - busy_since[lk]
+    stats[0], stats[1], stats[2], stats[3] = instants, reshares, updates, computations

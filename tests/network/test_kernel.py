@@ -1,0 +1,215 @@
+"""Tests of simcoll.network.kernel: the compiled event loop must give what the reference
+(the engine's SimPy process and the fabric) gives, to the bit, on every kind of run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from simcoll.algorithms import build_schedule
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import SimulationError
+from simcoll.core.protocols import PROTOCOLS
+from simcoll.core.schedule import Schedule, ScheduleBuilder
+from simcoll.network import kernel
+from simcoll.plan.placement import place_ranks
+from simcoll.prediction import predict
+from simcoll.sim import engine
+from simcoll.sim.engine import SimulationResult, simulate
+from simcoll.sim.symmetry import simulate_ring_fast
+from simcoll.topology import load, ring, switch_star
+
+pytestmark = pytest.mark.skipif(not kernel.available(), reason="numba is not installed")
+
+TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+
+
+def _file(name: str, **overrides: str) -> nx.DiGraph[str]:
+    return load(TOPOLOGIES / name, overrides=overrides)
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, run: Callable[[], SimulationResult]):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(engine, "COMPILED", True)
+    compiled = run()
+    monkeypatch.setattr(engine, "COMPILED", False)
+    reference = run()
+    return compiled, reference
+
+
+def _assert_identical(compiled: SimulationResult, reference: SimulationResult) -> None:
+    for name in ("issue_s", "start_s", "end_s", "link_bytes", "link_busy_s"):
+        assert np.array_equal(getattr(compiled, name), getattr(reference, name)), name
+    assert compiled.time_s == reference.time_s
+    assert compiled.stats.instants == reference.stats.instants
+    assert compiled.stats.reshares == reference.stats.reshares
+    assert compiled.stats.flow_rate_updates == reference.stats.flow_rate_updates
+
+
+CASES: dict[str, Callable[[], tuple[nx.DiGraph[str], Schedule]]] = {
+    "ring-allreduce-star": lambda: (
+        switch_star(8, link_bandwidth_bytes_per_s=1e11, link_latency_s=1e-6),
+        build_schedule(
+            "allreduce",
+            "ring",
+            n_ranks=8,
+            size_bytes=8 * 2**20,
+            n_chunks=4,
+            n_channels=2,
+            max_in_flight=2,
+        ),
+    ),
+    "ring-allgather-ring": lambda: (
+        ring(6, link_bandwidth_bytes_per_s=5e10, link_latency_s=2e-6),
+        build_schedule("allgather", "ring", n_ranks=6, size_bytes=6 * 10**6),
+    ),
+    "alltoall-2to1-fat-tree": lambda: (
+        _file("a100-roce-2to1.toml", n_nodes="4"),
+        build_schedule("alltoall", "direct", n_ranks=32, size_bytes=32 * 2**20),
+    ),
+    "tree-allreduce-ib": lambda: (
+        _file("h100-ib-fat-tree.toml", n_nodes="4"),
+        build_schedule(
+            "allreduce", "tree", n_ranks=32, size_bytes=2**26, gpus_per_node=8, n_chunks=8
+        ),
+    ),
+    "halving-doubling-allreduce-torus": lambda: (
+        _file("torus-3d.toml"),
+        build_schedule("allreduce", "halving_doubling", n_ranks=8, size_bytes=2**24),
+    ),
+    "bruck-allgather-dragonfly": lambda: (
+        _file("dragonfly.toml"),
+        build_schedule("allgather", "bruck", n_ranks=16, size_bytes=2**20 * 16),
+    ),
+    "hierarchical-allreduce-rail": lambda: (
+        _file("h100-rail-optimized.toml", n_nodes="4", oversubscription="2"),
+        build_schedule("allreduce", "hierarchical", n_ranks=32, size_bytes=2**27, gpus_per_node=8),
+    ),
+    "broadcast-pcie-bounce": lambda: (
+        _file("pcie-8x-rtx4090.toml"),
+        build_schedule("broadcast", "ring", n_ranks=8, size_bytes=2**24, n_chunks=8),
+    ),
+    "reduce-scatter-dgx1": lambda: (
+        _file("dgx1-v100.toml"),
+        build_schedule("reducescatter", "ring", n_ranks=8, size_bytes=8 * 2**20),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compiled_runs_are_the_references(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    topology, schedule = CASES[case]()
+    compiled, reference = _both(monkeypatch, lambda: simulate(topology, schedule))
+    _assert_identical(compiled, reference)
+    assert compiled.time_s > 0
+
+
+@pytest.mark.parametrize("protocol", ["LL", "LL128", "simple"])
+def test_protocol_latencies_and_fractions_carry_over(
+    protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topology = _file("h100-ib-fat-tree.toml", n_nodes="2")
+    schedule = build_schedule("allreduce", "ring", n_ranks=16, size_bytes=2**22, n_chunks=2)
+    compiled, reference = _both(
+        monkeypatch, lambda: simulate(topology, schedule, protocol=PROTOCOLS[protocol])
+    )
+    _assert_identical(compiled, reference)
+
+
+def test_random_placement_on_an_oversubscribed_fabric(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Contention everywhere: flows join and leave large components at uneven times.
+    topology = _file("h100-ib-fat-tree.toml", n_nodes="8", oversubscription="2")
+    nodes = place_ranks(topology, 64, "random:3")
+    schedule = build_schedule("allreduce", "ring", n_ranks=64, size_bytes=2**26, n_channels=4)
+    compiled, reference = _both(monkeypatch, lambda: simulate(topology, schedule, rank_nodes=nodes))
+    _assert_identical(compiled, reference)
+    assert compiled.stats.reshares > 100
+
+
+def test_the_symmetric_paths_weighted_flows(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The quotient fabric: one flow per representative, whole-number weights per class.
+    topology = _file("h100-rail-optimized.toml", n_nodes="8", oversubscription="2")
+    topology.graph["routing"] = "dmodk"
+
+    def run() -> SimulationResult:
+        found = simulate_ring_fast(topology, "allreduce", 64, 2**28, n_channels=4)
+        assert found is not None
+        return found[0]
+
+    compiled, reference = _both(monkeypatch, run)
+    _assert_identical(compiled, reference)
+
+
+def test_predict_rows_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    topology = _file("h100-ib-fat-tree.toml", n_nodes="2")
+
+    def rows() -> list[float]:
+        found = predict(topology, "allreduce", [2**10, 2**20, 2**30], algorithm="auto")
+        return [row.time_s for row in found.rows]
+
+    monkeypatch.setattr(engine, "COMPILED", True)
+    compiled = rows()
+    monkeypatch.setattr(engine, "COMPILED", False)
+    assert compiled == rows()
+
+
+def test_random_dependency_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Hand-built schedules: random pairs, sizes (one-byte pieces included), channels,
+    # windows and dependencies.
+    rng = np.random.default_rng(7)
+    topology = _file("a100-roce-2to1.toml", n_nodes="2")
+    for _ in range(12):
+        n_ranks = 16
+        builder = ScheduleBuilder(
+            Collective.SENDRECV, "random", n_ranks=n_ranks,
+            size_bytes=int(rng.choice([64, 64 * 2**20])),  # 1-byte pieces: latency-bound
+            pieces_per_block=64, max_in_flight=int(rng.integers(1, 4)),
+        )  # fmt: skip
+        for index in range(int(rng.integers(20, 80))):
+            src = int(rng.integers(0, n_ranks))
+            dst = (src + int(rng.integers(1, n_ranks))) % n_ranks
+            deps = sorted({int(d) for d in rng.integers(0, index, 2)}) if index else []
+            pieces = [int(p) for p in rng.integers(0, 64, int(rng.integers(1, 3)))]
+            channel = int(rng.integers(0, 2))
+            builder.add(src=src, dst=dst, pieces=sorted(set(pieces)), channel=channel, deps=deps)
+        schedule = builder.build()
+        compiled, reference = _both(monkeypatch, lambda s=schedule: simulate(topology, s))
+        _assert_identical(compiled, reference)
+
+
+def test_a_stuck_run_is_the_same_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    b = ScheduleBuilder(Collective.SENDRECV, "bad", n_ranks=2, size_bytes=4, pieces_per_block=1)
+    b.add(src=0, dst=1, pieces=[0], deps=[1])
+    b.add(src=1, dst=0, pieces=[1], deps=[0])
+    star = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+    messages = []
+    for compiled in (True, False):
+        monkeypatch.setattr(engine, "COMPILED", compiled)
+        with pytest.raises(SimulationError) as caught:
+            simulate(star, b.build())
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    assert "2 of 2 transfers never arrive" in messages[0]
+
+
+def test_a_run_on_its_own_clock_takes_the_compiled_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    run_flows = kernel.run_flows
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return run_flows(*args, **kwargs)
+
+    monkeypatch.setattr(kernel, "run_flows", spy)
+    star = switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+    schedule = build_schedule("allgather", "ring", n_ranks=4, size_bytes=4000)
+    monkeypatch.setattr(engine, "COMPILED", True)
+    simulate(star, schedule)
+    assert calls == [1]
+    simulate(star, schedule, model="ideal")  # no contention: the reference only
+    monkeypatch.setattr(engine, "COMPILED", False)
+    simulate(star, schedule)
+    assert calls == [1]
