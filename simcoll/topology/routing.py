@@ -364,6 +364,10 @@ class _Search:
         self._level = [src_node]  # the last complete level
         self._level_depth = 0
         self._not_ahead: set[tuple[str, int]] = set()  # (node, levels) found not ahead
+        # the last level's successors (each with its predecessors there), once gathered,
+        # and how many links leave that level
+        self._level_successors: dict[str, list[str]] | None = None
+        self._level_out_degree: int | None = None
         self._asked = 0  # destinations asked for
         self.complete = False  # every node settled, level by level
 
@@ -401,12 +405,7 @@ class _Search:
         if levels == 0 or (v, levels) in self._not_ahead:
             return False
         if levels == 1:  # the predecessors must be settled already: no recursion
-            known, last = self._depth, self._level_depth
-            found = [
-                u
-                for u in self._graph.pred[v]
-                if known.get(u, last + 1) <= last and self._expands(u)
-            ]
+            found = self._on_last_level(v)
         else:
             found = [
                 u for u in self._graph.pred[v] if self._expands(u) and self._ahead(u, levels - 1)
@@ -417,6 +416,32 @@ class _Search:
         depth = min(self._depth[u] for u in found)
         self._settle(v, [u for u in found if self._depth[u] == depth], depth + 1)
         return True
+
+    def _on_last_level(self, v: str) -> list[str]:
+        """The expandable predecessors of ``v`` (not yet settled) on the last complete
+        level: the only settled ones it can have, or ``v`` would be settled already.
+
+        Read from whichever side is smaller: ``v``'s predecessors, or the successors of
+        the whole level, gathered once per level (a spine's predecessors are every leaf
+        of the fabric; a leaf's level, which asks about every spine, has a few dozen
+        successors).
+        """
+        pred = self._graph.pred[v]
+        if self._level_successors is None:
+            if self._level_out_degree is None:
+                self._level_out_degree = sum(
+                    len(self._graph.succ[u]) for u in self._level if self._expands(u)
+                )
+            if len(pred) <= self._level_out_degree:
+                known, last = self._depth, self._level_depth
+                return [u for u in pred if known.get(u, last + 1) <= last and self._expands(u)]
+            successors: dict[str, list[str]] = {}
+            for u in self._level:
+                if self._expands(u):
+                    for w in self._graph.succ[u]:
+                        successors.setdefault(w, []).append(u)
+            self._level_successors = successors
+        return self._level_successors.get(v, [])
 
     def _expands(self, node: str) -> bool:
         return node == self._src or node not in self._blocked
@@ -459,6 +484,8 @@ class _Search:
         self._level = level
         self._level_depth += 1
         self._not_ahead.clear()
+        self._level_successors = None
+        self._level_out_degree = None
         for index, v in enumerate(level):
             self._order[v] = index
         return bool(level)
