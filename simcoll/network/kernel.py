@@ -225,6 +225,98 @@ def _send(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     return _heap_push(pend_key, pend_id, pend_slot, n_pend, max(ready_s, now), t, c)
 
 
+@_jit
+def _incidence_index(n_flows, use_flow, use_link, n_links):  # type: ignore[no-untyped-def]
+    """The incidences of each link (``on_link[count[l]:count[l + 1]]``) and of each flow
+    (``flow_uses[x]`` to ``flow_uses[x + 1]``: they come in flow order)."""
+    count = np.zeros(n_links + 1, dtype=np.int64)
+    for u in range(len(use_flow)):
+        count[use_link[u] + 1] += 1
+    for lk in range(n_links):
+        count[lk + 1] += count[lk]
+    on_link = np.empty(len(use_flow), dtype=np.int64)
+    filled = count[:-1].copy()
+    for u in range(len(use_flow)):
+        on_link[filled[use_link[u]]] = u
+        filled[use_link[u]] += 1
+    flow_uses = np.zeros(n_flows + 1, dtype=np.int64)
+    for u in range(len(use_flow)):
+        flow_uses[use_flow[u] + 1] = u + 1
+    for x in range(n_flows):
+        flow_uses[x + 1] = max(flow_uses[x + 1], flow_uses[x])
+    return count, on_link, flow_uses
+
+
+@_jit
+def _max_min(n_flows, use_flow, use_link, use_weight, capacity):  # type: ignore[no-untyped-def]  # noqa: PLR0912
+    """fairshare._progressive_filling, with the same floats: incidence ``u`` puts flow
+    ``use_flow[u]`` on local link ``use_link[u]`` with weight ``use_weight[u]``.
+
+    Each round the reference recounts every active incidence; here a link's count drops
+    as its flows freeze (the counts are sums of whole numbers, so they are the same
+    floats), so a round costs the links still loaded, and each incidence is met twice in
+    all. A flow's rate is the steps added up to the round it freezes in, summed in the
+    same order as the reference adds them to every active flow.
+    """
+    n_links = len(capacity)
+    users = np.zeros(n_links)
+    for u in range(len(use_flow)):
+        users[use_link[u]] += use_weight[u]
+    count, on_link, flow_uses = _incidence_index(n_flows, use_flow, use_link, n_links)
+    left = capacity.copy()
+    share = np.empty(n_links)
+    loaded = np.empty(n_links, dtype=np.int64)
+    n_loaded = 0
+    for lk in range(n_links):
+        if users[lk] != 0.0:
+            loaded[n_loaded] = lk
+            n_loaded += 1
+    rate = np.zeros(n_flows)
+    active = np.ones(n_flows, dtype=np.bool_)
+    freezing = np.empty(n_flows, dtype=np.int64)
+    full = np.empty(n_links, dtype=np.int64)
+    n_active = n_flows
+    level_s = 0.0  # the steps so far, added up as the reference adds them
+    while n_active:
+        step = math.inf
+        for i in range(n_loaded):
+            lk = loaded[i]
+            share[lk] = left[lk] / users[lk]
+            step = min(step, share[lk])
+        level_s += step
+        saturated = step * (1 + _SAME_LEVEL)
+        n_full = 0
+        for i in range(n_loaded):
+            lk = loaded[i]
+            left[lk] -= step * users[lk]
+            if share[lk] <= saturated:
+                left[lk] = 0.0
+                full[n_full] = lk
+                n_full += 1
+        n_freezing = 0
+        for i in range(n_full):
+            lk = full[i]
+            for j in range(count[lk], count[lk + 1]):
+                x = use_flow[on_link[j]]
+                if active[x]:
+                    active[x] = False
+                    rate[x] = level_s
+                    freezing[n_freezing] = x
+                    n_freezing += 1
+        n_active -= n_freezing
+        for i in range(n_freezing):
+            x = freezing[i]
+            for u in range(flow_uses[x], flow_uses[x + 1]):
+                users[use_link[u]] -= use_weight[u]
+        kept = 0
+        for i in range(n_loaded):
+            if users[loaded[i]] != 0.0:
+                loaded[kept] = loaded[i]
+                kept += 1
+        n_loaded = kept
+    return rate
+
+
 # -- the run ---------------------------------------------------------------------------
 
 
@@ -492,39 +584,7 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
                 use_link[at] = link_local[lk]
                 use_weight[at] = pair_weight[e]
                 at += 1
-        new_rate = np.zeros(n_comp)
-        active = np.ones(n_comp, dtype=np.bool_)
-        n_active = n_comp
-        left = local_capacity[:n_local].copy()
-        users = np.empty(n_local)
-        share = np.empty(n_local)
-        full = np.zeros(n_local, dtype=np.bool_)
-        while n_active:
-            users[:] = 0.0
-            for u in range(n_use):
-                if active[use_flow[u]]:
-                    users[use_link[u]] += use_weight[u]
-            step = math.inf
-            for lk in range(n_local):
-                if users[lk] != 0.0:
-                    share[lk] = left[lk] / users[lk]
-                    step = min(step, share[lk])
-            for x in range(n_comp):
-                if active[x]:
-                    new_rate[x] += step
-            level = step * (1 + _SAME_LEVEL)
-            for lk in range(n_local):
-                full[lk] = False
-                if users[lk] != 0.0:
-                    left[lk] -= step * users[lk]
-                    if share[lk] <= level:
-                        full[lk] = True
-                        left[lk] = 0.0
-            for u in range(n_use):
-                x = use_flow[u]
-                if active[x] and full[use_link[u]]:
-                    active[x] = False
-                    n_active -= 1
+        new_rate = _max_min(n_comp, use_flow, use_link, use_weight, local_capacity[:n_local])
         # -- the new rates: a flow whose rate stands keeps its bytes and finish ------
         for x in range(n_comp):
             slot = component[x]
