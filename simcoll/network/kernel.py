@@ -24,14 +24,16 @@ than taken from a memo. Progressive filling gives the same floats in any flow or
 because incidence weights are whole numbers (1, or a count of copies), so the sums it
 forms are exact.
 
-numba compiles this module's functions on first use and caches them beside the module,
-so a process pays a few seconds once. Without numba (:func:`available` is False) the
-engine runs the reference.
+numba compiles this module's functions on first use (about 11 s) and caches them beside
+the module, so later processes load them in a fraction of a second; the engine runs a
+small run on the reference until then (:func:`warm`). Without numba (:func:`available`
+is False) every run takes the reference.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +44,7 @@ try:
 except ImportError:  # pragma: no cover - numba is a dependency; the reference still runs
     numba = None  # type: ignore[assignment]
 
-__all__ = ["KernelRun", "available", "run_flows"]
+__all__ = ["KernelRun", "available", "run_flows", "warm"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -55,6 +57,20 @@ _SAME_LEVEL = 1e-12
 def available() -> bool:
     """Whether numba is installed, so that :func:`run_flows` runs compiled."""
     return numba is not None
+
+
+def warm() -> bool:
+    """Whether :func:`run_flows` starts at once: compiled in this process already, or in
+    numba's cache on disk (an entry left stale by an edit of this module compiles once
+    more). Compiling costs about 11 s on the project's 2-core machine, once."""
+    if numba is None:  # pragma: no cover
+        return False
+    if _simulate.signatures:
+        return True
+    try:
+        return os.path.exists(_simulate._cache._cache_file._index_path)
+    except AttributeError:  # pragma: no cover - numba's cache laid out otherwise
+        return False
 
 
 @dataclass(frozen=True)
@@ -223,6 +239,98 @@ def _send(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     flow[c] = t
     remaining[c] = wire[t]
     return _heap_push(pend_key, pend_id, pend_slot, n_pend, max(ready_s, now), t, c)
+
+
+# -- the flows on each link: doubly linked lists of incidences (slot * width + k) ----
+
+
+@_jit
+def _link(node, lk, head, node_next, node_prev):  # type: ignore[no-untyped-def]
+    node_prev[node] = -1
+    node_next[node] = head[lk]
+    if head[lk] >= 0:
+        node_prev[head[lk]] = node
+    head[lk] = node
+
+
+@_jit
+def _unlink(node, lk, head, node_next, node_prev):  # type: ignore[no-untyped-def]
+    before, after = node_prev[node], node_next[node]
+    if before >= 0:
+        node_next[before] = after
+    else:
+        head[lk] = after
+    if after >= 0:
+        node_prev[after] = before
+
+
+@_jit
+def _component(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    changed, epoch, head, node_next, width, flow, pair_of, pair_ptr, pair_link, link_seen,
+    slot_seen, stack, component,
+):  # fmt: skip
+    """Fabric._component: the slots linked to the ``changed`` links through shared links,
+    into ``component``; returns how many. ``epoch`` is new: it stamps what was seen."""
+    n_stack = 0
+    for lk in changed:
+        link_seen[lk] = epoch
+        stack[n_stack] = lk
+        n_stack += 1
+    n_comp = 0
+    while n_stack:
+        n_stack -= 1
+        node = head[stack[n_stack]]
+        while node >= 0:
+            slot = node // width
+            if slot_seen[slot] != epoch:
+                slot_seen[slot] = epoch
+                component[n_comp] = slot
+                n_comp += 1
+                p = pair_of[flow[slot]]
+                for e in range(pair_ptr[p], pair_ptr[p + 1]):
+                    lk = pair_link[e]
+                    if link_seen[lk] != epoch:
+                        link_seen[lk] = epoch
+                        stack[n_stack] = lk
+                        n_stack += 1
+            node = node_next[node]
+    return n_comp
+
+
+@_jit
+def _incidences(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    component, epoch, flow, pair_of, pair_ptr, pair_link, pair_weight, capacity, link_seen,
+    link_local,
+):  # fmt: skip
+    """The component's incidences for :func:`_max_min`, its links numbered from 0 as they
+    are met, and their capacities. ``epoch`` is new: it stamps the links numbered."""
+    n_use = 0
+    for slot in component:
+        p = pair_of[flow[slot]]
+        n_use += pair_ptr[p + 1] - pair_ptr[p]
+    use_flow = np.empty(n_use, dtype=np.int64)
+    use_link = np.empty(n_use, dtype=np.int64)
+    use_weight = np.empty(n_use)
+    local_capacity = np.empty(n_use)
+    n_local = 0
+    at = 0
+    for x in range(len(component)):
+        p = pair_of[flow[component[x]]]
+        for e in range(pair_ptr[p], pair_ptr[p + 1]):
+            lk = pair_link[e]
+            if link_seen[lk] != epoch:
+                link_seen[lk] = epoch
+                link_local[lk] = n_local
+                local_capacity[n_local] = capacity[lk]
+                n_local += 1
+            use_flow[at] = x
+            use_link[at] = link_local[lk]
+            use_weight[at] = pair_weight[e]
+            at += 1
+    return use_flow, use_link, use_weight, local_capacity[:n_local]
+
+
+# -- max-min fair rates ----------------------------------------------------------------
 
 
 @_jit
@@ -437,14 +545,7 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
                         p = pair_of[flow[slot]]
                         for k in range(pair_ptr[p + 1] - pair_ptr[p]):
                             lk = pair_link[pair_ptr[p] + k]
-                            node = slot * width + k
-                            before, after = node_prev[node], node_next[node]
-                            if before >= 0:
-                                node_next[before] = after
-                            else:
-                                head[lk] = after
-                            if after >= 0:
-                                node_prev[after] = before
+                            _unlink(slot * width + k, lk, head, node_next, node_prev)
                             on_link[lk] -= 1
                             if link_seen[lk] != epoch:
                                 link_seen[lk] = epoch
@@ -510,12 +611,7 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
                     lk = pair_link[pair_ptr[p] + k]
                     if on_link[lk] == 0:
                         busy_since[lk] = now
-                    node = slot * width + k
-                    node_prev[node] = -1
-                    node_next[node] = head[lk]
-                    if head[lk] >= 0:
-                        node_prev[head[lk]] = node
-                    head[lk] = node
+                    _link(slot * width + k, lk, head, node_next, node_prev)
                     on_link[lk] += 1
                     if link_seen[lk] != epoch:
                         link_seen[lk] = epoch
@@ -531,60 +627,21 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
             continue
         # -- Fabric._reshare: the component of the changed links ----------------------
         epoch += 1
-        n_stack = 0
-        for x in range(n_changed):
-            link_seen[changed[x]] = epoch
-            stack[n_stack] = changed[x]
-            n_stack += 1
-        n_comp = 0
-        while n_stack:
-            n_stack -= 1
-            node = head[stack[n_stack]]
-            while node >= 0:
-                slot = node // width
-                if slot_seen[slot] != epoch:
-                    slot_seen[slot] = epoch
-                    component[n_comp] = slot
-                    n_comp += 1
-                    p = pair_of[flow[slot]]
-                    for e in range(pair_ptr[p], pair_ptr[p + 1]):
-                        lk = pair_link[e]
-                        if link_seen[lk] != epoch:
-                            link_seen[lk] = epoch
-                            stack[n_stack] = lk
-                            n_stack += 1
-                node = node_next[node]
+        n_comp = _component(
+            changed[:n_changed], epoch, head, node_next, width, flow, pair_of, pair_ptr,
+            pair_link, link_seen, slot_seen, stack, component,
+        )  # fmt: skip
         if n_comp == 0:
             continue
         reshares += 1
         updates += n_comp
         computations += 1
-        # -- fairshare._progressive_filling over the component's incidences ----------
-        n_use = 0
-        for x in range(n_comp):
-            p = pair_of[flow[component[x]]]
-            n_use += pair_ptr[p + 1] - pair_ptr[p]
-        use_flow = np.empty(n_use, dtype=np.int64)
-        use_link = np.empty(n_use, dtype=np.int64)
-        use_weight = np.empty(n_use)
-        local_capacity = np.empty(n_use)
-        n_local = 0
         epoch += 1
-        at = 0
-        for x in range(n_comp):
-            p = pair_of[flow[component[x]]]
-            for e in range(pair_ptr[p], pair_ptr[p + 1]):
-                lk = pair_link[e]
-                if link_seen[lk] != epoch:
-                    link_seen[lk] = epoch
-                    link_local[lk] = n_local
-                    local_capacity[n_local] = capacity[lk]
-                    n_local += 1
-                use_flow[at] = x
-                use_link[at] = link_local[lk]
-                use_weight[at] = pair_weight[e]
-                at += 1
-        new_rate = _max_min(n_comp, use_flow, use_link, use_weight, local_capacity[:n_local])
+        use_flow, use_link, use_weight, local_capacity = _incidences(
+            component[:n_comp], epoch, flow, pair_of, pair_ptr, pair_link, pair_weight, capacity,
+            link_seen, link_local,
+        )  # fmt: skip
+        new_rate = _max_min(n_comp, use_flow, use_link, use_weight, local_capacity)
         # -- the new rates: a flow whose rate stands keeps its bytes and finish ------
         for x in range(n_comp):
             slot = component[x]

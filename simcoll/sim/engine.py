@@ -64,6 +64,10 @@ Model = Literal["flow", "ideal", "packet"]
 #: (:mod:`simcoll.network.kernel`) where numba is installed; False keeps every run on the
 #: reference (the fabric's SimPy process), as tests that hook into the fabric need.
 COMPILED = True
+#: A run of fewer transfers than this takes the reference while the compiled loop is not
+#: yet warm (:func:`simcoll.network.kernel.warm`): compiling it once costs more than the
+#: run (about 11 s, against some 4 s for 100,000 transfers on the reference).
+COMPILE_FROM_TRANSFERS = 100_000
 
 # A source rank with at least this many destinations has its routes found together.
 _BATCH_DESTINATIONS = 32
@@ -444,7 +448,8 @@ class _Run:
 
     def _compiled(self, model: str) -> bool:
         """Whether this run takes the compiled event loop (:mod:`simcoll.network.kernel`):
-        the flow model on a clock of its own, with numba installed and not switched off."""
+        the flow model on a clock of its own, with numba installed and not switched off,
+        once the loop is compiled or the run is worth compiling it for."""
         return (
             model == "flow"
             and COMPILED
@@ -453,6 +458,7 @@ class _Run:
             and self.flow_base == 0
             and self.on_done is None
             and kernel.available()
+            and (self.s.n_transfers >= COMPILE_FROM_TRANSFERS or kernel.warm())
         )
 
     def _run_compiled(self) -> None:

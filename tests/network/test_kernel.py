@@ -33,6 +33,7 @@ def _file(name: str, **overrides: str) -> nx.DiGraph[str]:
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, run: Callable[[], SimulationResult]):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(engine, "COMPILE_FROM_TRANSFERS", 0)  # every run, warm or not
     monkeypatch.setattr(engine, "COMPILED", True)
     compiled = run()
     monkeypatch.setattr(engine, "COMPILED", False)
@@ -150,6 +151,7 @@ def test_predict_rows_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
         found = predict(topology, "allreduce", [2**10, 2**20, 2**30], algorithm="auto")
         return [row.time_s for row in found.rows]
 
+    monkeypatch.setattr(engine, "COMPILE_FROM_TRANSFERS", 0)
     monkeypatch.setattr(engine, "COMPILED", True)
     compiled = rows()
     monkeypatch.setattr(engine, "COMPILED", False)
@@ -186,6 +188,7 @@ def test_a_stuck_run_is_the_same_error(monkeypatch: pytest.MonkeyPatch) -> None:
     b.add(src=1, dst=0, pieces=[1], deps=[0])
     star = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
     messages = []
+    monkeypatch.setattr(engine, "COMPILE_FROM_TRANSFERS", 0)
     for compiled in (True, False):
         monkeypatch.setattr(engine, "COMPILED", compiled)
         with pytest.raises(SimulationError) as caught:
@@ -205,11 +208,36 @@ def test_a_run_on_its_own_clock_takes_the_compiled_loop(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(kernel, "run_flows", spy)
     star = switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
-    schedule = build_schedule("allgather", "ring", n_ranks=4, size_bytes=4000)
+    schedule = build_schedule("allgather", "ring", n_ranks=4, size_bytes=4000)  # 12
     monkeypatch.setattr(engine, "COMPILED", True)
-    simulate(star, schedule)
+    monkeypatch.setattr(engine, "COMPILE_FROM_TRANSFERS", 12)
+    monkeypatch.setattr(kernel, "warm", lambda: False)
+    simulate(star, schedule)  # worth compiling for
     assert calls == [1]
+    monkeypatch.setattr(engine, "COMPILE_FROM_TRANSFERS", 13)
+    simulate(star, schedule)  # not worth it, and not compiled yet: the reference
+    assert calls == [1]
+    monkeypatch.setattr(kernel, "warm", lambda: True)
+    simulate(star, schedule)  # compiled already: the kernel
+    assert calls == [1, 1]
     simulate(star, schedule, model="ideal")  # no contention: the reference only
     monkeypatch.setattr(engine, "COMPILED", False)
     simulate(star, schedule)
-    assert calls == [1]
+    assert calls == [1, 1]
+
+
+def test_the_loop_is_warm_once_compiled() -> None:
+    # One transfer of 1 B over two links of 4 B/s, no latency: it arrives at 0.25 s.
+    end_s = np.full(1, np.nan)
+    found = kernel.run_flows(
+        pair_of=np.zeros(1, dtype=np.int64), wire_bytes=np.ones(1), latency_s=np.zeros(1),
+        deps_left=np.zeros(1, dtype=np.int64), dependents_ptr=np.zeros(2, dtype=np.int64),
+        dependents=np.zeros(0, dtype=np.int64), conn_of=np.zeros(1, dtype=np.int64),
+        conn_order=np.zeros(1, dtype=np.int64), conn_end=np.ones(1, dtype=np.int64),
+        max_in_flight=1, pair_links=[np.array([0, 1])], pair_weights=[None],
+        capacity_bytes_per_s=np.array([4.0, 4.0]), issue_s=np.full(1, np.nan),
+        start_s=np.full(1, np.nan), end_s=end_s,
+    )  # fmt: skip
+    assert kernel.warm()
+    assert end_s.tolist() == [0.25]
+    assert found.link_busy_s.tolist() == [0.25, 0.25]
