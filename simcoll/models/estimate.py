@@ -14,8 +14,8 @@ estimate that assumed the symmetric path there was 4x short at 4,096 GPUs and le
 its purpose is to stop a sweep that would run for days or exhaust memory before it starts.
 
 >>> e = estimate_point("alltoall", "direct", n_ranks=1024, size_bytes=2**30)
->>> e.transfers, round(e.seconds)  # 1024 x 1023 pairs, 1 KiB each: one piece; x 60 us
-(1047552, 63)
+>>> e.transfers, round(e.seconds)  # 1024 x 1023 pairs, 1 KiB each: one piece; x 20 us
+(1047552, 21)
 >>> # the symmetric path: one period (here 1 rank), 2 x 7 steps, 128 MiB blocks in 64 pieces
 >>> estimate_point("allreduce", "ring", n_ranks=8, size_bytes=2**30).transfers
 896
@@ -42,17 +42,19 @@ __all__ = [
 ]
 
 #: Wall seconds per simulated transfer on the general path. ``simcoll bench`` on the
-#: project's 2-core machine (2026-11-26, 639a246): 46 us (alltoall-1024: a million flows
-#: in flight at once), 56 us (tree-1024), 9 us (ring-ecmp-256); 60 us is used (wall times
-#: there vary by up to 2x from day to day; 100 us before the fabric work of issue 19).
-SECONDS_PER_TRANSFER = 60e-6
+#: project's 2-core machine (2026-11-26, 4f6a9e3, the compiled event loop): 9.3 us
+#: (alltoall-1024), 6.1 us (ring-ecmp-256); the reference, which small runs take before
+#: the loop is first compiled, 30-60 us. 20 us is used (60 us before the compiled loop,
+#: 100 us before issue 19's fabric work).
+SECONDS_PER_TRANSFER = 20e-6
 #: Wall seconds per representative transfer on the symmetric path, which also routes
-#: every copy and checks the symmetry: 29 us (ring-1024-nccl), 35 us (ring-16384-nccl,
-#: sweep-128), 53 us (ring-1024, whose 16,368 representatives carry fixed costs); 60 us
-#: (200 us before issue 19).
-SECONDS_PER_REPRESENTATIVE = 60e-6
+#: every copy and checks the symmetry: 4.5 us (ring-1024-nccl), 6.8 us (ring-16384-nccl),
+#: 14 us (sweep-128), 22-30 us (ring-16384, ring-1024, whose representatives carry the
+#: fixed costs); 20 us (60 us before the compiled loop, 200 us before issue 19).
+SECONDS_PER_REPRESENTATIVE = 20e-6
 #: Peak memory per simulated transfer: 0.4 KiB measured on a ring (256 GPUs, 130,560
-#: transfers: 98 MiB), 2 KiB on alltoall-1024 (1.05 M transfers, 2.1 GiB); 2 KiB is used.
+#: transfers: 98 MiB), 1.1 KiB on alltoall-1024 (1.05 M transfers, 1,128 MiB; 2.1 GiB
+#: before its routes were found per source); 2 KiB is used.
 BYTES_PER_TRANSFER = 2048
 #: simcoll's default piece size and most pieces per block (:mod:`simcoll.prediction`).
 #: Steps of a ring collective on n ranks.

@@ -23,8 +23,8 @@ def test_bench_ring_8_counts_the_whole_schedule_and_its_representatives() -> Non
     print_rows(iter([row]), "csv", out)
     header, line = out.getvalue().splitlines()
     assert header.startswith("case,ranks,transfers,simulated,events,sim_time_ms,wall_s,estimate_s")
-    # the cost check's estimate, by the path taken: 14 representatives at 60 us each
-    assert row.estimate_s == pytest.approx(14 * 60e-6)
+    # the cost check's estimate, by the path taken: 14 representatives at 20 us each
+    assert row.estimate_s == pytest.approx(14 * 20e-6)
     assert line.startswith("ring-8,8,896,14,")
 
 
