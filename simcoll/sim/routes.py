@@ -60,9 +60,14 @@ def route_pair(
     >>> route_pair(Router(star), ("gpu0", "gpu1"), 0, 1)
     (('gpu0', 'sw'), ('sw', 'gpu1'))
     """
-    stops = (nodes[src], *via, nodes[dst])
     try:
-        return tuple(edge for a, b in itertools.pairwise(stops) for edge in router.route(a, b))
+        if not via:
+            return router.route(nodes[src], nodes[dst])
+        stops = (nodes[src], *via, nodes[dst])
+        found = router.route(stops[0], stops[1])
+        for a, b in itertools.pairwise(stops[1:]):
+            found += router.route(a, b)
+        return found
     except TopologyError as error:
         through = f" via {', '.join(via)}" if via else ""
         raise SimulationError(
