@@ -75,13 +75,23 @@ from simcoll.core.schedule import (
 from simcoll.plan.channels import Plan
 from simcoll.plan.placement import map_ranks
 from simcoll.sim.engine import SimulationResult, _Run
-from simcoll.sim.routes import Routes, edge_facts, pair_efficiency, pair_latency_s, route_pair
+from simcoll.sim.routes import (
+    EdgeFacts,
+    Routes,
+    edge_facts,
+    pair_efficiency,
+    pair_latency_s,
+    route_pair,
+)
 from simcoll.topology import Router
 
 __all__ = ["SymmetricSchedule", "ring_symmetric", "simulate_ring_fast", "simulate_symmetric"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+#: Per copy (its source and destination rank, and the plan's waypoints): the links it
+#: crosses, its latency and its data fraction, as :func:`symmetric_routes` found them.
+CopyRoutes = dict[tuple[int, int, tuple[str, ...]], tuple[list[int], float, float]]
 
 RING_COLLECTIVES = ("allreduce", "reducescatter", "allgather")
 #: Largest relative size error ``round_up_pieces`` accepts (one byte in a piece).
@@ -392,6 +402,31 @@ def _channel_maps(orders: IntArray, period: int) -> IntArray | None:
     return maps
 
 
+def _copy_route(  # noqa: PLR0917 - one copy's facts, all needed
+    known: CopyRoutes,
+    topology: nx.DiGraph[str],
+    router: Router,
+    nodes: tuple[str, ...],
+    rep: Schedule,
+    protocol: Protocol | None,
+    copy: tuple[int, int, tuple[str, ...]],
+    link_index: dict[tuple[str, str], int],
+    facts: EdgeFacts,
+) -> tuple[list[int], float, float]:
+    """One copy's links, latency and data fraction (rank ``a`` to ``b`` through ``via``),
+    from ``known`` or found and kept there."""
+    found = known.get(copy)
+    if found is None:
+        a, b, via = copy
+        edges = route_pair(router, nodes, a, b, via)
+        found = known[copy] = (
+            [link_index[e] for e in edges],
+            pair_latency_s(topology, edges, a, b, rep, nodes, protocol, facts),
+            pair_efficiency(topology, edges, protocol, facts),
+        )
+    return found
+
+
 def symmetric_routes(  # noqa: PLR0917 - the quotient's inputs
     topology: nx.DiGraph[str],
     sym: SymmetricSchedule,
@@ -399,6 +434,7 @@ def symmetric_routes(  # noqa: PLR0917 - the quotient's inputs
     protocol: Protocol | None = None,
     router: Router | None = None,
     plan: Plan | None = None,
+    known: CopyRoutes | None = None,
 ) -> tuple[Routes, IntArray] | None:
     """The quotient fabric of ``sym`` on ``topology``, or None if it is not exact.
 
@@ -408,11 +444,12 @@ def symmetric_routes(  # noqa: PLR0917 - the quotient's inputs
     (see the module docstring). Channels that route alike (the same rank permutation
     and the same plan channel) are routed once and counted as many times. Returns the
     routes over link classes and the class of every topology link (-1 for links no copy
-    crosses).
+    crosses). ``known`` keeps each copy's links, latency and data fraction for later calls
+    with the same ranks' GPUs, protocol and router (the periods
+    :func:`simulate_ring_fast` tries in turn route the same copies).
     """
     rep = sym.representatives
     n, g = sym.n_ranks, sym.period_ranks
-    m = n // g
     links = tuple(topology.edges)
     link_index = {edge: i for i, edge in enumerate(links)}
     router = router or Router(topology)
@@ -423,7 +460,8 @@ def symmetric_routes(  # noqa: PLR0917 - the quotient's inputs
     )
     classes = {int(r): _channel_classes(sym, plan, int(r)) for r in np.unique(rep.channel)}
     facts = edge_facts(topology)
-    shifts = g * np.arange(m)
+    known = {} if known is None else known
+    shifts = g * np.arange(n // g)
     copy_links: list[list[tuple[list[int], int]]] = []  # [pair] -> (link ids, copies)
     latency = np.zeros(len(pairs))
     efficiency = np.ones(len(pairs))
@@ -438,11 +476,12 @@ def symmetric_routes(  # noqa: PLR0917 - the quotient's inputs
             on = sym.plan_channel(rep_channel, ch)
             for a, b in zip(sources.tolist(), targets.tolist(), strict=True):
                 via = plan.waypoints(on, a, b) if plan is not None else ()
-                edges = route_pair(router, nodes, a, b, via)
-                per_copy.append(([link_index[e] for e in edges], weight))
-                latencies.append(pair_latency_s(topology, edges, a, b, rep, nodes, protocol,
-                                                facts))  # fmt: skip
-                efficiencies.add(pair_efficiency(topology, edges, protocol, facts))
+                found = _copy_route(
+                    known, topology, router, nodes, rep, protocol, (a, b, via), link_index, facts
+                )
+                per_copy.append((found[0], weight))
+                latencies.append(found[1])
+                efficiencies.add(found[2])
         if max(latencies) - min(latencies) > 1e-12 * max(abs(x) for x in latencies):
             return None
         if len(efficiencies) > 1:
@@ -512,6 +551,7 @@ def simulate_symmetric(
     protocol: Protocol | None = None,
     router: Router | None = None,
     plan: Plan | None = None,
+    known: CopyRoutes | None = None,
 ) -> SimulationResult | None:
     """Simulate ``sym`` on its representatives; None if the symmetry is not exact here.
 
@@ -525,7 +565,7 @@ def simulate_symmetric(
         raise ConfigError(f"the symmetric path runs the flow and ideal models, not {model!r}")
     rep = sym.representatives
     nodes = plan.rank_nodes if plan is not None else map_ranks(topology, rep.n_ranks)
-    found = symmetric_routes(topology, sym, nodes, protocol, router, plan)
+    found = symmetric_routes(topology, sym, nodes, protocol, router, plan, known)
     if found is None:
         return None
     routes, class_of = found
@@ -579,6 +619,7 @@ def simulate_ring_fast(
     ):  # fmt: skip
         return None
     router = Router(topology)
+    known: CopyRoutes = {}  # every period routes the same copies: once
     # The whole ring as the period leaves the channel copies only: worth it with several.
     periods = [p for p in range(1, n_ranks // 2 + 1) if n_ranks % p == 0]
     if n_channels > 1:
@@ -598,7 +639,7 @@ def simulate_ring_fast(
         if sym is None:
             continue  # the rings are not symmetric under this period: try a longer one
         result = simulate_symmetric(topology, sym, model=model, protocol=protocol,
-                                    router=router, plan=plan)  # fmt: skip
+                                    router=router, plan=plan, known=known)  # fmt: skip
         if result is not None:
             return result, sym
     return None
