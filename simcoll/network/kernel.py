@@ -298,20 +298,23 @@ def _component(  # type: ignore[no-untyped-def]  # noqa: PLR0917
 
 
 @_jit
-def _incidences(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    component, epoch, flow, pair_of, pair_ptr, pair_link, pair_weight, capacity, link_seen,
-    link_local,
-):  # fmt: skip
-    """The component's incidences for :func:`_max_min`, its links numbered from 0 as they
-    are met, and their capacities. ``epoch`` is new: it stamps the links numbered."""
+def _uses(component, flow, pair_of, pair_ptr):  # type: ignore[no-untyped-def]
+    """How many flow-link incidences the component's flows make."""
     n_use = 0
     for slot in component:
         p = pair_of[flow[slot]]
         n_use += pair_ptr[p + 1] - pair_ptr[p]
-    use_flow = np.empty(n_use, dtype=np.int64)
-    use_link = np.empty(n_use, dtype=np.int64)
-    use_weight = np.empty(n_use)
-    local_capacity = np.empty(n_use)
+    return n_use
+
+
+@_jit
+def _incidences(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    component, epoch, flow, pair_of, pair_ptr, pair_link, pair_weight, capacity, link_seen,
+    link_local, use_flow, use_link, use_weight, local_capacity,
+):  # fmt: skip
+    """The component's incidences for :func:`_max_min` into ``use_*`` (room for all of
+    them), its links numbered from 0 as they are met, with their capacities; returns how
+    many links. ``epoch`` is new: it stamps the links numbered."""
     n_local = 0
     at = 0
     for x in range(len(component)):
@@ -327,38 +330,41 @@ def _incidences(  # type: ignore[no-untyped-def]  # noqa: PLR0917
             use_link[at] = link_local[lk]
             use_weight[at] = pair_weight[e]
             at += 1
-    return use_flow, use_link, use_weight, local_capacity[:n_local]
+    return n_local
 
 
 # -- max-min fair rates ----------------------------------------------------------------
 
 
 @_jit
-def _incidence_index(n_flows, use_flow, use_link, n_links):  # type: ignore[no-untyped-def]
+def _incidence_index(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    n_flows, n_use, n_links, use_flow, use_link, count, filled, on_link, flow_uses,
+):  # fmt: skip
     """The incidences of each link (``on_link[count[l]:count[l + 1]]``) and of each flow
     (``flow_uses[x]`` to ``flow_uses[x + 1]``: they come in flow order)."""
-    count = np.zeros(n_links + 1, dtype=np.int64)
-    for u in range(len(use_flow)):
+    count[: n_links + 1] = 0
+    for u in range(n_use):
         count[use_link[u] + 1] += 1
     for lk in range(n_links):
         count[lk + 1] += count[lk]
-    on_link = np.empty(len(use_flow), dtype=np.int64)
-    filled = count[:-1].copy()
-    for u in range(len(use_flow)):
+    filled[:n_links] = count[:n_links]
+    for u in range(n_use):
         on_link[filled[use_link[u]]] = u
         filled[use_link[u]] += 1
-    flow_uses = np.zeros(n_flows + 1, dtype=np.int64)
-    for u in range(len(use_flow)):
+    flow_uses[: n_flows + 1] = 0
+    for u in range(n_use):
         flow_uses[use_flow[u] + 1] = u + 1
     for x in range(n_flows):
         flow_uses[x + 1] = max(flow_uses[x + 1], flow_uses[x])
-    return count, on_link, flow_uses
 
 
 @_jit
-def _max_min(n_flows, use_flow, use_link, use_weight, capacity):  # type: ignore[no-untyped-def]  # noqa: PLR0912
+def _max_min(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0917
+    n_flows, n_use, n_links, use_flow, use_link, use_weight, capacity, link_work, flow_work,
+):  # fmt: skip
     """fairshare._progressive_filling, with the same floats: incidence ``u`` puts flow
-    ``use_flow[u]`` on local link ``use_link[u]`` with weight ``use_weight[u]``.
+    ``use_flow[u]`` on local link ``use_link[u]`` with weight ``use_weight[u]``; the rates
+    go to ``flow_work``'s rate array. The work arrays are reused from call to call.
 
     Each round the reference recounts every active incidence; here a link's count drops
     as its flows freeze (the counts are sums of whole numbers, so they are the same
@@ -366,23 +372,21 @@ def _max_min(n_flows, use_flow, use_link, use_weight, capacity):  # type: ignore
     all. A flow's rate is the steps added up to the round it freezes in, summed in the
     same order as the reference adds them to every active flow.
     """
-    n_links = len(capacity)
-    users = np.zeros(n_links)
-    for u in range(len(use_flow)):
+    users, left, share, count, filled, loaded, full = link_work
+    flow_uses, rate, active, freezing, on_link = flow_work
+    users[:n_links] = 0.0
+    for u in range(n_use):
         users[use_link[u]] += use_weight[u]
-    count, on_link, flow_uses = _incidence_index(n_flows, use_flow, use_link, n_links)
-    left = capacity.copy()
-    share = np.empty(n_links)
-    loaded = np.empty(n_links, dtype=np.int64)
+    _incidence_index(n_flows, n_use, n_links, use_flow, use_link, count, filled, on_link,
+                     flow_uses)  # fmt: skip
+    left[:n_links] = capacity[:n_links]
     n_loaded = 0
     for lk in range(n_links):
         if users[lk] != 0.0:
             loaded[n_loaded] = lk
             n_loaded += 1
-    rate = np.zeros(n_flows)
-    active = np.ones(n_flows, dtype=np.bool_)
-    freezing = np.empty(n_flows, dtype=np.int64)
-    full = np.empty(n_links, dtype=np.int64)
+    rate[:n_flows] = 0.0
+    active[:n_flows] = True
     n_active = n_flows
     level_s = 0.0  # the steps so far, added up as the reference adds them
     while n_active:
@@ -422,7 +426,6 @@ def _max_min(n_flows, use_flow, use_link, use_weight, capacity):  # type: ignore
                 loaded[kept] = loaded[i]
                 kept += 1
         n_loaded = kept
-    return rate
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -500,6 +503,20 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
     ids = np.empty(n_conn, dtype=np.int64)
     component = np.empty(n_conn, dtype=np.int64)
     stack = np.empty(n_links, dtype=np.int64)
+    # max-min's work arrays: per link of a component (at most every link), per flow and
+    # per incidence (grown to the largest component met)
+    local_capacity = np.empty(n_links)
+    link_work = (np.empty(n_links), np.empty(n_links), np.empty(n_links),
+                 np.empty(n_links + 1, dtype=np.int64), np.empty(n_links, dtype=np.int64),
+                 np.empty(n_links, dtype=np.int64), np.empty(n_links, dtype=np.int64))  # fmt: skip
+    use_flow = np.empty(16, dtype=np.int64)
+    use_link = np.empty(16, dtype=np.int64)
+    use_weight = np.empty(16)
+    on_incidence = np.empty(16, dtype=np.int64)
+    flow_uses = np.empty(17, dtype=np.int64)
+    new_rate = np.empty(17)
+    active = np.empty(17, dtype=np.bool_)
+    freezing = np.empty(17, dtype=np.int64)
     epoch = 0
     instants = reshares = updates = computations = 0
     now = 0.0
@@ -555,7 +572,8 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
                                 busy_s[lk] += now - busy_since[lk]
                     ids[x] = flow[slot]
                     flow[slot] = -1
-                arrived = np.sort(ids[:n_due])
+                arrived = ids[:n_due]
+                arrived.sort()
                 batch += 1  # _Run._on_arrival
                 n_touched = 0
                 for x in range(n_due):
@@ -586,7 +604,8 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
                                 touched[n_touched] = cu
                                 n_touched += 1
                 n_left -= n_due
-                for c in np.sort(touched[:n_touched]):
+                touched[:n_touched].sort()
+                for c in touched[:n_touched]:
                     n_pend = _issue(c, now, most, conn_next, conn_end, conn_sent, conn_order,
                                     in_flight, sending, deps_left, issue_s, start_s, latency,
                                     wire, flow, remaining, pend_key, pend_id, pend_slot,
@@ -636,12 +655,24 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
         reshares += 1
         updates += n_comp
         computations += 1
+        n_use = _uses(component[:n_comp], flow, pair_of, pair_ptr)
+        if n_use > len(use_flow):  # the work arrays grow to the largest component yet
+            use_flow = np.empty(2 * n_use, dtype=np.int64)
+            use_link = np.empty(2 * n_use, dtype=np.int64)
+            use_weight = np.empty(2 * n_use)
+            on_incidence = np.empty(2 * n_use, dtype=np.int64)
+        if n_comp + 1 > len(new_rate):
+            flow_uses = np.empty(2 * n_comp + 1, dtype=np.int64)
+            new_rate = np.empty(2 * n_comp + 1)
+            active = np.empty(2 * n_comp + 1, dtype=np.bool_)
+            freezing = np.empty(2 * n_comp + 1, dtype=np.int64)
         epoch += 1
-        use_flow, use_link, use_weight, local_capacity = _incidences(
+        n_local = _incidences(
             component[:n_comp], epoch, flow, pair_of, pair_ptr, pair_link, pair_weight, capacity,
-            link_seen, link_local,
+            link_seen, link_local, use_flow, use_link, use_weight, local_capacity,
         )  # fmt: skip
-        new_rate = _max_min(n_comp, use_flow, use_link, use_weight, local_capacity)
+        _max_min(n_comp, n_use, n_local, use_flow, use_link, use_weight, local_capacity,
+                 link_work, (flow_uses, new_rate, active, freezing, on_incidence))  # fmt: skip
         # -- the new rates: a flow whose rate stands keeps its bytes and finish ------
         for x in range(n_comp):
             slot = component[x]
