@@ -1,5 +1,9 @@
 """The fabric: the one SimPy process that owns flows in flight.
 
+This is the reference. A run on its own clock with the ``flow`` model runs the same rules
+compiled (:mod:`simcoll.network.kernel`), to the same floats; runs that share a clock
+(workloads) run here.
+
 A flow is one transfer on its whole route. The engine hands it over with
 :meth:`Fabric.send` and the time it may start moving bytes (its route latency already
 paid: SimGrid's rule, latency before sharing). From then on the fabric

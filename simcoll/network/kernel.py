@@ -18,11 +18,12 @@ fabrics, with and without the symmetric path's weights):
   (:mod:`simcoll.network.fairshare`); a flow whose rate stands keeps its bytes and
   finish time; the clock moves as SimPy moves it, ``now + (next - now)``.
 
-Two differences in how, none in what: a connection has at most one flow in the fabric,
-so the connection is the flow's slot; and rates are computed afresh per component rather
-than taken from a memo. Progressive filling gives the same floats in any flow order here,
-because incidence weights are whole numbers (1, or a count of copies), so the sums it
-forms are exact.
+Three differences in how, none in what: a connection has at most one flow in the
+fabric, so the connection is the flow's slot; rates are computed afresh per component
+rather than taken from a memo; and progressive filling lowers a link's count as its flows
+freeze rather than recounting every flow each round. Progressive filling gives the same
+floats in any flow order, and either way of counting, because incidence weights are
+whole numbers (1, or a count of copies), so the sums it forms are exact.
 
 numba compiles this module's functions on first use (about 11 s) and caches them beside
 the module, so later processes load them in a fraction of a second; the engine runs a
@@ -109,6 +110,18 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
     its pair, wire bytes, latency, dependencies left and dependents (CSR); per connection
     its transfers in order (``conn_order[conn_end[c - 1]:conn_end[c]]``); per pair its
     links and their weights (None for all 1); per link its capacity.
+
+    One transfer of 1 B over two links of 4 B/s, no latency: it starts at 0 and arrives
+    at 0.25 s, two instants.
+
+    >>> one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    >>> end_s = np.full(1, np.nan)
+    >>> done = run_flows(one, np.ones(1), np.zeros(1), one.copy(), np.zeros(2, dtype=np.int64),
+    ...                  none, one, one, np.ones(1, dtype=np.int64), 1, [np.array([0, 1])],
+    ...                  [None], np.array([4.0, 4.0]), np.full(1, np.nan), np.full(1, np.nan),
+    ...                  end_s)
+    >>> end_s.tolist(), done.instants, done.link_busy_s.tolist()
+    ([0.25], 2, [0.25, 0.25])
     """
     lengths = np.array([len(links) for links in pair_links], dtype=np.int64)
     pair_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
