@@ -103,6 +103,17 @@ def test_only_the_engine_and_the_fabrics_import_simpy_and_only_plots_matplotlib(
     assert all(rel.startswith("output/plot/") for rel in mpl_users), sorted(mpl_users)
 
 
+def test_only_the_kernel_imports_numba():
+    # The compiled event loop is one module; everything else stays plain Python and numpy,
+    # so the reference runs wherever numba does not.
+    users = {
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if any(n.split(".")[0] == "numba" for n in imports_of(path))
+    }
+    assert users == {"network/kernel.py"}
+
+
 def test_nothing_in_the_library_imports_torch_or_validation_or_reads_the_environment():
     for path in PACKAGE.rglob("*.py"):
         names = imports_of(path)
