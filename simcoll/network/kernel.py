@@ -159,10 +159,15 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
 
 
 def _jit(function):  # type: ignore[no-untyped-def]
-    """numba's ``njit(cache=True)``, or the plain function where numba is missing."""
+    """numba's ``njit(cache=True)``; without a writable cache (numba finds none beside the
+    module nor in the user's cache directory) ``njit`` alone, compiled in each process;
+    the plain function where numba is missing."""
     if numba is None:  # pragma: no cover
         return function
-    return numba.njit(cache=True)(function)
+    try:
+        return numba.njit(cache=True)(function)
+    except RuntimeError:  # pragma: no cover - "cannot cache function ...: no locator"
+        return numba.njit(function)
 
 
 # -- binary heaps on arrays: (key, id) ordered, with one more array carried along ---------
