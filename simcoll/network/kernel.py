@@ -83,7 +83,6 @@ class KernelRun:
     instants: int
     reshares: int
     flow_rate_updates: int
-    rate_computations: int
 
 
 def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
@@ -132,7 +131,7 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
     ).astype(np.float64)  # fmt: skip
     left = np.array(deps_left, dtype=np.int64)
     busy_s = np.zeros(len(capacity_bytes_per_s))
-    stats = np.zeros(4, dtype=np.int64)
+    stats = np.zeros(3, dtype=np.int64)
     _simulate(
         np.asarray(pair_of, dtype=np.int64),
         np.asarray(wire_bytes, dtype=np.float64),
@@ -154,8 +153,8 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
         busy_s,
         stats,
     )
-    instants, reshares, updates, computations = stats.tolist()
-    return KernelRun(left, busy_s, instants, reshares, updates, computations)
+    instants, reshares, updates = stats.tolist()
+    return KernelRun(left, busy_s, instants, reshares, updates)
 
 
 def _jit(function):  # type: ignore[no-untyped-def]
@@ -225,6 +224,17 @@ def _heap_compact(key, ident, aux, size, version):  # type: ignore[no-untyped-de
     for at in range(kept // 2 - 1, -1, -1):
         _heap_sift_down(key, ident, aux, kept, at)
     return kept
+
+
+@_jit
+def _set_finish(slot, finish_s, version, key, ident, aux, size):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """Fabric._set_finish: the slot's finish time, in the finish heap under a new version
+    (its older entries go stale); the heap drops stale entries when it is full (it has
+    room for two per slot, and at most one per slot is current). Returns its size."""
+    version[slot] += 1
+    if size == len(key):
+        size = _heap_compact(key, ident, aux, size, version)
+    return _heap_push(key, ident, aux, size, finish_s, slot, version[slot])
 
 
 @_jit
@@ -536,7 +546,7 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
     active = np.empty(17, dtype=np.bool_)
     freezing = np.empty(17, dtype=np.int64)
     epoch = 0
-    instants = reshares = updates = computations = 0
+    instants = reshares = updates = 0
     now = 0.0
 
     batch = 0  # stamps the connections one arrival batch touched
@@ -636,11 +646,8 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
                 updated[slot] = now
                 p = pair_of[flow[slot]]
                 if remaining[slot] <= 0.0 or pair_ptr[p + 1] == pair_ptr[p]:
-                    version[slot] += 1  # arrives now, shares nothing
-                    if n_fin == fin_room:
-                        n_fin = _heap_compact(fin_key, fin_slot, fin_ver, n_fin, version)
-                    n_fin = _heap_push(fin_key, fin_slot, fin_ver, n_fin, now, slot,
-                                       version[slot])  # fmt: skip
+                    # arrives now, shares nothing
+                    n_fin = _set_finish(slot, now, version, fin_key, fin_slot, fin_ver, n_fin)
                     continue
                 joined[slot] = True
                 n_new += 1
@@ -672,7 +679,6 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
             continue
         reshares += 1
         updates += n_comp
-        computations += 1
         n_use = _uses(component[:n_comp], flow, pair_of, pair_ptr)
         if n_use > len(use_flow):  # the work arrays grow to the largest component yet
             use_flow = np.empty(2 * n_use, dtype=np.int64)
@@ -700,14 +706,10 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
             remaining[slot] = bytes_left
             updated[slot] = now
             rate[slot] = new_rate[x]
-            version[slot] += 1
-            if n_fin == fin_room:
-                n_fin = _heap_compact(fin_key, fin_slot, fin_ver, n_fin, version)
-            n_fin = _heap_push(fin_key, fin_slot, fin_ver, n_fin,
-                               now + max(bytes_left, 0.0) / new_rate[x], slot,
-                               version[slot])  # fmt: skip
+            n_fin = _set_finish(slot, now + max(bytes_left, 0.0) / new_rate[x], version,
+                                fin_key, fin_slot, fin_ver, n_fin)  # fmt: skip
     # Fabric.close: links still busy count up to now.
     for lk in range(n_links):
         if on_link[lk]:
             busy_s[lk] += now - busy_since[lk]
-    stats[0], stats[1], stats[2], stats[3] = instants, reshares, updates, computations
+    stats[0], stats[1], stats[2] = instants, reshares, updates

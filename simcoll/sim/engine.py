@@ -265,6 +265,7 @@ class _Run:
         latency = np.zeros(len(pairs))
         efficiency = np.ones(len(pairs))
         routed = np.zeros(len(pairs), dtype=bool)
+        link_arrays: LinkArrays | None = None  # read once, if any source is batched
         for group in self._batches(pairs, len(vias)):
             src, dsts = divmod(pairs[group] // len(vias), s.n_endpoints)
             try:
@@ -273,13 +274,13 @@ class _Run:
                 )
             except TopologyError:
                 continue  # routed one by one below, to name the ranks
-            if self._link_arrays is None:
-                self._link_arrays = LinkArrays(topology)
+            if link_arrays is None:
+                link_arrays = LinkArrays(topology)
             each = np.split(links, offsets[1:-1])
             for p, links_of_pair in zip(group.tolist(), each, strict=True):
                 pair_links[p] = links_of_pair
             latency[group], efficiency[group] = batch_costs(
-                links, offsets, self._link_arrays, self.protocol
+                links, offsets, link_arrays, self.protocol
             )
             routed[group] = True
         facts = edge_facts(topology)
@@ -351,8 +352,6 @@ class _Run:
         self.conn_in_flight = _ints(np.zeros(len(counts), dtype=np.int64))
         self.conn_sending = bytearray(len(counts))
         self.conn_queue: dict[int, deque[int]] = {}
-
-    _link_arrays: LinkArrays | None = None
 
     def _send(self, t: int, start_s: float) -> None:
         self.start_s[t] = start_s
@@ -487,7 +486,7 @@ class _Run:
         fabric.stats.instants = done.instants
         fabric.stats.reshares = done.reshares
         fabric.stats.flow_rate_updates = done.flow_rate_updates
-        fabric.stats.rate_computations = done.rate_computations
+        fabric.stats.rate_computations = done.reshares  # no memo: one per reshare
 
     def _link_bytes(self) -> FloatArray:
         """Bytes over each fabric link (each link class, on the symmetric path)."""

@@ -291,3 +291,13 @@ def test_routing_a_source_all_at_once_changes_nothing(
     assert np.array_equal(together.end_s, one_by_one.end_s)
     assert np.array_equal(together.link_bytes, one_by_one.link_bytes)
     assert together.time_s == one_by_one.time_s > 0
+
+
+def test_a_missing_route_in_a_batch_names_the_ranks() -> None:
+    # 40 ranks: each source's 39 routes are found together; one GPU cannot be reached,
+    # and the error names the ranks as the pair-by-pair routing does.
+    star = switch_star(40, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+    star.remove_edge("sw", "gpu39")
+    schedule = build_schedule("alltoall", "direct", n_ranks=40, size_bytes=40 * 1024)
+    with pytest.raises(SimulationError, match=r"rank 0 \(gpu0\) -> rank 39 \(gpu39\): no route"):
+        simulate(star, schedule)
