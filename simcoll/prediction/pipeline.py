@@ -34,7 +34,7 @@ from simcoll.prediction.choices import DEFAULT_ALGORITHM, candidates
 from simcoll.prediction.closed_form import CLOSED_FORM_MODELS, closed_form_rows
 from simcoll.prediction.nccl_choice import nccl_choice
 from simcoll.prediction.simulated import Setup, best_simulated_row
-from simcoll.topology import gpu_nodes
+from simcoll.topology import Router, gpu_nodes
 from simcoll.topology.calibration import Calibration
 
 __all__ = ["Prediction", "predict"]
@@ -139,7 +139,7 @@ def predict(
         if chosen_plan.source == "rank order":  # no servers: the textbook ring
             chosen_plan = None
     setup = Setup(topology, c, names, protocols, model, nodes, params, chosen_plan, knobs,
-                  placement)  # fmt: skip
+                  placement, Router(topology))  # fmt: skip
     if model in CLOSED_FORM_MODELS:
         prediction = Prediction(closed_form_rows(topology, c, sizes_bytes, names, protocols,
                                                  model, len(nodes), params))  # fmt: skip

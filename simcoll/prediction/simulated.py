@@ -1,5 +1,6 @@
 """Rows by simulation: build each candidate's schedule, on the plan with NCCL's per-call
-tuning for the ring and tree, run it on the symmetric fast path where it is exact or on the
+tuning for the ring and tree, run it on the symmetric fast path or in closed form where
+either is exact (:mod:`simcoll.sim.symmetry`, :mod:`simcoll.sim.oneshot`) or on the
 general engine, and keep the fastest choice."""
 
 from __future__ import annotations
@@ -29,15 +30,22 @@ from simcoll.plan.tuning import (
 from simcoll.prediction.bounds import Bounds
 from simcoll.prediction.choices import algorithm_params
 from simcoll.sim.channel_symmetry import channel_symmetric
-from simcoll.sim.engine import SimulationResult, simulate
+from simcoll.sim.engine import SimulationResult, prepare
+from simcoll.sim.oneshot import OneShot, one_shot
 from simcoll.sim.symmetry import (
     RING_COLLECTIVES,
     SymmetricSchedule,
     simulate_ring_fast,
     simulate_symmetric,
 )
+from simcoll.topology import Router
 
-__all__ = ["Setup", "best_simulated_row"]
+__all__ = ["ONE_SHOT", "Setup", "best_simulated_row"]
+
+ONE_SHOT = True
+"""Whether a flow-model run whose flows all start at once takes its closed form
+(:mod:`simcoll.sim.oneshot`), which is exact, instead of the engine; False forces the
+engine (tests compare the two)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +66,7 @@ class Setup:
     plan: Plan | None = None
     knobs: NcclKnobs = field(default_factory=NcclKnobs)
     placement: str = "linear"
+    router: Router | None = None  # of topology: shared by every size and choice
 
     @property
     def plan_name(self) -> str:
@@ -142,13 +151,16 @@ def _row(
     else:
         user_cut = "n_chunks" in (setup.params or {})
         schedule = _planned_schedule(setup, name, size_bytes, chosen, used, fixed=user_cut)
-    result = _channel_copies(setup, schedule, proto, used) or simulate(
-        setup.topology, schedule, model=setup.model, protocol=proto, rank_nodes=setup.nodes,
-        plan=used,
-    )  # fmt: skip
+    result: SimulationResult | OneShot | None = _channel_copies(setup, schedule, proto, used)
+    if result is None:
+        run = prepare(setup.topology, schedule, model=setup.model, protocol=proto,
+                      rank_nodes=setup.nodes, plan=used, router=setup.router)  # fmt: skip
+        # every flow at once (a direct all-to-all): the time in closed form, where exact
+        shot = one_shot(run) if setup.model == "flow" and ONE_SHOT else None
+        result = shot or run.run(setup.model)
     n = schedule.n_ranks
     return _result_row(
-        setup, result, proto, used.n_channels if used else schedule.n_channels,
+        setup, schedule, result, proto, used.n_channels if used else schedule.n_channels,
         sent=int(schedule.bytes_sent_per_rank()[:n].max(initial=0)),
         received=int(schedule.bytes_received_per_rank()[:n].max(initial=0)),
     )  # fmt: skip
@@ -279,7 +291,7 @@ def _fast_ring(  # noqa: PLR0917 - one call's facts
         return None
     result, sym = found
     return _result_row(
-        setup, result, proto, channels,
+        setup, result.schedule, result, proto, channels,
         sent=int(sym.bytes_sent_per_rank().max(initial=0)),
         received=int(sym.bytes_received_per_rank().max(initial=0)),
     )  # fmt: skip
@@ -308,14 +320,14 @@ def _channel_copies(
 
 def _result_row(
     setup: Setup,
-    result: SimulationResult,
+    schedule: Schedule,
+    result: SimulationResult | OneShot,
     protocol: Protocol | None,
     n_channels: int,
     *,
     sent: int,
     received: int,
 ) -> Row:
-    schedule = result.schedule
     row = Row.from_time(
         schedule.collective,
         schedule.algorithm,

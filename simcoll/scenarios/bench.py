@@ -199,11 +199,12 @@ def _predict_case(  # noqa: PLR0917 - a case's own description
     routing: str | None = None,
     placement: str = "linear",
     overrides: dict[str, str] | None = None,
+    collective: str = "allreduce",
 ) -> BenchRow:
     """What ``simcoll predict`` runs (NCCL's plan and tuning, the file's routing unless
     ``routing``, bare links): the wall time a user waits. Busbw at the largest size."""
     graph = _topology(file, n_nodes, routing=routing, **(overrides or {}))
-    rows = predict(graph, "allreduce", sizes_bytes, algorithm=algorithm, protocol=protocol,
+    rows = predict(graph, collective, sizes_bytes, algorithm=algorithm, protocol=protocol,
                    calibration=None, placement=placement).rows  # fmt: skip
     last = rows[-1]
     return BenchRow(
@@ -292,10 +293,26 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "alltoall-1024",
-        "all-to-all 256 MiB, 128 A100 nodes on a 2:1 oversubscribed RoCE fat-tree",
+        "all-to-all 256 MiB, 128 A100 nodes on a 2:1 oversubscribed RoCE fat-tree, d-mod-k "
+        "routing: the general path",
         30.0,
         lambda: _general_case(
             "alltoall-1024", "a100-roce-2to1.toml", 128, "alltoall", "direct", 256 * MIB
+        ),
+    ),
+    Case(
+        "alltoall-1024-ecmp",
+        "predict: direct all-to-all 256 MiB, every protocol, 128 A100 nodes on a 2:1 RoCE "
+        "fat-tree routed by its shipped hashed ECMP (closed form: every flow starts at once)",
+        30.0,
+        lambda: _predict_case(
+            "alltoall-1024-ecmp",
+            "a100-roce-2to1.toml",
+            128,
+            [256 * MIB],
+            "direct",
+            "auto",
+            collective="alltoall",
         ),
     ),
     Case(

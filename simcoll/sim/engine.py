@@ -53,7 +53,7 @@ from simcoll.sim.routes import (
 )
 from simcoll.topology import Router
 
-__all__ = ["Model", "SimulationResult", "simulate"]
+__all__ = ["Model", "Run", "SimulationResult", "prepare", "simulate"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -165,15 +165,33 @@ def simulate(
     """
     if model not in MODELS:
         raise ConfigError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
+    run = prepare(topology, schedule, model=model, rank_nodes=rank_nodes, protocol=protocol,
+                  packet_bytes=packet_bytes, plan=plan)  # fmt: skip
+    return run.run(model)
+
+
+def prepare(
+    topology: nx.DiGraph[str],
+    schedule: Schedule,
+    *,
+    model: str = "flow",
+    rank_nodes: tuple[str, ...] | None = None,
+    protocol: Protocol | None = None,
+    packet_bytes: int = DEFAULT_PACKET_BYTES,
+    plan: Plan | None = None,
+    router: Router | None = None,
+) -> Run:
+    """The run :func:`simulate` makes, routed and with its connections grouped, not yet
+    started: :mod:`simcoll.sim.oneshot` reads the same routes and latencies from it.
+    ``router`` (of ``topology``) lets runs on one topology share what it has found."""
     if plan is not None:
         if plan.n_ranks != schedule.n_ranks:
             raise ConfigError(f"the plan has {plan.n_ranks} ranks, the schedule {schedule.n_ranks}")
         rank_nodes = plan.rank_nodes
     nodes = rank_nodes if rank_nodes is not None else map_ranks(topology, schedule.n_ranks)
     nodes += switch_endpoints(topology, nodes, schedule)
-    run = _Run(topology, schedule, nodes, model=model, protocol=protocol,
-               packet_bytes=packet_bytes, plan=plan)  # fmt: skip
-    return run.run(model)
+    return _Run(topology, schedule, nodes, model=model, protocol=protocol,
+                packet_bytes=packet_bytes, plan=plan, router=router)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -203,6 +221,7 @@ class _Run:
         shared: _Shared | None = None,
         plan: Plan | None = None,
         finish_heap: bool | None = None,
+        router: Router | None = None,
     ) -> None:
         self.s = schedule
         self.plan = plan
@@ -211,9 +230,11 @@ class _Run:
         self.links = tuple(topology.edges)
         routes_given = routes is not None
         if routes is None:
-            # A router of this run's own is dropped once routed: its searches and cached
-            # routes (hundreds of MB for an all-to-all) are not needed while it runs.
-            routes = self._route(topology, shared.router if shared else Router(topology))
+            # A router of this run's own (none given) is dropped once routed: its searches
+            # and cached routes (hundreds of MB for an all-to-all) are not needed while it
+            # runs. A router given is the caller's to keep, for runs to come.
+            router = router or (shared.router if shared else Router(topology))
+            routes = self._route(topology, router)
         self.pair_of = routes.pair_of
         self.pair_links = routes.pair_links
         self.pair_weights = routes.pair_weights
@@ -519,6 +540,9 @@ class _Run:
             f"transfers never arrive (a dependency cycle or a wait for a transfer that never "
             f"comes); {'; '.join(details)}"
         )
+
+
+Run = _Run  # what prepare returns; its run(model) is what simulate returns
 
 
 def _invert(indptr: IntArray, indices: IntArray, n: int) -> tuple[array[int], array[int]]:

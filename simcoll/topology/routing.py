@@ -137,6 +137,8 @@ class Router:
         self._routes: dict[tuple[str, str], Route] = {}
         self._cpus: dict[object, list[str]] | None = None
         self._arrays: Adjacency | None = None
+        self._batched: dict[tuple[str, tuple[str, ...]], tuple[IntArray, IntArray]] = {}
+        self._batched_links = 0
 
     @property
     def graph(self) -> nx.DiGraph[str]:
@@ -177,7 +179,9 @@ class Router:
         ``links[offsets[i]:offsets[i + 1]]``, where link ``e`` is the ``e``-th of
         ``graph.edges``. They are the routes :meth:`route` returns, from one search over
         arrays (:mod:`simcoll.topology.source_routes`): cheaper than :meth:`route` once a
-        source has more than a few dozen destinations. Nothing is cached.
+        source has more than a few dozen destinations. The answer is kept (up to
+        ``_MAX_BATCHED_LINKS`` links in all) for the same question asked again, as a
+        prediction asks once per protocol; callers must not write into it.
 
         >>> from simcoll.topology.builders import switch_star
         >>> router = Router(switch_star(3, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0))
@@ -196,6 +200,19 @@ class Router:
         for node in (src_node, *dst_nodes):
             if node not in self._graph:
                 raise TopologyError(f"no node {node!r} in the topology", source=self._source)
+        key = (src_node, tuple(dst_nodes))
+        kept = self._batched.get(key)
+        if kept is not None:
+            return kept
+        found = self._routes_from(src_node, dst_nodes)
+        self._batched_links += len(found[0])
+        if self._batched_links > _MAX_BATCHED_LINKS:  # bounded memory: start afresh
+            self._batched.clear()
+            self._batched_links = len(found[0])
+        self._batched[key] = found
+        return found
+
+    def _routes_from(self, src_node: str, dst_nodes: Sequence[str]) -> tuple[IntArray, IntArray]:
         if self._arrays is None:
             self._arrays = Adjacency(self._graph)
         if self._bounce:  # copies inside a host may bounce through a CPU: route each
@@ -326,6 +343,9 @@ _FULL_SEARCH_AFTER = 32
 _MAX_COMPLETE_SEARCHES = 256
 # Routes kept per router; an all-to-all on 1,024 GPUs asks for a million, once each.
 _MAX_ROUTES = 500_000
+# Links kept per router in answers of routes_from (8 bytes each): an all-to-all on 1,024
+# GPUs crosses about 8 million.
+_MAX_BATCHED_LINKS = 1 << 24
 
 
 class _Search:

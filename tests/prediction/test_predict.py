@@ -295,3 +295,29 @@ def test_an_algorithm_asked_for_with_a_protocol_it_cannot_use_is_an_error() -> N
     # Under auto the protocol that fits is used.
     (row,) = predict(h100, "allreduce", [2**20], algorithm="nvls", protocol="auto").rows
     assert row.protocol == "simple"
+
+
+@pytest.mark.parametrize("collective", ["alltoall", "scatter"])
+def test_one_shot_rows_equal_the_engines(monkeypatch, collective: str) -> None:
+    # A direct all-to-all or scatter starts every flow at once: predict takes the closed
+    # form (simcoll.sim.oneshot). On the shipped RoCE fat-tree (hashed ECMP, 32 GPUs) and
+    # every protocol, its rows must be the engine's, to rounding.
+    from simcoll.prediction import simulated  # noqa: PLC0415 - the switch under test
+
+    file = Path(__file__).resolve().parents[2] / "topologies" / "a100-roce-2to1.toml"
+    graph = load(file, overrides={"n_nodes": "4"})
+    sizes = [2**10, 2**16, 2**20, 2**26]
+    taken = []
+    closed_form = simulated.one_shot
+    monkeypatch.setattr(
+        simulated, "one_shot", lambda run: taken.append(closed_form(run)) or taken[-1]
+    )
+    rows = {}
+    for one_shot in (True, False):
+        monkeypatch.setattr(simulated, "ONE_SHOT", one_shot)
+        rows[one_shot] = predict(graph, collective, sizes, algorithm="direct",
+                                 protocol="auto").rows  # fmt: skip
+    assert sum(shot is not None for shot in taken) >= len(sizes)  # the closed form ran
+    for fast, engine in zip(rows[True], rows[False], strict=True):
+        assert (fast.protocol, fast.max_link_bytes) == (engine.protocol, engine.max_link_bytes)
+        assert fast.time_s == pytest.approx(engine.time_s, rel=1e-12)

@@ -129,3 +129,18 @@ def test_no_destinations_give_no_routes() -> None:
     assert links.tolist() == []
     assert offsets.tolist() == [0]
     assert np.issubdtype(links.dtype, np.integer)
+
+
+def test_an_answer_is_kept_for_the_same_question_within_a_bound(monkeypatch) -> None:
+    # A prediction asks the same sources once per protocol: the second asking reads the
+    # first answer. Past the bound on links kept, what was kept goes.
+    from simcoll.topology import routing  # noqa: PLC0415 - the bound under test
+
+    graph = ring(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+    router = Router(graph)
+    first = router.routes_from("gpu0", ["gpu1", "gpu2"])
+    assert router.routes_from("gpu0", ["gpu1", "gpu2"]) is first
+    assert router.routes_from("gpu0", ["gpu2", "gpu1"]) is not first  # another question
+    monkeypatch.setattr(routing, "_MAX_BATCHED_LINKS", 4)
+    router.routes_from("gpu1", ["gpu3"])  # 2 more links: over the bound, start afresh
+    assert router.routes_from("gpu0", ["gpu1", "gpu2"]) is not first
