@@ -35,6 +35,7 @@ __all__ = [
     "ring_allreduce",
     "ring_broadcast",
     "ring_orders",
+    "ring_prefix",
     "ring_reduce",
     "ring_reducescatter",
 ]
@@ -108,9 +109,11 @@ def _ring_phase(
     rings: tuple[tuple[int, ...], ...],
     n_chunks: int,
     after: dict[tuple[int, int, int], int],
+    n_steps: int | None = None,
 ) -> dict[tuple[int, int, int], int]:
-    """n - 1 ring steps; at step s the rank at position i of a channel's ring sends the
-    block of the rank at position (i + block_at - s) mod n to position i + 1.
+    """n - 1 ring steps (the first ``n_steps`` only, if given); at step s the rank at
+    position i of a channel's ring sends the block of the rank at position
+    (i + block_at - s) mod n to position i + 1.
 
     Block k is pieces [k * P, (k + 1) * P) with P = n_channels * n_chunks: for all-gather
     and reduce-scatter that is the collective's block k (rank k's).
@@ -121,7 +124,7 @@ def _ring_phase(
     n = b.n_ranks
     n_channels = len(rings)
     last = dict(after)
-    for step in range(n - 1):
+    for step in range(n - 1 if n_steps is None else n_steps):
         arrived: dict[tuple[int, int, int], int] = {}
         for chunk in range(n_chunks):
             for position in range(n):
@@ -315,4 +318,56 @@ def ring_reduce(
         root=root,
     )
     _chain(b, root=root, op=Op.REDUCE, rings=orders, n_chunks=n_chunks)
+    return b.build()
+
+
+def ring_prefix(
+    collective: Collective,
+    n_ranks: int,
+    size_bytes: int,
+    n_steps: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    rings: Rings | None = None,
+) -> Schedule:
+    """The first ``n_steps`` steps of a ring all-reduce, reduce-scatter or all-gather: the
+    same transfers, in the same order, as the first of the whole schedule's, and nothing
+    after. It does not compute the collective; :mod:`simcoll.sim.periodic` simulates it
+    and extends the steps' period to the whole ring.
+
+    >>> whole = ring_allreduce(4, 64, n_channels=2)
+    >>> first = ring_prefix(Collective.ALLREDUCE, 4, 64, 4, n_channels=2)
+    >>> first.n_transfers, bool((first.dst == whole.dst[:32]).all())
+    (32, True)
+
+    Raises
+    ------
+    ScheduleError
+        If ``n_steps`` is not in 1 .. the ring's steps, or the collective has no ring of
+        steps (broadcast and reduce are chains).
+    """
+    phases = {
+        Collective.ALLREDUCE: ((Op.REDUCE, -1), (Op.COPY, 0)),
+        Collective.REDUCESCATTER: ((Op.REDUCE, -1),),
+        Collective.ALLGATHER: ((Op.COPY, 0),),
+    }.get(collective)
+    if phases is None:
+        raise ScheduleError(f"ring: {collective.value} has no ring steps to take a prefix of")
+    total = len(phases) * (n_ranks - 1)
+    if not 1 <= n_steps <= total:
+        raise ScheduleError(f"ring: a prefix takes 1 to {total} steps, not {n_steps}")
+    orders = ring_orders(n_ranks, n_channels, rings)
+    b = _builder(collective, n_ranks, size_bytes, rings=orders, n_chunks=n_chunks,
+                 max_in_flight=max_in_flight)  # fmt: skip
+    b.expect(n_steps * n_ranks * len(orders) * n_chunks)
+    last: dict[tuple[int, int, int], int] = {}
+    for op, block_at in phases:
+        steps = min(n_steps, n_ranks - 1)
+        last = _ring_phase(b, op=op, block_at=block_at, rings=orders, n_chunks=n_chunks,
+                           after=last, n_steps=steps)  # fmt: skip
+        n_steps -= steps
+        if not n_steps:
+            break
     return b.build()

@@ -15,7 +15,7 @@ from simcoll.cli._args import SubParsers, positive_int_at_most
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.files import check_output
-from simcoll.core.limits import MAX_CHANNELS, MAX_CHUNKS, MAX_IN_FLIGHT, MAX_RANKS
+from simcoll.core.limits import MAX_CHANNELS, MAX_CHUNKS, MAX_IN_FLIGHT, MAX_RANKS, MAX_TRANSFERS
 from simcoll.core.sizes import align_size_bytes, parse_sizes
 from simcoll.core.units import format_bandwidth, format_bytes
 from simcoll.output.results import Row, format_table, to_csv, to_json
@@ -25,6 +25,7 @@ from simcoll.plan.placement import place_ranks
 from simcoll.plan.tuning import parse_nccl_knobs
 from simcoll.prediction import predict
 from simcoll.prediction.choices import DEFAULT_ALGORITHM
+from simcoll.prediction.simulated import PREFIX_STEPS
 from simcoll.topology import gpu_nodes, load, parse_overrides
 from simcoll.topology.calibration import Calibration, read_calibration
 
@@ -217,6 +218,11 @@ def _predict(args: argparse.Namespace) -> int:
         smallest = max(size for size, _ in result.skipped)
         print(f"simcoll: note: skipped {len(result.skipped)} sizes up to {smallest} B: "
               f"{result.skipped[-1][1]}", file=sys.stderr)  # fmt: skip
+    if result.extended:
+        sizes_note = ", ".join(format_bytes(size) for size in result.extended)
+        print(f"simcoll: note: the ring at {sizes_note} ran its first {PREFIX_STEPS} steps "
+              "and was extended at their pace: whole, it is over one schedule's "
+              f"{MAX_TRANSFERS} transfers (simcoll/sim/periodic.py)", file=sys.stderr)  # fmt: skip
     if args.plot is not None:
         _plot(args, result.rows, topology, collective)
     return 0

@@ -42,10 +42,12 @@ __all__ = ["Prediction", "predict"]
 
 @dataclass(frozen=True)
 class Prediction:
-    """Predicted rows, and the sizes skipped because they were too small to cut."""
+    """Predicted rows, the sizes skipped because they were too small to cut, and the
+    sizes whose ring was extended from its first steps (:mod:`simcoll.sim.periodic`)."""
 
     rows: list[Row]
     skipped: list[tuple[int, str]] = field(default_factory=list)
+    extended: list[int] = field(default_factory=list)
 
 
 def predict(
@@ -149,13 +151,13 @@ def predict(
     if memory_bandwidth and not in_place and c.copies_locally:
         rows = [_plus(row, local_copy_s(c, row.size_bytes, row.n_ranks, memory_bandwidth))
                 for row in prediction.rows]  # fmt: skip
-        prediction = Prediction(rows, prediction.skipped)
+        prediction = Prediction(rows, prediction.skipped, prediction.extended)
     if calibration is not None and (calibration.launch_s or calibration.floor_s):
         rows = [_called(row, calibration) for row in prediction.rows]
-        prediction = Prediction(rows, prediction.skipped)
+        prediction = Prediction(rows, prediction.skipped, prediction.extended)
     if in_place:
         rows = [replace(row, in_place=True) for row in prediction.rows]
-        prediction = Prediction(rows, prediction.skipped)
+        prediction = Prediction(rows, prediction.skipped, prediction.extended)
     return prediction
 
 
@@ -183,7 +185,9 @@ def _simulated(
             if not skip or not isinstance(refusal, ScheduleError):
                 raise refusal
             skipped.append((size, refusal.message))
-    return Prediction(rows, skipped)
+    picked = {(row.size_bytes, row.protocol) for row in rows if row.algorithm == "ring"}
+    extended = sorted({size for size, proto in setup.extended if (size, proto) in picked})
+    return Prediction(rows, skipped, extended)
 
 
 def _check_params(params: Mapping[str, int] | None) -> None:

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field, replace
 import networkx as nx
 
 from simcoll.algorithms import ALGORITHMS, build_schedule
+from simcoll.algorithms.ring import ring_prefix
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, ScheduleError, SimcollError
+from simcoll.core.limits import MAX_TRANSFERS
 from simcoll.core.protocols import Protocol
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Schedule
 from simcoll.output.results import Row
@@ -32,6 +34,7 @@ from simcoll.prediction.choices import algorithm_params
 from simcoll.sim.channel_symmetry import channel_symmetric
 from simcoll.sim.engine import SimulationResult, prepare
 from simcoll.sim.oneshot import OneShot, one_shot
+from simcoll.sim.periodic import Periodic, extend_periodic
 from simcoll.sim.symmetry import (
     RING_COLLECTIVES,
     SymmetricSchedule,
@@ -40,7 +43,17 @@ from simcoll.sim.symmetry import (
 )
 from simcoll.topology import Router
 
-__all__ = ["ONE_SHOT", "Setup", "best_simulated_row"]
+__all__ = ["ONE_SHOT", "PERIODIC_FROM_TRANSFERS", "PREFIX_STEPS", "Setup", "best_simulated_row"]
+
+PERIODIC_FROM_TRANSFERS = MAX_TRANSFERS
+"""A ring on a plan whose whole schedule would hold more transfers than this (one
+schedule's most, 2^24), and that no symmetry folds, is simulated for its first
+:data:`PREFIX_STEPS` steps and extended by their pace where they keep one
+(:mod:`simcoll.sim.periodic`): it would be refused otherwise."""
+
+PREFIX_STEPS = 32
+"""Ring steps simulated before extending by the period: those of the second quarter
+(8) are compared."""
 
 ONE_SHOT = True
 """Whether a flow-model run whose flows all start at once takes its closed form
@@ -67,6 +80,8 @@ class Setup:
     knobs: NcclKnobs = field(default_factory=NcclKnobs)
     placement: str = "linear"
     router: Router | None = None  # of topology: shared by every size and choice
+    # (size, protocol) of each ring extended from its first steps, as the rows are made
+    extended: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def plan_name(self) -> str:
@@ -144,6 +159,8 @@ def _row(
     if plan is not None:
         chosen, used = _tuned(setup, name, proto, size_bytes, chosen, plan)
     fast = _fast_ring(setup, name, proto, size_bytes, chosen, used)
+    if fast is None:
+        fast = _periodic_ring(setup, name, proto, size_bytes, chosen, used)
     if fast is not None:
         return fast
     if used is None:
@@ -297,6 +314,61 @@ def _fast_ring(  # noqa: PLR0917 - one call's facts
     )  # fmt: skip
 
 
+def _periodic_ring(  # noqa: PLR0917 - one call's facts
+    setup: Setup,
+    name: str,
+    proto: Protocol | None,
+    size_bytes: int,
+    knobs: Mapping[str, int],
+    plan: Plan | None,
+) -> Row | None:
+    """A ring row from its first :data:`PREFIX_STEPS` steps, extended by their pace
+    (:mod:`simcoll.sim.periodic`), where the whole ring on the plan would have more than
+    :data:`PERIODIC_FROM_TRANSFERS` transfers and no symmetry folds it; None where that
+    does not apply or the steps keep no one pace, and the general path runs (and
+    refuses the whole ring)."""
+    n = len(setup.nodes)
+    if (
+        name != "ring"
+        or plan is None
+        or setup.model != "flow"
+        or setup.collective.value not in RING_COLLECTIVES
+        or not set(knobs) <= {"n_chunks", "max_in_flight"}
+    ):
+        return None
+    n_steps = (2 if setup.collective is Collective.ALLREDUCE else 1) * (n - 1)
+    chunks, window = knobs["n_chunks"], knobs["max_in_flight"]
+    if n_steps * n * plan.n_channels * chunks <= PERIODIC_FROM_TRANSFERS:
+        return None
+    if n_steps < 2 * PREFIX_STEPS:
+        return None
+
+    def first_steps(pieces: int) -> Schedule:
+        return ring_prefix(setup.collective, n, size_bytes, PREFIX_STEPS,
+                           n_channels=plan.n_channels, n_chunks=pieces, max_in_flight=window,
+                           rings=plan.rings)  # fmt: skip
+
+    try:
+        schedule = first_steps(chunks)
+    except ScheduleError:
+        if chunks == 1 or "n_chunks" in (setup.params or {}):  # the user's cut stands
+            raise
+        schedule = first_steps(1)  # too few bytes for that many pieces, as elsewhere
+    run = prepare(setup.topology, schedule, model="flow", protocol=proto,
+                  rank_nodes=setup.nodes, plan=plan, router=setup.router)  # fmt: skip
+    whole = extend_periodic(run.run("flow"), n_steps, run.fabric.capacity_bytes_per_s)
+    if whole is None:
+        return None
+    setup.extended.append((size_bytes, proto.name if proto else "none"))
+    n = schedule.n_ranks  # every step sends and receives the same bytes per rank
+    per_step_sent = schedule.bytes_sent_per_rank()[:n].max(initial=0) // PREFIX_STEPS
+    per_step_received = schedule.bytes_received_per_rank()[:n].max(initial=0) // PREFIX_STEPS
+    return _result_row(
+        setup, schedule, whole, proto, plan.n_channels,
+        sent=int(per_step_sent) * n_steps, received=int(per_step_received) * n_steps,
+    )  # fmt: skip
+
+
 def _channel_copies(
     setup: Setup, schedule: Schedule, proto: Protocol | None, plan: Plan | None
 ) -> SimulationResult | None:
@@ -321,7 +393,7 @@ def _channel_copies(
 def _result_row(
     setup: Setup,
     schedule: Schedule,
-    result: SimulationResult | OneShot,
+    result: SimulationResult | OneShot | Periodic,
     protocol: Protocol | None,
     n_channels: int,
     *,

@@ -350,7 +350,8 @@ CASES: tuple[Case, ...] = (
     Case(
         "ring-1024-random",
         "predict: ring all-reduce 1 GiB, simple, NCCL's plan, random placement (seed 1), "
-        "128 A100 nodes on a 2:1 RoCE fat-tree",
+        "128 A100 nodes on a 2:1 RoCE fat-tree (hashed ECMP: no symmetry, and over one "
+        "schedule's transfers; its first 32 steps are extended at their pace)",
         30.0,
         lambda: _predict_case(
             "ring-1024-random",

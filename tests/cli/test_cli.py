@@ -287,6 +287,30 @@ def test_range_too_small_for_chunks_is_skipped_with_a_note(
     assert err.startswith("simcoll: note: skipped")
 
 
+def test_a_ring_extended_from_its_first_steps_says_so(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A ring over one schedule's transfers runs 32 steps and is extended at their pace
+    # (simcoll/sim/periodic.py); the table does not show it, so a note on stderr does.
+    # The threshold is lowered so that 64 GPUs on the RoCE fat-tree (no symmetry: hashed
+    # ECMP, random placement) take that path.
+    from simcoll.prediction import simulated  # noqa: PLC0415 - the threshold under test
+
+    monkeypatch.setattr(simulated, "PERIODIC_FROM_TRANSFERS", 0)
+    status, out, err = run(
+        capsys, "predict", str(REPO / "topologies" / "a100-roce-2to1.toml"), "--set", "n_nodes=8",
+        "--collective", "allreduce", "--algorithm", "ring", "--sizes", "256M,1G",
+        "--protocol", "simple", "--placement", "random:1",
+    )  # fmt: skip
+    assert status == 0
+    assert len(data_rows(out)) == 2
+    assert err.splitlines() == [
+        "simcoll: note: the ring at 256 MiB, 1 GiB ran its first 32 steps and was extended "
+        "at their pace: whole, it is over one schedule's 16777216 transfers "
+        "(simcoll/sim/periodic.py)"
+    ]
+
+
 # --- bad input: exit 2 and exactly one line on stderr -------------------------------------
 
 

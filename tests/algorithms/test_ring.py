@@ -1,0 +1,50 @@
+"""Ring prefixes: the first steps of a ring, transfer for transfer, and nothing after."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simcoll.algorithms.ring import (
+    ring_allgather,
+    ring_allreduce,
+    ring_prefix,
+    ring_reducescatter,
+)
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ScheduleError
+
+RINGS = [[0, 2, 4, 1, 3], [3, 1, 4, 2, 0]]  # two channels, neither in rank order
+
+
+@pytest.mark.parametrize(
+    ("collective", "whole", "taken"),
+    [(Collective.ALLREDUCE, ring_allreduce, k) for k in (1, 3, 4, 6, 8)]
+    + [(Collective.REDUCESCATTER, ring_reducescatter, k) for k in (1, 4)]
+    + [(Collective.ALLGATHER, ring_allgather, k) for k in (2, 4)],
+)
+def test_a_prefix_is_the_first_steps_of_the_whole(collective, whole, taken):
+    # 5 ranks, 2 channels, 3 pieces each: a step is 5 x 2 x 3 = 30 transfers, and a prefix
+    # of k steps is the whole schedule's first 30 k, dependencies included (all-reduce's
+    # sixth step is the all-gather's second).
+    full = whole(5, 6000, n_chunks=3, rings=RINGS, max_in_flight=2)
+    first = ring_prefix(collective, 5, 6000, taken, n_chunks=3, rings=RINGS, max_in_flight=2,
+                        n_channels=2)  # fmt: skip
+    m = 30 * taken
+    assert first.n_transfers == m
+    for column in ("src", "dst", "op", "channel"):
+        assert np.array_equal(getattr(first, column), getattr(full, column)[:m])
+    assert np.array_equal(first.transfer_bytes, full.transfer_bytes[:m])
+    assert np.array_equal(first.deps_indptr, full.deps_indptr[: m + 1])
+    assert np.array_equal(first.deps, full.deps[: full.deps_indptr[m]])
+    assert (first.max_in_flight, first.params) == (full.max_in_flight, full.params)
+
+
+@pytest.mark.parametrize(
+    ("collective", "n_steps", "message"),
+    [(Collective.ALLREDUCE, 0, "1 to 8 steps, not 0"), (Collective.ALLGATHER, 5, "1 to 4 steps"),
+     (Collective.BROADCAST, 1, "broadcast has no ring steps")],
+)  # fmt: skip
+def test_a_prefix_out_of_range_is_refused(collective, n_steps, message):
+    with pytest.raises(ScheduleError, match=message):
+        ring_prefix(collective, 5, 6000, n_steps)
