@@ -31,6 +31,7 @@ from simcoll.core.errors import ScheduleError
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 
 __all__ = [
+    "PREFIX_STEPS",
     "ring_allgather",
     "ring_allreduce",
     "ring_broadcast",
@@ -41,6 +42,11 @@ __all__ = [
 ]
 
 Rings = Sequence[Sequence[int]]
+
+PREFIX_STEPS = 32
+"""The steps of a ring that predictions simulate where the whole ring is over one
+schedule's transfers, before extending at their pace (:func:`ring_prefix`,
+:mod:`simcoll.sim.periodic`)."""
 
 
 def ring_orders(n_ranks: int, n_channels: int, rings: Rings | None) -> tuple[tuple[int, ...], ...]:

@@ -11,6 +11,7 @@ from typing import Literal
 import networkx as nx
 
 from simcoll.algorithms import algorithm_names
+from simcoll.algorithms.ring import PREFIX_STEPS
 from simcoll.cli._args import SubParsers, positive_int_at_most
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
@@ -25,7 +26,6 @@ from simcoll.plan.placement import place_ranks
 from simcoll.plan.tuning import parse_nccl_knobs
 from simcoll.prediction import predict
 from simcoll.prediction.choices import DEFAULT_ALGORITHM
-from simcoll.prediction.simulated import PREFIX_STEPS
 from simcoll.topology import gpu_nodes, load, parse_overrides
 from simcoll.topology.calibration import Calibration, read_calibration
 

@@ -22,6 +22,10 @@ its purpose is to stop a sweep that would run for days or exhaust memory before 
 >>> # the general path: every rank's transfers
 >>> estimate_point("allreduce", "ring", n_ranks=8, size_bytes=2**30, symmetric=False).transfers
 7168
+>>> # over one schedule's 2^24 transfers: its first 32 steps, extended at their pace
+>>> estimate_point("allreduce", "ring", n_ranks=1024, size_bytes=2**30, n_channels=16,
+...                symmetric=False).transfers  # 1,024 ranks x 32 steps x 16 channels
+524288
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from simcoll.algorithms.ring import PREFIX_STEPS
 from simcoll.core.collectives import Collective
+from simcoll.core.limits import MAX_TRANSFERS
 from simcoll.plan.tuning import ring_chunks
 
 __all__ = [
@@ -123,7 +129,10 @@ def estimate_point(
             reps = max(1, period_ranks) * steps[c.value] * pieces
             return PointEstimate(reps, SECONDS_PER_REPRESENTATIVE)
         if c.value in steps:  # the general path: every rank sends every step
-            return PointEstimate(n * steps[c.value] * per)
+            whole = n * steps[c.value] * per
+            if whole > MAX_TRANSFERS:  # its first steps, extended (simcoll.sim.periodic)
+                return PointEstimate(n * min(steps[c.value], PREFIX_STEPS) * per)
+            return PointEstimate(whole)
         return PointEstimate((n - 1) * per)  # a chain: every rank but the last sends
     if algorithm in ("tree", "double_binary_tree", "msb_tree", "hierarchical", "nvls", "sharp"):
         return PointEstimate(2 * n * per)

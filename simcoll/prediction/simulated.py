@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import networkx as nx
 
 from simcoll.algorithms import ALGORITHMS, build_schedule
-from simcoll.algorithms.ring import ring_prefix
+from simcoll.algorithms.ring import PREFIX_STEPS, ring_prefix
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, ScheduleError, SimcollError
 from simcoll.core.limits import MAX_TRANSFERS
@@ -43,17 +43,13 @@ from simcoll.sim.symmetry import (
 )
 from simcoll.topology import Router
 
-__all__ = ["ONE_SHOT", "PERIODIC_FROM_TRANSFERS", "PREFIX_STEPS", "Setup", "best_simulated_row"]
+__all__ = ["ONE_SHOT", "PERIODIC_FROM_TRANSFERS", "Setup", "best_simulated_row"]
 
 PERIODIC_FROM_TRANSFERS = MAX_TRANSFERS
 """A ring on a plan whose whole schedule would hold more transfers than this (one
 schedule's most, 2^24), and that no symmetry folds, is simulated for its first
 :data:`PREFIX_STEPS` steps and extended by their pace where they keep one
 (:mod:`simcoll.sim.periodic`): it would be refused otherwise."""
-
-PREFIX_STEPS = 32
-"""Ring steps simulated before extending by the period: those of the second quarter
-(8) are compared."""
 
 ONE_SHOT = True
 """Whether a flow-model run whose flows all start at once takes its closed form
