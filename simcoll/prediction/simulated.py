@@ -171,6 +171,7 @@ def _row(
         # every flow at once (a direct all-to-all): the time in closed form, where exact
         shot = one_shot(run) if setup.model == "flow" and ONE_SHOT else None
         result = shot or run.run(setup.model)
+        run.release()
     n = schedule.n_ranks
     return _result_row(
         setup, schedule, result, proto, used.n_channels if used else schedule.n_channels,
@@ -353,6 +354,7 @@ def _periodic_ring(  # noqa: PLR0917 - one call's facts
     run = prepare(setup.topology, schedule, model="flow", protocol=proto,
                   rank_nodes=setup.nodes, plan=plan, router=setup.router)  # fmt: skip
     whole = extend_periodic(run.run("flow"), n_steps, run.fabric.capacity_bytes_per_s)
+    run.release()
     if whole is None:
         return None
     setup.extended.append((size_bytes, proto.name if proto else "none"))

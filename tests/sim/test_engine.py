@@ -301,3 +301,26 @@ def test_a_missing_route_in_a_batch_names_the_ranks() -> None:
     schedule = build_schedule("alltoall", "direct", n_ranks=40, size_bytes=40 * 1024)
     with pytest.raises(SimulationError, match=r"rank 0 \(gpu0\) -> rank 39 \(gpu39\): no route"):
         simulate(star, schedule)
+
+
+def test_a_released_run_goes_with_its_last_reference():
+    # The fabric calls back into its run, a reference cycle: without release() an
+    # all-to-all's route arrays (hundreds of MB) wait for the cyclic collector.
+    import gc  # noqa: PLC0415
+    import weakref  # noqa: PLC0415
+
+    topo, _ = _topology("star", 4)
+    schedule = build_schedule("alltoall", "direct", n_ranks=4, size_bytes=4_000)
+    gc.disable()
+    try:
+        for release in (False, True):
+            run = engine.prepare(topo, schedule)
+            run.run("flow")
+            if release:
+                run.release()
+            gone = weakref.ref(run)
+            del run
+            assert (gone() is None) is release
+            gc.collect()
+    finally:
+        gc.enable()
