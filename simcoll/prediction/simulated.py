@@ -33,7 +33,7 @@ from simcoll.prediction.bounds import Bounds
 from simcoll.prediction.choices import algorithm_params
 from simcoll.sim.channel_symmetry import channel_symmetric
 from simcoll.sim.engine import SimulationResult, prepare
-from simcoll.sim.oneshot import OneShot, one_shot
+from simcoll.sim.oneshot import OneShot, link_bound_s, one_shot
 from simcoll.sim.periodic import Periodic, extend_periodic
 from simcoll.sim.symmetry import (
     RING_COLLECTIVES,
@@ -43,13 +43,24 @@ from simcoll.sim.symmetry import (
 )
 from simcoll.topology import Router
 
-__all__ = ["ONE_SHOT", "PERIODIC_FROM_TRANSFERS", "Setup", "best_simulated_row"]
+__all__ = [
+    "LINK_BOUND_TOLERANCE",
+    "ONE_SHOT",
+    "PERIODIC_FROM_TRANSFERS",
+    "Setup",
+    "best_simulated_row",
+]
 
 PERIODIC_FROM_TRANSFERS = MAX_TRANSFERS
 """A ring on a plan whose whole schedule would hold more transfers than this (one
 schedule's most, 2^24), and that no symmetry folds, is simulated for its first
 :data:`PREFIX_STEPS` steps and extended by their pace where they keep one
 (:mod:`simcoll.sim.periodic`): it would be refused otherwise."""
+
+LINK_BOUND_TOLERANCE = 1e-12
+"""How close to the best time so far a choice's link bound may come before the choice
+is taken as unable to beat it, where a tie would go to the best anyway: within the
+engine's own rounding (see :func:`best_simulated_row`)."""
 
 ONE_SHOT = True
 """Whether a flow-model run whose flows all start at once takes its closed form
@@ -98,7 +109,11 @@ def best_simulated_row(setup: Setup, size_bytes: int) -> tuple[Row | None, Simco
     Choices are tried in increasing order of their lower bounds (:mod:`.bounds`), and one
     whose bound is no better than the best time so far is not simulated: it cannot win.
     Ties go to the earlier choice in ``setup.names`` x ``setup.protocols`` order, as if
-    every choice were simulated.
+    every choice were simulated. A choice headed for the general path is routed first,
+    and not simulated either if its routes' link bound (:func:`link_bound_s`) is no
+    better than the best time, or within :data:`LINK_BOUND_TOLERANCE` of it where a tie
+    would go to the best: it could win by no more than that (a pairwise all-to-all
+    against the direct one's closed form, on the same links).
     """
     n = len(setup.nodes)
     refusal: SimcollError | None = None
@@ -123,13 +138,16 @@ def best_simulated_row(setup: Setup, size_bytes: int) -> tuple[Row | None, Simco
     for bound, order, name, proto, chosen in sorted(choices, key=lambda c: (c[0], c[1])):
         if name in failed or (best is not None and (bound, order) > (best[0].time_s, best[1])):
             continue
+        beat = None if best is None else (best[0].time_s, best[1] < order)
         try:
-            row = _row(setup, name, proto, size_bytes, chosen)
+            row = _row(setup, name, proto, size_bytes, chosen, beat)
         except (ScheduleError, ConfigError) as error:
             if len(setup.names) == 1 and isinstance(error, ConfigError):
                 raise
             refusal = error
             failed.add(name)
+            continue
+        if row is None:  # its routes' link bound showed it cannot win
             continue
         if best is None or (row.time_s, order) < (best[0].time_s, best[1]):
             best = (row, order)
@@ -147,9 +165,17 @@ def _bounds(setup: Setup) -> Bounds | None:
                      tree_depth=tree.depth() if tree is not None else 0)  # fmt: skip
 
 
-def _row(
-    setup: Setup, name: str, proto: Protocol | None, size_bytes: int, chosen: dict[str, int]
-) -> Row:
+def _row(  # noqa: PLR0917 - one choice, and the time it must beat
+    setup: Setup,
+    name: str,
+    proto: Protocol | None,
+    size_bytes: int,
+    chosen: dict[str, int],
+    beat: tuple[float, bool] | None = None,
+) -> Row | None:
+    """The choice's row; None if, about to be simulated on the general path, its link
+    bound shows it cannot beat ``beat`` (the best time so far, and whether a tie goes
+    to that best)."""
     plan = _plan_of(setup, name)
     used = None
     if plan is not None:
@@ -170,6 +196,11 @@ def _row(
                       rank_nodes=setup.nodes, plan=used, router=setup.router)  # fmt: skip
         # every flow at once (a direct all-to-all): the time in closed form, where exact
         shot = one_shot(run) if setup.model == "flow" and ONE_SHOT else None
+        if shot is None and beat is not None and setup.model == "flow":
+            bound_s, best_s = link_bound_s(run), beat[0]
+            if bound_s > best_s or (beat[1] and bound_s * (1 + LINK_BOUND_TOLERANCE) >= best_s):
+                run.release()
+                return None
         result = shot or run.run(setup.model)
         run.release()
     n = schedule.n_ranks

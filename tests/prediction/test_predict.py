@@ -321,3 +321,31 @@ def test_one_shot_rows_equal_the_engines(monkeypatch, collective: str) -> None:
     for fast, engine in zip(rows[True], rows[False], strict=True):
         assert (fast.protocol, fast.max_link_bytes) == (engine.protocol, engine.max_link_bytes)
         assert fast.time_s == pytest.approx(engine.time_s, rel=1e-12)
+
+
+def test_auto_all_to_all_skips_pairwise_by_its_link_bound(monkeypatch) -> None:
+    # Direct's closed form sits on the busiest link's bound; pairwise exchange moves the
+    # same bytes over the same routes, so its link bound cannot beat it and it is not
+    # simulated. The rows must be those of simulating every choice.
+    from simcoll.prediction import simulated  # noqa: PLC0415 - the switch under test
+    from simcoll.sim import engine  # noqa: PLC0415
+
+    file = Path(__file__).resolve().parents[2] / "topologies" / "a100-roce-2to1.toml"
+    graph = load(file, overrides={"n_nodes": "4"})
+    sizes = [2**10, 2**20, 2**26]
+    simulated_algorithms = []
+    run = engine.Run.run
+    monkeypatch.setattr(engine.Run, "run", lambda self, model: simulated_algorithms.append(
+        self.s.algorithm) or run(self, model))  # fmt: skip
+    rows = {}
+    bound = simulated.link_bound_s
+    for pruned in (True, False):
+        monkeypatch.setattr(simulated, "link_bound_s", bound if pruned else lambda run: 0.0)
+        simulated_algorithms.clear()
+        found = predict(graph, "alltoall", sizes, algorithm="auto", protocol="auto").rows
+        rows[pruned] = [(r.algorithm, r.protocol, r.time_s) for r in found]
+        if pruned:
+            assert "pairwise" not in simulated_algorithms
+        else:
+            assert "pairwise" in simulated_algorithms
+    assert rows[True] == rows[False]

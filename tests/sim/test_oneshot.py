@@ -18,7 +18,7 @@ from simcoll.core.collectives import Collective
 from simcoll.core.protocols import PROTOCOLS
 from simcoll.core.schedule import Schedule, ScheduleBuilder
 from simcoll.sim.engine import prepare, simulate
-from simcoll.sim.oneshot import _components, one_shot
+from simcoll.sim.oneshot import _components, link_bound_s, one_shot
 from simcoll.topology import load, switch_star
 
 B = 10e9  # bytes/s per direction
@@ -161,3 +161,30 @@ def test_components_label_routes_that_share_links():
     flat = np.array([lk for route in routes for lk in route])
     ptr = np.cumsum([0, *map(len, routes)])
     assert _components(flat, ptr, 10).tolist() == [0, 1, 0, 1, 0]
+
+
+# -- the link bound ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("collective", "algorithm", "knobs"),
+    [("alltoall", "pairwise", {}), ("alltoall", "direct", {"n_chunks": 2}),
+     ("allreduce", "ring", {"n_chunks": 2}), ("allgather", "bruck", {}),
+     ("allreduce", "tree", {"gpus_per_node": 8}), ("broadcast", "ring", {})],
+)  # fmt: skip
+def test_the_link_bound_is_never_above_the_engine(collective, algorithm, knobs):
+    # Every link's first flow starts after its route latency and the link moves at most
+    # its bandwidth: no schedule, dependent or not, ends sooner.
+    graph = _roce(4, None)
+    schedule = build_schedule(collective, algorithm, n_ranks=32, size_bytes=32 * 2**18, **knobs)
+    run = prepare(graph, schedule)
+    assert link_bound_s(run) <= simulate(graph, schedule).time_s * (1 + REL)
+
+
+def test_the_link_bound_is_the_one_shot_time_where_that_holds():
+    graph = _roce(8, None)
+    schedule = build_schedule("alltoall", "direct", n_ranks=64, size_bytes=64 * 2**20)
+    run = prepare(graph, schedule)
+    shot = one_shot(run)
+    assert shot is not None
+    assert link_bound_s(run) == pytest.approx(shot.time_s, rel=REL)
