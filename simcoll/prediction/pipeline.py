@@ -141,7 +141,7 @@ def predict(
         if chosen_plan.source == "rank order":  # no servers: the textbook ring
             chosen_plan = None
     setup = Setup(topology, c, names, protocols, model, nodes, params, chosen_plan, knobs,
-                  placement, Router(topology))  # fmt: skip
+                  placement, None if model in CLOSED_FORM_MODELS else Router(topology))  # fmt: skip
     if model in CLOSED_FORM_MODELS:
         prediction = Prediction(closed_form_rows(topology, c, sizes_bytes, names, protocols,
                                                  model, len(nodes), params))  # fmt: skip

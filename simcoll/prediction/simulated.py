@@ -6,8 +6,9 @@ general engine, and keep the fastest choice."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import networkx as nx
 
@@ -42,6 +43,8 @@ from simcoll.sim.symmetry import (
     simulate_symmetric,
 )
 from simcoll.topology import Router
+
+T = TypeVar("T")
 
 __all__ = [
     "LINK_BOUND_TOLERANCE",
@@ -260,14 +263,23 @@ def _planned_schedule(
     """The schedule on the plan's channels; one piece per block if the bytes are too few
     to cut as tuned (not if the caller ``fixed`` the pieces)."""
     n = len(setup.nodes)
+    return _or_one_piece(
+        lambda pieces: build_schedule(setup.collective, name, used, n_ranks=n,
+                                      size_bytes=size_bytes, **{**knobs, "n_chunks": pieces}),
+        knobs["n_chunks"], fixed=fixed,
+    )  # fmt: skip
+
+
+def _or_one_piece(build: Callable[[int], T], pieces: int, *, fixed: bool) -> T:
+    """``build(pieces)``, or ``build(1)`` if the bytes are too few to cut that many pieces
+    per block (as NCCL sends a small call whole); not where the caller ``fixed`` the
+    pieces, or there is only one."""
     try:
-        return build_schedule(setup.collective, name, used, n_ranks=n, size_bytes=size_bytes,
-                              **knobs)  # fmt: skip
+        return build(pieces)
     except ScheduleError:
-        if knobs["n_chunks"] == 1 or fixed:
+        if pieces == 1 or fixed:
             raise
-        return build_schedule(setup.collective, name, used, n_ranks=n, size_bytes=size_bytes,
-                              **{**knobs, "n_chunks": 1})  # fmt: skip
+        return build(1)
 
 
 def _schedule(
@@ -326,12 +338,7 @@ def _fast_ring(  # noqa: PLR0917 - one call's facts
             plan=plan, round_up_pieces=True,
         )  # fmt: skip
 
-    try:
-        found = run(chunks)
-    except ScheduleError:
-        if chunks == 1 or "n_chunks" in (setup.params or {}):  # the user's cut stands
-            raise
-        found = run(1)  # too few bytes for that many pieces: one piece, as elsewhere
+    found = _or_one_piece(run, chunks, fixed="n_chunks" in (setup.params or {}))
     if found is None:
         return None
     result, sym = found
@@ -376,12 +383,7 @@ def _periodic_ring(  # noqa: PLR0917 - one call's facts
                            n_channels=plan.n_channels, n_chunks=pieces, max_in_flight=window,
                            rings=plan.rings)  # fmt: skip
 
-    try:
-        schedule = first_steps(chunks)
-    except ScheduleError:
-        if chunks == 1 or "n_chunks" in (setup.params or {}):  # the user's cut stands
-            raise
-        schedule = first_steps(1)  # too few bytes for that many pieces, as elsewhere
+    schedule = _or_one_piece(first_steps, chunks, fixed="n_chunks" in (setup.params or {}))
     run = prepare(setup.topology, schedule, model="flow", protocol=proto,
                   rank_nodes=setup.nodes, plan=plan, router=setup.router)  # fmt: skip
     whole = extend_periodic(run.run("flow"), n_steps, run.fabric.capacity_bytes_per_s)

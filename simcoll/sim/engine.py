@@ -163,8 +163,6 @@ def simulate(
         If the schedule cannot finish (a dependency cycle, a transfer waiting for one
         nobody sends) or a transfer has no route; the message names the stuck transfers.
     """
-    if model not in MODELS:
-        raise ConfigError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
     run = prepare(topology, schedule, model=model, rank_nodes=rank_nodes, protocol=protocol,
                   packet_bytes=packet_bytes, plan=plan)  # fmt: skip
     try:
@@ -187,6 +185,8 @@ def prepare(
     """The run :func:`simulate` makes, routed and with its connections grouped, not yet
     started: :mod:`simcoll.sim.oneshot` reads the same routes and latencies from it.
     ``router`` (of ``topology``) lets runs on one topology share what it has found."""
+    if model not in MODELS:
+        raise ConfigError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
     if plan is not None:
         if plan.n_ranks != schedule.n_ranks:
             raise ConfigError(f"the plan has {plan.n_ranks} ranks, the schedule {schedule.n_ranks}")

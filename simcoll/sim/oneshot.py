@@ -88,11 +88,12 @@ def one_shot(run: Run) -> OneShot | None:
     flat = np.concatenate(run.pair_links)
     ptr = np.concatenate([[0], np.cumsum(lengths)])
     capacity = run.fabric.capacity_bytes_per_s
-    flows = _connections(run, wire)
+    conns = _Connections.of(run)
+    flows = _connections(run, conns, wire)
     if flows is None:
         return None
     pair, start_s, bytes_ = flows
-    if not _back_to_back(run, wire, np.minimum.reduceat(capacity[flat], ptr[:-1])):
+    if not _back_to_back(run, conns, wire, np.minimum.reduceat(capacity[flat], ptr[:-1])):
         return None
     # flows sharing links, one group each: when the last starts, and the most bytes
     _, group_of_pair = np.unique(_components(flat, ptr, len(capacity)), return_inverse=True)
@@ -150,34 +151,46 @@ def _components(flat: IntArray, ptr: IntArray, n_links: int) -> IntArray:
         label = new
 
 
-def _connections(run: Run, wire: FloatArray) -> tuple[IntArray, FloatArray, FloatArray] | None:
+@dataclass(frozen=True)
+class _Connections:
+    """The run's connections: each one's transfers are ``order[begin[c]:end[c]]``."""
+
+    order: IntArray
+    begin: IntArray
+    end: IntArray
+
+    @classmethod
+    def of(cls, run: Run) -> _Connections:
+        end = np.frombuffer(run.conn_end, dtype=np.int64)
+        begin = np.concatenate([[0], end[:-1]])
+        return cls(np.frombuffer(run.conn_order, dtype=np.int64), begin, end)
+
+
+def _connections(
+    run: Run, conns: _Connections, wire: FloatArray
+) -> tuple[IntArray, FloatArray, FloatArray] | None:
     """Per connection: its pair, when its first piece starts, and the bytes of all its
     pieces; None if a connection's pieces do not share one pair (they always do)."""
-    order = np.frombuffer(run.conn_order, dtype=np.int64)
-    end = np.frombuffer(run.conn_end, dtype=np.int64)
-    begin = np.concatenate([[0], end[:-1]])
-    pair = run.pair_of[order[begin]]
-    if (run.pair_of[order] != np.repeat(pair, end - begin)).any():
+    first = conns.order[conns.begin]
+    pair = run.pair_of[first]
+    if (run.pair_of[conns.order] != np.repeat(pair, conns.end - conns.begin)).any():
         return None
-    start_s = np.asarray(run.latency_s, dtype=np.float64)[order[begin]]
-    return pair, start_s, np.add.reduceat(wire[order], begin)
+    start_s = np.asarray(run.latency_s, dtype=np.float64)[first]
+    return pair, start_s, np.add.reduceat(wire[conns.order], conns.begin)
 
 
-def _back_to_back(run: Run, wire: FloatArray, slowest: FloatArray) -> bool:
+def _back_to_back(run: Run, conns: _Connections, wire: FloatArray, slowest: FloatArray) -> bool:
     """Whether every piece of every connection starts the instant the one before it
     arrives. The first ``max_in_flight`` are issued at time 0. Piece ``j`` after them is
     issued when piece ``j - w`` arrives and starts a latency later, or when piece ``j - 1``
     arrives if that is later; the ``w - 1`` pieces between take at least their bytes at
     the route's slowest link each, so that is later if those cover the latency."""
     w = run.s.max_in_flight
-    order = np.frombuffer(run.conn_order, dtype=np.int64)
-    end = np.frombuffer(run.conn_end, dtype=np.int64)
-    begin = np.concatenate([[0], end[:-1]])
-    deep = np.flatnonzero(end - begin > w)
+    deep = np.flatnonzero(conns.end - conns.begin > w)
     if not len(deep):
         return True
-    least = np.minimum.reduceat(wire[order], begin)[deep]
-    first = order[begin[deep]]
+    least = np.minimum.reduceat(wire[conns.order], conns.begin)[deep]
+    first = conns.order[conns.begin[deep]]
     latency_s = np.asarray(run.latency_s, dtype=np.float64)[first]
     shortest_s = least / slowest[run.pair_of[first]]
     return bool(((w - 1) * shortest_s >= latency_s).all())
