@@ -31,7 +31,7 @@ import multiprocessing
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from unittest import mock
 
@@ -47,9 +47,10 @@ from simcoll.core.errors import ConfigError, ScheduleError
 from simcoll.core.schedule import Schedule
 from simcoll.network.fabric import Fabric
 from simcoll.plan.placement import switch_endpoints
+from simcoll.prediction.choices import algorithm_params
+from simcoll.prediction.session import Session
 from simcoll.sim import engine
 from simcoll.sim.engine import SimulationResult, simulate
-from simcoll.sim.session import Session
 from simcoll.topology import (
     NodeKind,
     Router,
@@ -679,28 +680,35 @@ def test_concurrent_collectives_share_links_within_their_bandwidth(case: Session
     is ever oversubscribed, each link carries exactly both calls' routed bytes, and the
     run lasts at least as long as the busiest link needs for both calls' bytes."""
     topology = case.topology.build()
-    session = Session(topology, model="flow")
+    # the links alone, and each call's schedule as built here (no plan, no protocol)
+    session = Session(topology, model="flow", protocol=None, plan="rank", calibration=None)
     routed = np.zeros(topology.number_of_edges())
     n_flows = np.zeros(topology.number_of_edges())
-    with probe() as samples:
-        try:
-            for i, (group, call) in enumerate(case.calls):
-                schedule = call.schedule()
-                nodes = endpoint_nodes(topology, group, schedule)
-                session.collective(
-                    call.collective,
-                    call.size_bytes,
-                    group,
-                    algorithm=call.algorithm,
-                    params=call.params,
-                    stream=f"stream{i}",
-                )
-                p = paths(topology, nodes, schedule)
-                routed += routed_link_bytes(topology, p.routes, transfer_bytes(schedule))
-                n_flows += flows_per_link(topology, p.routes, transfer_bytes(schedule))
-        except (ConfigError, ScheduleError):
-            reject()
-        timeline = session.run(load_bins=0)
+    try:
+        for i, (group, call) in enumerate(case.calls):
+            c = Collective.parse(call.collective)
+            fn = ALGORITHMS[c, call.algorithm]
+            pieces = {"n_chunks": 1} if "n_chunks" in inspect.signature(fn).parameters else {}
+            # as a session builds it: one piece unless given, the servers from the topology
+            params = algorithm_params(call.algorithm, c, pieces | call.params, topology,
+                                      len(group))  # fmt: skip
+            schedule = replace(call, params=params).schedule()
+            nodes = endpoint_nodes(topology, group, schedule)
+            session.collective(
+                call.collective,
+                call.size_bytes,
+                group,
+                algorithm=call.algorithm,
+                params=params,
+                stream=f"stream{i}",
+            )
+            p = paths(topology, nodes, schedule)
+            routed += routed_link_bytes(topology, p.routes, transfer_bytes(schedule))
+            n_flows += flows_per_link(topology, p.routes, transfer_bytes(schedule))
+    except (ConfigError, ScheduleError):
+        reject()
+    with probe() as samples:  # the calls were decided (each run alone) above: only the graph
+        timeline = session.run(load_bins=0, every_call_in_detail=True)
     bw = bandwidths(topology)
     assert_within_capacity(samples)
     time_s = timeline.time_s

@@ -33,9 +33,9 @@ MAY_IMPORT: dict[str, set[str]] = {
         "core topology plan algorithms network sim models output prediction calibrate scenarios"
     ),
 }
-#: Only these import simpy: the engine and the session (the engine of many calls on one
-#: clock), and the fabrics (flows and packets). Workloads reach SimPy through the session.
-SIMPY_USERS = {"sim/engine.py", "sim/session.py", "network/fabric.py", "network/packet.py"}
+#: Only these import simpy: the engine (one schedule, or an execution graph of many calls
+#: on one clock) and the fabrics (flows and packets). Workloads reach it through the engine.
+SIMPY_USERS = {"sim/engine.py", "network/fabric.py", "network/packet.py"}
 
 
 def imports_of(path: Path) -> set[str]:

@@ -25,7 +25,7 @@ from simcoll.plan.nccl_log import plan_from_log, read_nccl_log
 from simcoll.plan.placement import place_ranks
 from simcoll.plan.tuning import parse_nccl_knobs
 from simcoll.prediction import predict
-from simcoll.prediction.choices import DEFAULT_ALGORITHM
+from simcoll.prediction.choices import DEFAULT_ALGORITHM, default_algorithm
 from simcoll.topology import gpu_nodes, load, parse_overrides
 from simcoll.topology.calibration import Calibration, read_calibration
 
@@ -153,7 +153,7 @@ def _checked_choices(args: argparse.Namespace) -> tuple[Collective, str]:
     if args.protocol not in PROTOCOLS:
         raise ConfigError(f"unknown --protocol {args.protocol!r}; valid: {', '.join(PROTOCOLS)}")
     names = algorithm_names(collective)
-    algorithm = args.algorithm or (DEFAULT_ALGORITHM if DEFAULT_ALGORITHM in names else "direct")
+    algorithm = args.algorithm or default_algorithm(collective)
     if algorithm not in ("auto", "all", "nccl") and algorithm not in names:
         raise ConfigError(f"{collective.value} has no algorithm {algorithm!r}; valid: "
                           f"{', '.join(names)}, auto, nccl, all")  # fmt: skip

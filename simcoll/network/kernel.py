@@ -1,9 +1,9 @@
 """The flow model's event loop, compiled: a run on its own clock in one numba function.
 
 :mod:`simcoll.sim.engine` releases transfers and :class:`~simcoll.network.fabric.Fabric`
-shares bandwidth among them, one SimPy step per instant. That is the reference, and the
-only path for runs that share a clock (workloads, :mod:`simcoll.sim.session`). For a run
-on its own clock with the ``flow`` model, :func:`run_flows` does the same work here, with
+shares bandwidth among them, one SimPy step per instant. That is the reference. For a run
+with the ``flow`` model (one schedule, or a workload's execution graph,
+:mod:`simcoll.sim.graph`), :func:`run_flows` does the same work here, with
 the same arithmetic in the same order where order matters, so every time comes out the
 same, bit for bit (``tests/network/test_kernel.py`` checks it on many schedules and
 fabrics, with and without the symmetric path's weights):
@@ -95,7 +95,7 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
     conn_of: IntArray,
     conn_order: IntArray,
     conn_end: IntArray,
-    max_in_flight: int,
+    conn_window: IntArray,
     pair_links: list[IntArray],
     pair_weights: list[FloatArray | None],
     capacity_bytes_per_s: FloatArray,
@@ -107,8 +107,9 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
 
     The arguments are the engine's (see :class:`simcoll.sim.engine._Run`): per transfer
     its pair, wire bytes, latency, dependencies left and dependents (CSR); per connection
-    its transfers in order (``conn_order[conn_end[c - 1]:conn_end[c]]``); per pair its
-    links and their weights (None for all 1); per link its capacity.
+    its transfers in order (``conn_order[conn_end[c - 1]:conn_end[c]]``) and the most of
+    them in flight at once (its window); per pair its links and their weights (None for
+    all 1); per link its capacity.
 
     One transfer of 1 B over two links of 4 B/s, no latency: it starts at 0 and arrives
     at 0.25 s, two instants.
@@ -116,7 +117,8 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
     >>> one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
     >>> end_s = np.full(1, np.nan)
     >>> done = run_flows(one, np.ones(1), np.zeros(1), one.copy(), np.zeros(2, dtype=np.int64),
-    ...                  none, one, one, np.ones(1, dtype=np.int64), 1, [np.array([0, 1])],
+    ...                  none, one, one, np.ones(1, dtype=np.int64), np.ones(1, dtype=np.int64),
+    ...                  [np.array([0, 1])],
     ...                  [None], np.array([4.0, 4.0]), np.full(1, np.nan), np.full(1, np.nan),
     ...                  end_s)
     >>> end_s.tolist(), done.instants, done.link_busy_s.tolist()
@@ -142,7 +144,7 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
         np.asarray(conn_of, dtype=np.int64),
         np.asarray(conn_order, dtype=np.int64),
         np.asarray(conn_end, dtype=np.int64),
-        int(max_in_flight),
+        np.asarray(conn_window, dtype=np.int64),
         pair_ptr,
         link,
         weight,
@@ -242,8 +244,9 @@ def _issue(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     c, now, most, conn_next, conn_end, conn_sent, conn_order, in_flight, sending, deps_left,
     issue_s, start_s, latency, wire, flow, remaining, pend_key, pend_id, pend_slot, n_pend,
 ):  # fmt: skip
-    """_Run._try_issue of connection ``c``; returns the pending heap's new size."""
-    while conn_next[c] < conn_end[c] and in_flight[c] < most:
+    """_Run._try_issue of connection ``c`` (``most``: every connection's window); returns
+    the pending heap's new size."""
+    while conn_next[c] < conn_end[c] and in_flight[c] < most[c]:
         t = conn_order[conn_next[c]]
         if deps_left[t]:
             break

@@ -4,7 +4,7 @@
 choices lose by far (LL at 8 GiB moves every byte twice; Simple at 64 KiB pays 3.4 us a
 step), and a simulation of a loser costs what one of the winner costs. A choice whose
 lower bound is no better than the best time simulated so far cannot win, so it is not
-simulated: the rows are the same, sooner (:func:`simcoll.prediction.simulated.best_simulated_row`
+simulated: the rows are the same, sooner (:func:`simcoll.prediction.simulated.best_choice`
 tries the choices in increasing order of their bounds).
 
 Two bounds, both true of every run of the engine:
@@ -23,7 +23,7 @@ Two bounds, both true of every run of the engine:
   the way up and back down its deepest branch, twice the tree's depth.
 
 Other algorithms get 0: always simulated. The packet model gets none at all
-(:func:`simcoll.prediction.simulated.best_simulated_row` simulates every choice there).
+(:func:`simcoll.prediction.simulated.best_choice` simulates every choice there).
 
 >>> from simcoll.topology.builders import switch_star
 >>> from simcoll.core.protocols import PROTOCOLS

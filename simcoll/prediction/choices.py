@@ -12,9 +12,28 @@ from simcoll.algorithms import ALGORITHMS, algorithm_names
 from simcoll.core.collectives import Collective
 from simcoll.plan.placement import gpus_per_host, ranks_per_reducing_switch
 
-__all__ = ["AUTO_FAMILY", "DEFAULT_ALGORITHM", "algorithm_params", "candidates"]
+__all__ = [
+    "AUTO_FAMILY",
+    "DEFAULT_ALGORITHM",
+    "algorithm_params",
+    "candidates",
+    "default_algorithm",
+]
 
+#: The algorithm a call runs when none is named, where the collective has it (NCCL's ring;
+#: otherwise :func:`default_algorithm`).
 DEFAULT_ALGORITHM = "ring"
+
+
+def default_algorithm(collective: Collective) -> str:
+    """The algorithm a call of ``collective`` runs when none is named: the ring where it
+    has one, else the direct exchange (all-to-all, gather, scatter, send/recv).
+
+    >>> default_algorithm(Collective.ALLREDUCE), default_algorithm(Collective.ALLTOALL)
+    ('ring', 'direct')
+    """
+    return DEFAULT_ALGORITHM if DEFAULT_ALGORITHM in algorithm_names(collective) else "direct"
+
 
 #: What ``algorithm="auto"`` picks from: NCCL's own algorithms (ring, trees, NVLS, and
 #: SHARP as NCCL's CollNet reaches it). The others (direct, halving-doubling, ...) are

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import networkx as nx
+import numpy as np
+import numpy.typing as npt
 
 from simcoll.algorithms import ALGORITHMS, build_schedule
 from simcoll.algorithms.ring import PREFIX_STEPS, ring_prefix
@@ -43,6 +45,7 @@ from simcoll.sim.symmetry import (
     simulate_symmetric,
 )
 from simcoll.topology import Router
+from simcoll.topology.calibration import Calibration
 
 T = TypeVar("T")
 
@@ -50,8 +53,10 @@ __all__ = [
     "LINK_BOUND_TOLERANCE",
     "ONE_SHOT",
     "PERIODIC_FROM_TRANSFERS",
+    "Choice",
     "Setup",
-    "best_simulated_row",
+    "best_choice",
+    "choice_schedule",
 ]
 
 PERIODIC_FROM_TRANSFERS = MAX_TRANSFERS
@@ -63,7 +68,7 @@ schedule's most, 2^24), and that no symmetry folds, is simulated for its first
 LINK_BOUND_TOLERANCE = 1e-12
 """How close to the best time so far a choice's link bound may come before the choice
 is taken as unable to beat it, where a tie would go to the best anyway: within the
-engine's own rounding (see :func:`best_simulated_row`)."""
+engine's own rounding (see :func:`best_choice`)."""
 
 ONE_SHOT = True
 """Whether a flow-model run whose flows all start at once takes its closed form
@@ -92,6 +97,8 @@ class Setup:
     router: Router | None = None  # of topology: shared by every size and choice
     # (size, protocol) of each ring extended from its first steps, as the rows are made
     extended: list[tuple[int, str]] = field(default_factory=list)
+    by_nccl: bool = False  # each size runs the (algorithm, protocol) NCCL's model picks
+    calibration: Calibration | None = None  # applied already; its launch cost and floor
 
     @property
     def plan_name(self) -> str:
@@ -106,7 +113,31 @@ class Setup:
 PLANNED = ("ring", "tree")
 
 
-def best_simulated_row(setup: Setup, size_bytes: int) -> tuple[Row | None, SimcollError | None]:
+@dataclass(frozen=True, eq=False)
+class Choice:
+    """One (algorithm, protocol) at one size, simulated alone: its row, what ran, and the
+    run's result (its time and every link's wire bytes; per-transfer times where the
+    general path ran it).
+
+    ``knobs`` are the algorithm's parameters as built (NCCL's pieces and window on a
+    plan, the user's where given) and ``plan`` the plan's channels it used (None: no
+    plan), so that :func:`choice_schedule` builds the same schedule again.
+    """
+
+    row: Row
+    algorithm: str
+    protocol: Protocol | None
+    knobs: Mapping[str, int]
+    plan: Plan | None
+    result: SimulationResult | OneShot | Periodic
+
+    @property
+    def link_bytes(self) -> npt.NDArray[np.float64]:
+        """Wire bytes over each link of the topology (graph edge order)."""
+        return self.result.link_bytes
+
+
+def best_choice(setup: Setup, size_bytes: int) -> tuple[Choice | None, SimcollError | None]:
     """The fastest simulated (algorithm, protocol) at one size, or why none could run.
 
     Choices are tried in increasing order of their lower bounds (:mod:`.bounds`), and one
@@ -136,24 +167,24 @@ def best_simulated_row(setup: Setup, size_bytes: int) -> tuple[Row | None, Simco
                     setup.collective.value, name, proto, size_bytes
                 )  # fmt: skip
                 choices.append((bound, len(choices), name, proto, chosen))
-    best: tuple[Row, int] | None = None
+    best: tuple[Choice, int] | None = None
     failed: set[str] = set()
     for bound, order, name, proto, chosen in sorted(choices, key=lambda c: (c[0], c[1])):
-        if name in failed or (best is not None and (bound, order) > (best[0].time_s, best[1])):
+        if name in failed or (best is not None and (bound, order) > (best[0].row.time_s, best[1])):
             continue
-        beat = None if best is None else (best[0].time_s, best[1] < order)
+        beat = None if best is None else (best[0].row.time_s, best[1] < order)
         try:
-            row = _row(setup, name, proto, size_bytes, chosen, beat)
+            choice = _choice(setup, name, proto, size_bytes, chosen, beat)
         except (ScheduleError, ConfigError) as error:
             if len(setup.names) == 1 and isinstance(error, ConfigError):
                 raise
             refusal = error
             failed.add(name)
             continue
-        if row is None:  # its routes' link bound showed it cannot win
+        if choice is None:  # its routes' link bound showed it cannot win
             continue
-        if best is None or (row.time_s, order) < (best[0].time_s, best[1]):
-            best = (row, order)
+        if best is None or (choice.row.time_s, order) < (best[0].row.time_s, best[1]):
+            best = (choice, order)
     return (None if best is None else best[0]), refusal
 
 
@@ -168,31 +199,28 @@ def _bounds(setup: Setup) -> Bounds | None:
                      tree_depth=tree.depth() if tree is not None else 0)  # fmt: skip
 
 
-def _row(  # noqa: PLR0917 - one choice, and the time it must beat
+def _choice(  # noqa: PLR0917 - one choice, and the time it must beat
     setup: Setup,
     name: str,
     proto: Protocol | None,
     size_bytes: int,
     chosen: dict[str, int],
     beat: tuple[float, bool] | None = None,
-) -> Row | None:
-    """The choice's row; None if, about to be simulated on the general path, its link
-    bound shows it cannot beat ``beat`` (the best time so far, and whether a tie goes
-    to that best)."""
+) -> Choice | None:
+    """The choice, simulated; None if, about to be simulated on the general path, its
+    link bound shows it cannot beat ``beat`` (the best time so far, and whether a tie
+    goes to that best)."""
     plan = _plan_of(setup, name)
     used = None
     if plan is not None:
         chosen, used = _tuned(setup, name, proto, size_bytes, chosen, plan)
+    fast: tuple[Row, SimulationResult | Periodic] | None
     fast = _fast_ring(setup, name, proto, size_bytes, chosen, used)
     if fast is None:
         fast = _periodic_ring(setup, name, proto, size_bytes, chosen, used)
     if fast is not None:
-        return fast
-    if used is None:
-        schedule = _schedule(setup.collective, name, len(setup.nodes), size_bytes, chosen)
-    else:
-        user_cut = "n_chunks" in (setup.params or {})
-        schedule = _planned_schedule(setup, name, size_bytes, chosen, used, fixed=user_cut)
+        return Choice(fast[0], name, proto, chosen, used, fast[1])
+    schedule = _built(setup, name, size_bytes, chosen, used)
     result: SimulationResult | OneShot | None = _channel_copies(setup, schedule, proto, used)
     if result is None:
         run = prepare(setup.topology, schedule, model=setup.model, protocol=proto,
@@ -207,11 +235,29 @@ def _row(  # noqa: PLR0917 - one choice, and the time it must beat
         result = shot or run.run(setup.model)
         run.release()
     n = schedule.n_ranks
-    return _result_row(
+    row = _result_row(
         setup, schedule, result, proto, used.n_channels if used else schedule.n_channels,
         sent=int(schedule.bytes_sent_per_rank()[:n].max(initial=0)),
         received=int(schedule.bytes_received_per_rank()[:n].max(initial=0)),
     )  # fmt: skip
+    return Choice(row, name, proto, chosen, used, result)
+
+
+def choice_schedule(setup: Setup, choice: Choice) -> Schedule:
+    """The whole schedule of ``choice`` (every transfer, whatever path timed it alone),
+    to run beside other calls on one fabric; the rows' size is the call's."""
+    return _built(setup, choice.algorithm, choice.row.size_bytes, dict(choice.knobs),
+                  choice.plan)  # fmt: skip
+
+
+def _built(
+    setup: Setup, name: str, size_bytes: int, chosen: dict[str, int], used: Plan | None
+) -> Schedule:
+    """The schedule of one choice: on the plan's channels used, or on its own."""
+    if used is None:
+        return _schedule(setup.collective, name, len(setup.nodes), size_bytes, chosen)
+    user_cut = "n_chunks" in (setup.params or {})
+    return _planned_schedule(setup, name, size_bytes, chosen, used, fixed=user_cut)
 
 
 def _plan_of(setup: Setup, name: str) -> Plan | None:
@@ -309,8 +355,9 @@ def _fast_ring(  # noqa: PLR0917 - one call's facts
     size_bytes: int,
     knobs: Mapping[str, int],
     plan: Plan | None,
-) -> Row | None:
-    """A ring row from the exact symmetric path (:mod:`simcoll.sim.symmetry`), if it applies.
+) -> tuple[Row, SimulationResult] | None:
+    """A ring row and its result from the exact symmetric path (:mod:`simcoll.sim.symmetry`),
+    if it applies.
 
     It applies to ring all-reduce, reduce-scatter and all-gather in the flow and ideal
     models, when the plan's rings (or the rank order) are unchanged by shifting ranks by
@@ -342,11 +389,12 @@ def _fast_ring(  # noqa: PLR0917 - one call's facts
     if found is None:
         return None
     result, sym = found
-    return _result_row(
+    row = _result_row(
         setup, result.schedule, result, proto, channels,
         sent=int(sym.bytes_sent_per_rank().max(initial=0)),
         received=int(sym.bytes_received_per_rank().max(initial=0)),
     )  # fmt: skip
+    return row, result
 
 
 def _periodic_ring(  # noqa: PLR0917 - one call's facts
@@ -356,8 +404,8 @@ def _periodic_ring(  # noqa: PLR0917 - one call's facts
     size_bytes: int,
     knobs: Mapping[str, int],
     plan: Plan | None,
-) -> Row | None:
-    """A ring row from its first :data:`PREFIX_STEPS` steps, extended by their pace
+) -> tuple[Row, Periodic] | None:
+    """A ring row and its result from its first :data:`PREFIX_STEPS` steps, extended by their pace
     (:mod:`simcoll.sim.periodic`), where the whole ring on the plan would have more than
     :data:`PERIODIC_FROM_TRANSFERS` transfers and no symmetry folds it; None where that
     does not apply or the steps keep no one pace, and the general path runs (and
@@ -394,10 +442,11 @@ def _periodic_ring(  # noqa: PLR0917 - one call's facts
     n = schedule.n_ranks  # every step sends and receives the same bytes per rank
     per_step_sent = schedule.bytes_sent_per_rank()[:n].max(initial=0) // PREFIX_STEPS
     per_step_received = schedule.bytes_received_per_rank()[:n].max(initial=0) // PREFIX_STEPS
-    return _result_row(
+    row = _result_row(
         setup, schedule, whole, proto, plan.n_channels,
         sent=int(per_step_sent) * n_steps, received=int(per_step_received) * n_steps,
     )  # fmt: skip
+    return row, whole
 
 
 def _channel_copies(

@@ -5,7 +5,7 @@ Each point is estimated by the path it will take. A ring all-reduce, all-gather 
 reduce-scatter is asked the same question its run asks, whether the symmetric path is
 exact on this fabric (:mod:`simcoll.sim.symmetry`, answered once per topology, ranks and
 period); where it is not, every transfer counts. A workload point is run with its
-collectives recorded, not simulated (:func:`simcoll.sim.session.recording_calls`), and
+collectives recorded, not simulated (:func:`simcoll.prediction.session.recording_calls`), and
 each call is estimated as a collective point; its memory is that of all its calls, which
 one session holds at once. Closed-form models (``analytical``, ``nccl``) cost nothing.
 """
@@ -30,7 +30,7 @@ from simcoll.models.estimate import (
 )
 from simcoll.plan.placement import map_ranks
 from simcoll.plan.tuning import ring_chunks
-from simcoll.prediction.choices import DEFAULT_ALGORITHM, candidates
+from simcoll.prediction.choices import candidates, default_algorithm
 from simcoll.scenarios.points import scenario_topology
 from simcoll.scenarios.scenario import Scenario
 from simcoll.sim.symmetry import RING_COLLECTIVES, ring_symmetric, symmetric_routes
@@ -118,7 +118,8 @@ def _collective_call(params: dict[str, Any], n_gpus: int) -> _Call | None:
         return None
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in knobs.values()):
         return None
-    algorithm = str(params.get("algorithm", DEFAULT_ALGORITHM))
+    named = params.get("algorithm")
+    algorithm = str(named) if named is not None else default_algorithm(Collective.parse(collective))
     return _Call(collective, algorithm, n, size, knobs)
 
 
@@ -126,8 +127,8 @@ def _workload_calls(
     kind: str, topology: nx.DiGraph[str], model: str, protocol: Any, params: dict[str, Any]
 ) -> list[_Call | None]:
     """The calls a workload point makes, recorded without simulating them."""
+    from simcoll.prediction.session import recording_calls  # noqa: PLC0415
     from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - pulls in SimPy
-    from simcoll.sim.session import recording_calls  # noqa: PLC0415
 
     with recording_calls() as recorded:
         try:

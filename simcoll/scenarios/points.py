@@ -20,8 +20,9 @@ import networkx as nx
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.output.results import CSV_COLUMNS, Row
+from simcoll.plan.placement import place_ranks
 from simcoll.prediction import predict
-from simcoll.prediction.choices import DEFAULT_ALGORITHM
+from simcoll.prediction.call import DEFAULTS
 from simcoll.scenarios.scenario import (
     ENGINE_KEYS,
     TOPOLOGY_FILE_AXIS,
@@ -142,19 +143,17 @@ def _evaluate(
         raise _NotApplicable(f"{file.name} has {n_gpus} GPUs, fewer than n_ranks={n_ranks}")
     kind = str(params.pop("kind", "collective"))
     model = str(params.pop("model", "flow"))
-    protocol = params.pop("protocol", None)
-    if protocol in (None, "none"):
-        protocol = None
-    elif not isinstance(protocol, str):
-        raise ConfigError(f"must be a protocol name, got {protocol!r}", field="workload.protocol")
+    named = params.pop("protocol", DEFAULTS.protocol)
+    if not isinstance(named, str):
+        raise ConfigError(f"must be a protocol name, got {named!r}", field="workload.protocol")
+    protocol = None if named == "none" else named
     calibration = _point_calibration(topology, params.pop("calibration", "default"))
     placement = params.pop("placement", "linear")
     plan = params.pop("plan", "nccl")
     in_place = params.pop("in_place", False)
-    if kind == "collective" and not timeline:
-        rows = _collective_rows(topology, params, model, protocol, calibration,
-                                placement=placement, plan=plan, in_place=in_place)  # fmt: skip
-        return rows, None
+    if kind == "collective":
+        return _collective(topology, params, model, protocol, calibration, placement=placement,
+                           plan=plan, in_place=in_place, timeline=timeline)  # fmt: skip
     for name, value, default in (("placement", placement, "linear"), ("plan", plan, "nccl"),
                                  ("in_place", in_place, False)):  # fmt: skip
         if value != default:
@@ -188,7 +187,7 @@ def _point_calibration(topology: nx.DiGraph[str], named: object) -> Calibration 
     return _calibration(named, _stat(Path(named)))
 
 
-def _collective_rows(
+def _collective(
     topology: nx.DiGraph[str],
     params: dict[str, Any],
     model: str,
@@ -198,7 +197,10 @@ def _collective_rows(
     placement: object = "linear",
     plan: object = "nccl",
     in_place: object = False,
-) -> list[dict[str, Any]]:
+    timeline: bool = False,
+) -> tuple[list[dict[str, Any]], Timeline | None]:
+    """A collective point's rows, as ``predict`` gives them, and with ``timeline`` the
+    same call run in a session (the one path: the same time) for its timeline."""
     collective = params.pop("collective", None)
     if not isinstance(collective, str):
         raise ConfigError("must name a collective (a string)", field="workload.collective")
@@ -208,7 +210,10 @@ def _collective_rows(
             f"must be a size in bytes (an integer or a string like '1 MiB'), got {size!r}",
             field="workload.size_bytes",
         )
-    algorithm = str(params.pop("algorithm", DEFAULT_ALGORITHM))
+    algorithm = params.pop("algorithm", None)
+    if algorithm is not None and not isinstance(algorithm, str):
+        raise ConfigError(f"must be an algorithm name, got {algorithm!r}",
+                          field="workload.algorithm")  # fmt: skip
     n_ranks = params.pop("n_ranks", None)
     if n_ranks is not None and (isinstance(n_ranks, bool) or not isinstance(n_ranks, int)):
         raise ConfigError(f"must be an integer, got {n_ranks!r}", field="workload.n_ranks")
@@ -218,21 +223,23 @@ def _collective_rows(
                 f"an algorithm parameter must be an integer, got {value!r}",
                 field=f"workload.{name}",
             )
-    prediction = predict(
-        topology,
-        collective,
-        [size],
-        algorithm=algorithm,
-        protocol=protocol,
-        model=model,
-        n_ranks=n_ranks,
-        params=params or None,
-        calibration=calibration,
-        placement=_text(placement, "workload.placement"),
-        plan=_text(plan, "workload.plan"),
-        in_place=_flag(in_place, "workload.in_place"),
-    )
-    return [_row_dict(row) for row in prediction.rows]
+    placed, planned = _text(placement, "workload.placement"), _text(plan, "workload.plan")
+    in_place = _flag(in_place, "workload.in_place")
+    prediction = predict(topology, collective, [size], algorithm=algorithm, protocol=protocol,
+                         model=model, n_ranks=n_ranks, params=params or None,
+                         calibration=calibration, placement=placed, plan=planned,
+                         in_place=in_place)  # fmt: skip
+    rows = [_row_dict(row) for row in prediction.rows]
+    if not timeline:
+        return rows, None
+    from simcoll.prediction.session import Session  # noqa: PLC0415 - only for timelines
+
+    nodes = place_ranks(topology, n_ranks or len(gpu_nodes(topology)), placed)
+    session = Session(topology, model=model, protocol=protocol, calibration=calibration,
+                      rank_nodes=nodes, plan=planned)  # fmt: skip
+    session.collective(collective, size, range(len(nodes)), algorithm=algorithm,
+                       params=params or None, in_place=in_place)  # fmt: skip
+    return rows, session.run()
 
 
 def _flag(value: object, field: str) -> bool:

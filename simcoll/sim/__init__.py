@@ -1,2 +1,2 @@
-"""The engine: one collective (:mod:`~simcoll.sim.engine`), many calls on one clock
-(:mod:`~simcoll.sim.session`), the exact symmetric fast path, and timelines."""
+"""The engine: one collective (:mod:`~simcoll.sim.engine`), many calls and compute spans
+on one clock (:mod:`~simcoll.sim.graph`), the exact fast paths, and timelines."""

@@ -53,7 +53,7 @@ from simcoll.sim.routes import (
 )
 from simcoll.topology import Router
 
-__all__ = ["Model", "Run", "SimulationResult", "prepare", "simulate"]
+__all__ = ["FlowRun", "Model", "Run", "SimulationResult", "prepare", "simulate"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -197,19 +197,220 @@ def prepare(
                 packet_bytes=packet_bytes, plan=plan, router=router)  # fmt: skip
 
 
-@dataclass(frozen=True)
-class _Shared:
-    """What several runs on one clock share: the environment, the fabric, the router, and
-    the first flow id of this run (flow ids of the fabric are ``flow_base + transfer``)."""
+class FlowRun:
+    """Transfers as the event loop runs them: the release rules of the module docstring
+    over flows already routed, on the fabric's SimPy process (the reference) or the
+    compiled loop.
 
-    env: simpy.Environment
-    fabric: Fabric
-    router: Router
-    flow_base: int
+    Everything is given as arrays, per transfer (its pair, wire bytes, latency, and its
+    dependencies in CSR form), per pair (its links and their weights) and per connection
+    (its window; ``conn_of`` numbers each transfer's connection, whose transfers go in
+    index order). :class:`_Run` makes them from one schedule;
+    :mod:`simcoll.sim.graph` from many calls and compute spans on one clock.
+    """
+
+    def __init__(
+        self,
+        *,
+        links: tuple[tuple[str, str], ...],
+        capacity_bytes_per_s: FloatArray,
+        pair_of: IntArray,
+        pair_links: list[IntArray],
+        pair_weights: list[FloatArray | None],
+        latency_s: FloatArray,
+        wire_bytes: FloatArray,
+        deps_indptr: IntArray,
+        deps: IntArray,
+        conn_of: IntArray,
+        conn_window: IntArray,
+        model: str = "flow",
+        packet_bytes: int = 0,
+        finish_heap: bool = False,
+    ) -> None:
+        self.links = links
+        self.pair_of = pair_of
+        self.pair_links = pair_links
+        self.pair_weights = pair_weights
+        self.latency_s = latency_s
+        self.wire_bytes = wire_bytes
+        self.fabric: Fabric | PacketFabric
+        self.on_done: Callable[[], None] | None = None
+        self.env = simpy.Environment()
+        if model == "packet":
+            self.fabric = PacketFabric(self.env, capacity_bytes_per_s, self._on_arrival,
+                                       packet_bytes=packet_bytes)  # fmt: skip
+        else:
+            self.fabric = Fabric(self.env, capacity_bytes_per_s, self._on_arrival,
+                                 contention=model == "flow", finish_heap=finish_heap)  # fmt: skip
+        n = len(pair_of)
+        self._group_connections(conn_of, conn_window)
+        # The event loop reads and writes these one item at a time: stdlib arrays give
+        # Python numbers at a fraction of numpy's per-item cost, in the same memory.
+        self._pair = _ints(pair_of)
+        self._wire = array("d", np.asarray(wire_bytes, dtype=np.float64).tobytes())
+        self._latency = array("d", np.asarray(latency_s, dtype=np.float64).tobytes())
+        self.deps_left = _ints(np.diff(deps_indptr))
+        self._dependents_ptr, self._dependents = _invert(deps_indptr, deps, n)
+        self.issue_s = np.full(n, np.nan)
+        self.start_s = np.full(n, np.nan)
+        self.end_s = np.full(n, np.nan)
+        self.n_left = n
+
+    @property
+    def n_transfers(self) -> int:
+        """How many transfers (flows) the run holds."""
+        return len(self.end_s)
+
+    def _group_connections(self, conn_of: IntArray, conn_window: IntArray) -> None:
+        """Per connection, its transfers in index order and its window."""
+        counts = np.bincount(conn_of, minlength=len(conn_window))
+        conn_end = np.cumsum(counts)
+        self.conn_of = _ints(conn_of)
+        self.conn_order = _ints(np.argsort(conn_of, kind="stable"))
+        self.conn_end = _ints(conn_end)
+        self.conn_next = _ints(conn_end - counts)
+        self.conn_window = _ints(conn_window)
+        self.conn_in_flight = _ints(np.zeros(len(counts), dtype=np.int64))
+        self.conn_sending = bytearray(len(counts))
+        self.conn_queue: dict[int, deque[int]] = {}
+
+    def _send(self, t: int, start_s: float) -> None:
+        self.start_s[t] = start_s
+        pair = self._pair[t]
+        if isinstance(self.fabric, Fabric):
+            self.fabric.send(t, self.pair_links[pair], self._wire[t], start_s,
+                             weights=self.pair_weights[pair])  # fmt: skip
+        else:
+            self.fabric.send(t, self.pair_links[pair], self._wire[t], start_s)
+
+    def _try_issue(self, c: int) -> None:
+        now = self.env.now
+        conn_next, conn_in_flight = self.conn_next, self.conn_in_flight
+        end, most = self.conn_end[c], self.conn_window[c]
+        while conn_next[c] < end and conn_in_flight[c] < most:
+            t = self.conn_order[conn_next[c]]
+            if self.deps_left[t]:
+                return
+            conn_next[c] += 1
+            conn_in_flight[c] += 1
+            self.issue_s[t] = now
+            ready_s = now + self._latency[t]
+            if self.conn_sending[c]:
+                self.conn_queue.setdefault(c, deque()).append(t)
+            else:
+                self.conn_sending[c] = True
+                self._send(t, ready_s)
+
+    def _on_arrival(self, flow_ids: list[int]) -> None:
+        now = self.env.now
+        touched = set()
+        conn_of, deps_left = self.conn_of, self.deps_left
+        ptr, dependents = self._dependents_ptr, self._dependents
+        for t in flow_ids:
+            # The fabric takes times within rounding of each other as one instant, so it may
+            # admit a flow (and a short one arrive) a rounding before the start recorded by
+            # _send: it started by the time it arrived.
+            self.start_s[t] = min(self.start_s[t], now)
+            self.end_s[t] = now
+            c = conn_of[t]
+            self.conn_in_flight[c] -= 1
+            queue = self.conn_queue.get(c)
+            if queue:
+                nxt = queue.popleft()
+                self._send(nxt, max(now, float(self.issue_s[nxt]) + self._latency[nxt]))
+            else:
+                self.conn_sending[c] = False
+            touched.add(c)
+            for u in dependents[ptr[t] : ptr[t + 1]]:
+                deps_left[u] -= 1
+                if deps_left[u] == 0:
+                    touched.add(conn_of[u])
+        for c in sorted(touched):
+            self._try_issue(c)
+        self.n_left -= len(flow_ids)
+        if not self.n_left and self.on_done is not None:
+            self.on_done()
+
+    def start(self) -> None:
+        """Issue what can be issued at time 0."""
+        for c in range(len(self.conn_end)):
+            self._try_issue(c)
+        if not self.n_left and self.on_done is not None:
+            self.on_done()
+
+    def release(self) -> None:
+        """Drop the fabric's hold on this run (its arrival callback), so that the run's
+        arrays (hundreds of MB for an all-to-all) go when the caller drops the run, not at
+        the next cyclic garbage collection. The run does not run after this."""
+        self.fabric.on_arrival = _arrived_after_release
+
+    def run_events(self, model: str) -> None:
+        """Run every transfer to its arrival (or until none can move): on the compiled
+        loop where :meth:`_compiled` says so, else on the fabric's SimPy process."""
+        if self._compiled(model):
+            self._run_compiled()
+        else:
+            self.start()
+            self.env.run()
+            self.fabric.close()
+
+    def _compiled(self, model: str) -> bool:
+        """Whether this run takes the compiled event loop (:mod:`simcoll.network.kernel`):
+        the flow model, with numba installed and not switched off, once the loop is
+        compiled or the run is worth compiling it for."""
+        return (
+            model == "flow"
+            and COMPILED
+            and isinstance(self.fabric, Fabric)
+            and self.fabric.contention
+            and self.on_done is None
+            and kernel.available()
+            and (self.n_transfers >= COMPILE_FROM_TRANSFERS or kernel.warm())
+        )
+
+    def _run_compiled(self) -> None:
+        fabric = self.fabric
+        assert isinstance(fabric, Fabric)
+        done = kernel.run_flows(
+            pair_of=self.pair_of,
+            wire_bytes=self.wire_bytes,
+            latency_s=np.frombuffer(self._latency, dtype=np.float64),
+            deps_left=np.frombuffer(self.deps_left, dtype=np.int64),
+            dependents_ptr=np.frombuffer(self._dependents_ptr, dtype=np.int64),
+            dependents=np.frombuffer(self._dependents, dtype=np.int64),
+            conn_of=np.frombuffer(self.conn_of, dtype=np.int64),
+            conn_order=np.frombuffer(self.conn_order, dtype=np.int64),
+            conn_end=np.frombuffer(self.conn_end, dtype=np.int64),
+            conn_window=np.frombuffer(self.conn_window, dtype=np.int64),
+            pair_links=self.pair_links,
+            pair_weights=self.pair_weights,
+            capacity_bytes_per_s=fabric.capacity_bytes_per_s,
+            issue_s=self.issue_s,
+            start_s=self.start_s,
+            end_s=self.end_s,
+        )
+        self.deps_left = _ints(done.deps_left)
+        fabric.link_busy_s[:] = done.link_busy_s
+        fabric.stats.instants = done.instants
+        fabric.stats.reshares = done.reshares
+        fabric.stats.flow_rate_updates = done.flow_rate_updates
+        fabric.stats.rate_computations = done.reshares  # no memo: one per reshare
+
+    def _link_bytes(self) -> FloatArray:
+        """Bytes over each fabric link (each link class, on the symmetric path)."""
+        per_pair = np.bincount(
+            self.pair_of, weights=self.wire_bytes, minlength=len(self.pair_links)
+        )
+        total = np.zeros(len(self.fabric.link_busy_s))
+        for links, weights, moved in zip(
+            self.pair_links, self.pair_weights, per_pair.tolist(), strict=True
+        ):
+            total[links] += moved if weights is None else moved * weights
+        return total
 
 
-class _Run:
-    """The state of one simulation: per-transfer and per-connection bookkeeping."""
+class _Run(FlowRun):
+    """One schedule on a topology: its transfers routed, then run as flows."""
 
     def __init__(
         self,
@@ -221,7 +422,6 @@ class _Run:
         protocol: Protocol | None,
         packet_bytes: int,
         routes: Routes | None = None,
-        shared: _Shared | None = None,
         plan: Plan | None = None,
         finish_heap: bool | None = None,
         router: Router | None = None,
@@ -236,48 +436,33 @@ class _Run:
             # A router of this run's own (none given) is dropped once routed: its searches
             # and cached routes (hundreds of MB for an all-to-all) are not needed while it
             # runs. A router given is the caller's to keep, for runs to come.
-            router = router or (shared.router if shared else Router(topology))
-            routes = self._route(topology, router)
-        self.pair_of = routes.pair_of
-        self.pair_links = routes.pair_links
-        self.pair_weights = routes.pair_weights
-        self.latency_s = routes.latency_s[self.pair_of]
-        capacity = routes.capacity_bytes_per_s
-        self.fabric: Fabric | PacketFabric
-        self.flow_base = 0
-        self.on_done: Callable[[], None] | None = None
-        if shared is not None:
-            self.env, self.fabric, self.flow_base = shared.env, shared.fabric, shared.flow_base
-        elif model == "packet":
-            self.env = simpy.Environment()
-            self.fabric = PacketFabric(
-                self.env, capacity, self._on_arrival, packet_bytes=packet_bytes
-            )
-        else:
-            self.env = simpy.Environment()
-            # A ring's quotient (routes given) has small components and many flows in
-            # flight: finish times in a heap pay there (see Fabric); trees' do not.
-            heap = routes_given if finish_heap is None else finish_heap
-            self.fabric = Fabric(self.env, capacity, self._on_arrival,
-                                 contention=model == "flow", finish_heap=heap)  # fmt: skip
-        n = schedule.n_transfers
-        self.bytes = schedule.transfer_bytes
+            routes = self._route(topology, router or Router(topology))
         efficiency: float | FloatArray = protocol.efficiency if protocol else 1.0
         if routes.efficiency is not None:
-            efficiency = routes.efficiency[self.pair_of]
-        self.wire_bytes = self.bytes / efficiency
-        self._connections()
-        # The event loop reads and writes these one item at a time: stdlib arrays give
-        # Python numbers at a fraction of numpy's per-item cost, in the same memory.
-        self._pair = _ints(self.pair_of)
-        self._wire = array("d", self.wire_bytes.astype(np.float64).tobytes())
-        self._latency = array("d", np.asarray(self.latency_s, dtype=np.float64).tobytes())
-        self.deps_left = _ints(np.diff(schedule.deps_indptr))
-        self._dependents_ptr, self._dependents = _invert(schedule.deps_indptr, schedule.deps, n)
-        self.issue_s = np.full(n, np.nan)
-        self.start_s = np.full(n, np.nan)
-        self.end_s = np.full(n, np.nan)
-        self.n_left = n
+            efficiency = routes.efficiency[routes.pair_of]
+        s = schedule
+        key = (s.src * s.n_endpoints + s.dst) * (s.n_channels or 1) + s.channel
+        _, conn_of = np.unique(key, return_inverse=True)
+        n_conn = int(conn_of.max(initial=-1)) + 1
+        # A ring's quotient (routes given) has small components and many flows in
+        # flight: finish times in a heap pay there (see Fabric); trees' do not.
+        super().__init__(
+            links=self.links,
+            capacity_bytes_per_s=routes.capacity_bytes_per_s,
+            pair_of=routes.pair_of,
+            pair_links=routes.pair_links,
+            pair_weights=routes.pair_weights,
+            latency_s=routes.latency_s[routes.pair_of],
+            wire_bytes=s.transfer_bytes / efficiency,
+            deps_indptr=s.deps_indptr,
+            deps=s.deps,
+            conn_of=conn_of.astype(np.int64),
+            conn_window=np.full(n_conn, s.max_in_flight, dtype=np.int64),
+            model=model,
+            packet_bytes=packet_bytes,
+            finish_heap=routes_given if finish_heap is None else finish_heap,
+        )
+        self.bytes = s.transfer_bytes
 
     def _route(self, topology: nx.DiGraph[str], router: Router) -> Routes:
         s = self.s
@@ -362,103 +547,8 @@ class _Run:
             conn_via[c] = index[via]
         return conn_via[conn_of], vias
 
-    def _connections(self) -> None:
-        """Group transfers into connections (src, dst, channel), each in schedule order."""
-        s = self.s
-        key = (s.src * s.n_endpoints + s.dst) * (s.n_channels or 1) + s.channel
-        _, conn_of = np.unique(key, return_inverse=True)
-        counts = np.bincount(conn_of, minlength=int(conn_of.max(initial=-1)) + 1)
-        conn_end = np.cumsum(counts)
-        self.conn_of = _ints(conn_of)
-        self.conn_order = _ints(np.argsort(conn_of, kind="stable"))
-        self.conn_end = _ints(conn_end)
-        self.conn_next = _ints(conn_end - counts)
-        self.conn_in_flight = _ints(np.zeros(len(counts), dtype=np.int64))
-        self.conn_sending = bytearray(len(counts))
-        self.conn_queue: dict[int, deque[int]] = {}
-
-    def _send(self, t: int, start_s: float) -> None:
-        self.start_s[t] = start_s
-        pair = self._pair[t]
-        if isinstance(self.fabric, Fabric):
-            self.fabric.send(
-                self.flow_base + t,
-                self.pair_links[pair],
-                self._wire[t],
-                start_s,
-                weights=self.pair_weights[pair],
-            )
-        else:
-            self.fabric.send(t, self.pair_links[pair], self._wire[t], start_s)
-
-    def _try_issue(self, c: int) -> None:
-        now = self.env.now
-        conn_next, conn_in_flight = self.conn_next, self.conn_in_flight
-        end, most = self.conn_end[c], self.s.max_in_flight
-        while conn_next[c] < end and conn_in_flight[c] < most:
-            t = self.conn_order[conn_next[c]]
-            if self.deps_left[t]:
-                return
-            conn_next[c] += 1
-            conn_in_flight[c] += 1
-            self.issue_s[t] = now
-            ready_s = now + self._latency[t]
-            if self.conn_sending[c]:
-                self.conn_queue.setdefault(c, deque()).append(t)
-            else:
-                self.conn_sending[c] = True
-                self._send(t, ready_s)
-
-    def _on_arrival(self, flow_ids: list[int]) -> None:
-        now = self.env.now
-        touched = set()
-        conn_of, deps_left = self.conn_of, self.deps_left
-        ptr, dependents = self._dependents_ptr, self._dependents
-        for t in flow_ids:
-            # The fabric takes times within rounding of each other as one instant, so it may
-            # admit a flow (and a short one arrive) a rounding before the start recorded by
-            # _send: it started by the time it arrived.
-            self.start_s[t] = min(self.start_s[t], now)
-            self.end_s[t] = now
-            c = conn_of[t]
-            self.conn_in_flight[c] -= 1
-            queue = self.conn_queue.get(c)
-            if queue:
-                nxt = queue.popleft()
-                self._send(nxt, max(now, float(self.issue_s[nxt]) + self._latency[nxt]))
-            else:
-                self.conn_sending[c] = False
-            touched.add(c)
-            for u in dependents[ptr[t] : ptr[t + 1]]:
-                deps_left[u] -= 1
-                if deps_left[u] == 0:
-                    touched.add(conn_of[u])
-        for c in sorted(touched):
-            self._try_issue(c)
-        self.n_left -= len(flow_ids)
-        if not self.n_left and self.on_done is not None:
-            self.on_done()
-
-    def start(self) -> None:
-        """Issue what can be issued now (on a shared clock, at the current time)."""
-        for c in range(len(self.conn_end)):
-            self._try_issue(c)
-        if not self.n_left and self.on_done is not None:
-            self.on_done()
-
-    def release(self) -> None:
-        """Drop the fabric's hold on this run (its arrival callback), so that the run's
-        arrays (hundreds of MB for an all-to-all) go when the caller drops the run, not at
-        the next cyclic garbage collection. The run does not run after this."""
-        self.fabric.on_arrival = _arrived_after_release
-
     def run(self, model: str) -> SimulationResult:
-        if self._compiled(model):
-            self._run_compiled()
-        else:
-            self.start()
-            self.env.run()
-            self.fabric.close()
+        self.run_events(model)
         self._raise_if_stuck()
         return SimulationResult(
             schedule=self.s,
@@ -474,61 +564,6 @@ class _Run:
             stats=self.fabric.stats,
             protocol=self.protocol.name if self.protocol else None,
         )
-
-    def _compiled(self, model: str) -> bool:
-        """Whether this run takes the compiled event loop (:mod:`simcoll.network.kernel`):
-        the flow model on a clock of its own, with numba installed and not switched off,
-        once the loop is compiled or the run is worth compiling it for."""
-        return (
-            model == "flow"
-            and COMPILED
-            and isinstance(self.fabric, Fabric)
-            and self.fabric.contention
-            and self.flow_base == 0
-            and self.on_done is None
-            and kernel.available()
-            and (self.s.n_transfers >= COMPILE_FROM_TRANSFERS or kernel.warm())
-        )
-
-    def _run_compiled(self) -> None:
-        fabric = self.fabric
-        assert isinstance(fabric, Fabric)
-        done = kernel.run_flows(
-            pair_of=self.pair_of,
-            wire_bytes=self.wire_bytes,
-            latency_s=np.frombuffer(self._latency, dtype=np.float64),
-            deps_left=np.frombuffer(self.deps_left, dtype=np.int64),
-            dependents_ptr=np.frombuffer(self._dependents_ptr, dtype=np.int64),
-            dependents=np.frombuffer(self._dependents, dtype=np.int64),
-            conn_of=np.frombuffer(self.conn_of, dtype=np.int64),
-            conn_order=np.frombuffer(self.conn_order, dtype=np.int64),
-            conn_end=np.frombuffer(self.conn_end, dtype=np.int64),
-            max_in_flight=self.s.max_in_flight,
-            pair_links=self.pair_links,
-            pair_weights=self.pair_weights,
-            capacity_bytes_per_s=fabric.capacity_bytes_per_s,
-            issue_s=self.issue_s,
-            start_s=self.start_s,
-            end_s=self.end_s,
-        )
-        self.deps_left = _ints(done.deps_left)
-        fabric.link_busy_s[:] = done.link_busy_s
-        fabric.stats.instants = done.instants
-        fabric.stats.reshares = done.reshares
-        fabric.stats.flow_rate_updates = done.flow_rate_updates
-        fabric.stats.rate_computations = done.reshares  # no memo: one per reshare
-
-    def _link_bytes(self) -> FloatArray:
-        """Bytes over each fabric link (each link class, on the symmetric path)."""
-        per_pair = np.bincount(
-            self.pair_of, weights=self.wire_bytes, minlength=len(self.pair_links)
-        )
-        total = np.zeros(len(self.fabric.link_busy_s))
-        for links, weights, moved in zip(
-            self.pair_links, self.pair_weights, per_pair.tolist(), strict=True
-        ):
-            total[links] += moved if weights is None else moved * weights
-        return total
 
     def _raise_if_stuck(self) -> None:
         stuck = np.flatnonzero(np.isnan(self.end_s))

@@ -31,7 +31,8 @@ def scenario(tmp_path: Path, sweep: str, output: str = "") -> Path:
     path = tmp_path / "s.toml"
     path.write_text(
         'schema = 1\ntitle = "ring all-gather on a star"\n[topology]\nfile = "star.toml"\n'
-        f'[workload]\ncollective = "allgather"\nalgorithm = "ring"\n[sweep]\n{sweep}\n{output}'
+        f'[workload]\ncollective = "allgather"\nalgorithm = "ring"\nprotocol = "none"\n'
+        f"[sweep]\n{sweep}\n{output}"
     )
     return path
 

@@ -234,7 +234,7 @@ def test_the_loop_is_warm_once_compiled() -> None:
         deps_left=np.zeros(1, dtype=np.int64), dependents_ptr=np.zeros(2, dtype=np.int64),
         dependents=np.zeros(0, dtype=np.int64), conn_of=np.zeros(1, dtype=np.int64),
         conn_order=np.zeros(1, dtype=np.int64), conn_end=np.ones(1, dtype=np.int64),
-        max_in_flight=1, pair_links=[np.array([0, 1])], pair_weights=[None],
+        conn_window=np.ones(1, dtype=np.int64), pair_links=[np.array([0, 1])], pair_weights=[None],
         capacity_bytes_per_s=np.array([4.0, 4.0]), issue_s=np.full(1, np.nan),
         start_s=np.full(1, np.nan), end_s=end_s,
     )  # fmt: skip

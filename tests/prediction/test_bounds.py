@@ -67,7 +67,7 @@ def test_bounds_never_exceed_the_simulated_time(where: str) -> None:
 
 
 def _bounds_of(graph, algorithm: str, protocol: str):  # type: ignore[no-untyped-def]
-    """The bound best_simulated_row uses for this choice on ``graph`` with its defaults."""
+    """The bound best_choice uses for this choice on ``graph`` with its defaults."""
     captured: dict[str, object] = {}
     original = simulated_module._bounds
 
@@ -96,13 +96,13 @@ def _simulated_s(graph, row) -> float:  # type: ignore[no-untyped-def]
 def test_auto_skips_only_what_cannot_win(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     graph = load(TOPOLOGIES / "dgx-a100.toml") if where == "dgx-a100" else _cluster(4)
     calls: list[str] = []
-    original_row = simulated_module._row
+    original_row = simulated_module._choice
 
     def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(args[1])
         return original_row(*args, **kwargs)
 
-    monkeypatch.setattr(simulated_module, "_row", counting)
+    monkeypatch.setattr(simulated_module, "_choice", counting)
     pruned = predict(graph, "allreduce", SIZES, algorithm="auto", protocol="auto",
                      skip_too_small=True).rows  # fmt: skip
     pruned_calls = len(calls)

@@ -39,7 +39,7 @@ def test_ring_allgather_matches_closed_form(star4, size: int) -> None:
     # route) and moves one block of S/4 bytes at B. The four transfers of a step use four
     # distinct uplinks and downlinks, so nothing is shared.
     expected = 3 * (2 * LINK_LATENCY + (size / 4) / LINK_BANDWIDTH)
-    (row,) = predict(star4, "allgather", [size], params={"n_chunks": 1}).rows
+    (row,) = predict(star4, "allgather", [size], params={"n_chunks": 1}, protocol=None).rows
     assert row.algorithm == "ring"
     assert row.n_ranks == 4
     assert row.size_bytes == size
@@ -62,8 +62,9 @@ def test_an_out_of_place_allgather_also_copies_its_own_block_at_memory_speed(
     ring_s = 3 * (2 * LINK_LATENCY + (size / 4) / LINK_BANDWIDTH)
     copy_s = 2 * (size / 4) / MEMORY_BANDWIDTH
     params = {"n_chunks": 1}
-    (out_of_place,) = predict(star4, "allgather", [size], params=params).rows
-    (in_place,) = predict(star4, "allgather", [size], params=params, in_place=True).rows
+    (out_of_place,) = predict(star4, "allgather", [size], params=params, protocol=None).rows
+    (in_place,) = predict(star4, "allgather", [size], params=params, in_place=True,
+                          protocol=None).rows  # fmt: skip
     assert out_of_place.time_s == pytest.approx(ring_s + copy_s, rel=1e-12)
     assert in_place.time_s == pytest.approx(ring_s, rel=1e-12)
     assert out_of_place.busbw_bytes_per_s == pytest.approx(size / (ring_s + copy_s) * 3 / 4)
@@ -113,7 +114,7 @@ def test_predict_rows_follow_the_sizes(star4) -> None:
 
 def test_predict_fewer_ranks_than_gpus(star4) -> None:
     size = 2**20
-    (row,) = predict(star4, "allgather", [size], n_ranks=2).rows
+    (row,) = predict(star4, "allgather", [size], n_ranks=2, protocol=None).rows
     assert row.n_ranks == 2
     assert row.time_s == pytest.approx(2 * LINK_LATENCY + size / 2 / LINK_BANDWIDTH, rel=1e-12)
 
@@ -138,7 +139,8 @@ def test_predict_unknown_algorithm(star4) -> None:
 @pytest.mark.parametrize("collective", ["allreduce", "allgather", "broadcast"])
 def test_auto_keeps_the_fastest_algorithm(star4, collective: str) -> None:
     sizes = [64, 4096, 2**20, 2**24]
-    prediction = predict(star4, collective, sizes, algorithm="all", params={"n_chunks": 1})
+    prediction = predict(star4, collective, sizes, algorithm="all", params={"n_chunks": 1},
+                         protocol=None)  # fmt: skip
     assert [r.size_bytes for r in prediction.rows] == sizes
     # NVLS and SHARP need a switch that reduces; this star's cannot, so "all" leaves them out.
     names = [name for name in algorithm_names(collective) if name not in ("nvls", "sharp")]

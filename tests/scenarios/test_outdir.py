@@ -33,7 +33,8 @@ def write_scenario(folder: Path, sweep: str = 'size_bytes = ["4 KiB", "8 KiB"]')
     path = folder / "s.toml"
     path.write_text(
         'schema = 1\ntitle = "t"\n[topology]\nfile = "star.toml"\n'
-        f'[workload]\ncollective = "allgather"\nalgorithm = "ring"\n[sweep]\n{sweep}\n'
+        f'[workload]\ncollective = "allgather"\nalgorithm = "ring"\nprotocol = "none"\n'
+        f"[sweep]\n{sweep}\n"
     )
     return path
 

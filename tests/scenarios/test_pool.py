@@ -42,7 +42,7 @@ def write_scenario(folder: Path, sizes: str, algorithm: str = "ring", n_gpus: in
     path = folder / "s.toml"
     path.write_text(
         'schema = 1\n[topology]\nfile = "star.toml"\n[workload]\ncollective = "allgather"\n'
-        f'algorithm = "{algorithm}"\n[sweep]\nsize_bytes = {sizes}\n'
+        f'algorithm = "{algorithm}"\nprotocol = "none"\n[sweep]\nsize_bytes = {sizes}\n'
     )
     return path
 

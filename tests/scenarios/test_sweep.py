@@ -35,7 +35,7 @@ def write_scenario(folder: Path, sweep: str, workload: str = 'collective = "allr
     path = folder / "s.toml"
     path.write_text(
         f'schema = 1\ntitle = "t"\n[topology]\nfile = "star.toml"\n'
-        f'[workload]\nalgorithm = "ring"\n{workload}\n[sweep]\n{sweep}\n'
+        f'[workload]\nalgorithm = "ring"\nprotocol = "none"\n{workload}\n[sweep]\n{sweep}\n'
     )
     return path
 

@@ -236,7 +236,7 @@ def test_ecmp_collisions_break_the_symmetry_and_fall_back() -> None:
     # One channel: no copies, no shift: None, and predict runs the whole schedule.
     assert simulate_ring_fast(topology, "allreduce", 64, 2**20, n_channels=1) is None
     row = predict(topology, "allreduce", [2**20], algorithm="ring", params={"n_channels": 1},
-                  plan="rank")  # fmt: skip
+                  plan="rank", protocol=None)  # fmt: skip
     assert row.rows[0].time_s == simulate(topology, ring_allreduce(64, 2**20)).time_s
 
 
@@ -244,7 +244,7 @@ def test_predict_rows_are_the_same_on_either_path() -> None:
     topology = _rail(8, 4, "dmodk")
     sizes = [2**16, 2**20, 2**24]
     fast = predict(topology, "allreduce", sizes, algorithm="ring", params={"n_channels": 2},
-                   plan="rank")  # fmt: skip
+                   plan="rank", protocol=None)  # fmt: skip
     for row in fast.rows:
         n_chunks = max(1, min(64, -(-row.size_bytes // (64 * 2) // (512 * 1024))))
         schedule = ring_allreduce(64, row.size_bytes, n_channels=2, n_chunks=n_chunks)

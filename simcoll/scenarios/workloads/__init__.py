@@ -2,7 +2,7 @@
 
 Each workload is a function ``fn(topology, *, model="flow", protocol=None,
 calibration=None, **params) -> WorkloadResult`` that runs one
-:class:`~simcoll.sim.session.Session` and returns its timeline and a flat dict of metrics
+:class:`~simcoll.prediction.session.Session` and returns its timeline and a flat dict of metrics
 (every key names its unit; see :class:`WorkloadResult`). :data:`WORKLOADS` holds them by
 name and :func:`run_workload` runs one by name, which is what scenario files do.
 

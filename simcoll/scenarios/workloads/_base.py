@@ -2,7 +2,7 @@
 
 A workload function takes a topology and keyword-only parameters (from a scenario file,
 so numbers, unit strings such as ``"25 MiB"`` or ``"1 ms"``, and lists of those), runs
-one :class:`~simcoll.sim.session.Session` and returns a :class:`WorkloadResult`: the
+one :class:`~simcoll.prediction.session.Session` and returns a :class:`WorkloadResult`: the
 :class:`~simcoll.sim.timeline.Timeline` and a flat dict of metrics with the unit in every key.
 
 >>> check = ParamChecker("ddp")
@@ -25,7 +25,7 @@ import numpy as np
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.limits import MAX_SIZE_BYTES
 from simcoll.core.units import parse_size_bytes, parse_time_s
-from simcoll.sim.session import Session
+from simcoll.prediction.session import Session
 from simcoll.sim.timeline import Timeline
 
 __all__ = ["ParamChecker", "WorkloadResult", "comm_metrics"]

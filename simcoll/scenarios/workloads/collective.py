@@ -1,26 +1,27 @@
 """One collective call (or a few back to back) on the first ``n_ranks`` GPUs.
 
-The same thing ``simcoll predict`` computes, as a workload: a timeline comes with it.
-On a 4-GPU ring of 100 GB/s, 2 us links, a ring all-gather of 8 MB takes 3 steps of
-2 us + 2 MB / 100 GB/s:
+The same call ``simcoll predict`` runs, as a workload: the same time, and a timeline
+with it. On a 4-GPU ring of 100 GB/s, 2 us links, the links alone, a ring all-gather of
+8 MB in one piece per block takes 3 steps of 2 us + 2 MB / 100 GB/s:
 
 >>> from simcoll.topology import ring
 >>> g = ring(4, link_bandwidth_bytes_per_s=100e9, link_latency_s=2e-6)
->>> m = collective(g, collective="allgather", size_bytes=8_000_000).metrics
+>>> m = collective(g, collective="allgather", size_bytes=8_000_000, protocol=None,
+...                n_chunks=1).metrics
 >>> round(m["time_s"] * 1e6, 6), round(m["busbw_bytes_per_s"] / 1e9, 6)
 (66.0, 90.909091)
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from typing import Literal
 
 import networkx as nx
 
 from simcoll.core.collectives import Collective
+from simcoll.prediction.call import DEFAULTS
+from simcoll.prediction.session import Session
 from simcoll.scenarios.workloads._base import ParamChecker, WorkloadResult, comm_metrics
-from simcoll.sim.session import Session
 from simcoll.topology.calibration import Calibration
 
 __all__ = ["collective"]
@@ -29,12 +30,12 @@ __all__ = ["collective"]
 def collective(
     topology: nx.DiGraph[str],
     *,
-    model: str = "flow",
-    protocol: str | None = None,
-    calibration: Calibration | None = None,
+    model: str = DEFAULTS.model,
+    protocol: str | None = DEFAULTS.protocol,
+    calibration: Calibration | Literal["default"] | None = "default",
     collective: str = "allreduce",
     size_bytes: int | str = 64 * 2**20,
-    algorithm: str = "ring",
+    algorithm: str | None = None,
     n_ranks: int | None = None,
     iterations: int = 1,
     n_channels: int | None = None,
@@ -74,11 +75,8 @@ def collective(
     s = Session(topology, model=model, protocol=protocol, calibration=calibration)
     ranks = check.ranks(s, n_ranks)
 
-    def calls() -> Generator[Any, Any, None]:
-        for _ in range(n_iterations):
-            yield s.collective(c, size, ranks, algorithm=algorithm, params=params)
-
-    s.process(calls())
+    for _ in range(n_iterations):  # one stream: each call starts when the last ends
+        s.collective(c, size, ranks, algorithm=algorithm, params=params)
     timeline = s.run()
     per_call_s = timeline.time_s / n_iterations
     algbw = size / per_call_s if per_call_s > 0 else 0.0

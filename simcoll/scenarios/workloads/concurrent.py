@@ -9,21 +9,22 @@ Groups are given as lists of ranks, or made by splitting ``n_ranks`` into ``n_gr
 
 >>> from simcoll.topology import ring
 >>> g = ring(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
->>> m = concurrent(g, n_groups=2, size_bytes=2_000_000).metrics  # 0 1 and 2 3: own links
+>>> m = concurrent(g, n_groups=2, size_bytes=2_000_000, protocol=None).metrics  # own links
 >>> round(m["time_s_group_0"] * 1e3, 9), m["max_slowdown"]
 (2.0, 1.0)
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Literal
 
 import networkx as nx
 
 from simcoll.core.collectives import Collective
+from simcoll.prediction.call import DEFAULTS
+from simcoll.prediction.session import Session
 from simcoll.scenarios.workloads._base import ParamChecker, WorkloadResult, comm_metrics
-from simcoll.sim.session import Session
 from simcoll.sim.timeline import COMM, Timeline
 from simcoll.topology.calibration import Calibration
 
@@ -35,16 +36,16 @@ LAYOUTS = ("contiguous", "strided")
 def concurrent(
     topology: nx.DiGraph[str],
     *,
-    model: str = "flow",
-    protocol: str | None = None,
-    calibration: Calibration | None = None,
+    model: str = DEFAULTS.model,
+    protocol: str | None = DEFAULTS.protocol,
+    calibration: Calibration | Literal["default"] | None = "default",
     groups: list[list[int]] | None = None,
     n_groups: int = 2,
     layout: str = "contiguous",
     n_ranks: int | None = None,
     collective: str = "allreduce",
     size_bytes: int = 64 * 2**20,
-    algorithm: str = "ring",
+    algorithm: str | None = None,
 ) -> WorkloadResult:
     """Run one collective in every group at once, and each group alone.
 
@@ -75,14 +76,10 @@ def concurrent(
     else:
         members = _split(check, check.ranks(s, n_ranks), n_groups=n_groups, layout=layout)
 
-    def call(session: Session, g: int) -> Generator[Any, Any, None]:
-        yield session.collective(
-            c, size, members[g], algorithm=algorithm, stream=_stream(g), name=f"group {g}"
-        )
-
     def run(session: Session, chosen: Sequence[int]) -> Timeline:
         for g in chosen:
-            session.process(call(session, g))
+            session.collective(c, size, members[g], algorithm=algorithm, stream=_stream(g),
+                               name=f"group {g}")  # fmt: skip
         return session.run()
 
     timeline = run(s, range(len(members)))

@@ -18,7 +18,7 @@ backward pass and the last all-reduce are done, plus ``optimizer_s``.
 [[2], [1, 0]]
 >>> from simcoll.topology import ring
 >>> g = ring(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
->>> r = ddp(g, layer_params_bytes=[2_000_000, 2_000_000], forward_s_per_layer=1e-3,
+>>> r = ddp(g, layer_params_bytes=[2_000_000, 2_000_000], forward_s_per_layer=1e-3, protocol=None,
 ...         backward_s_per_layer=2e-3, first_bucket_bytes=1, bucket_bytes=1)
 >>> round(r.metrics["time_s"] * 1e3, 9), r.metrics["n_buckets"]  # 6 ms + AR of layer 0
 (8.0, 2)
@@ -26,13 +26,14 @@ backward pass and the last all-reduce are done, plus ``optimizer_s``.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Literal
 
 import networkx as nx
 
+from simcoll.prediction.call import DEFAULTS
+from simcoll.prediction.session import Session
 from simcoll.scenarios.workloads._base import ParamChecker, WorkloadResult, comm_metrics
-from simcoll.sim.session import Session
 from simcoll.sim.timeline import COMM
 from simcoll.topology.calibration import Calibration
 
@@ -66,9 +67,9 @@ def bucket_layers(
 def ddp(
     topology: nx.DiGraph[str],
     *,
-    model: str = "flow",
-    protocol: str | None = None,
-    calibration: Calibration | None = None,
+    model: str = DEFAULTS.model,
+    protocol: str | None = DEFAULTS.protocol,
+    calibration: Calibration | Literal["default"] | None = "default",
     layer_params_bytes: list[int] | None = None,
     n_layers: int | None = None,
     params_bytes: int | None = None,
@@ -78,7 +79,7 @@ def ddp(
     first_bucket_bytes: int = 1 * MiB,
     optimizer_s: float = 0.0,
     n_ranks: int | None = None,
-    algorithm: str = "ring",
+    algorithm: str | None = None,
 ) -> WorkloadResult:
     """Simulate one DDP training step (see the module docstring).
 
@@ -125,22 +126,17 @@ def ddp(
     s = Session(topology, model=model, protocol=protocol, calibration=calibration)
     ranks = check.ranks(s, n_ranks)
 
-    def step() -> Generator[Any, Any, None]:
-        for i, duration_s in enumerate(forward):
-            yield s.compute(ranks, duration_s, f"forward {i}")
-        last = None
-        for i in reversed(range(len(layers))):
-            yield s.compute(ranks, backward[i], f"backward {i}")
-            if i in closing:
-                k = closing[i]
-                size = sum(layers[j] for j in buckets[k])
-                last = s.collective(
-                    "allreduce", size, ranks, algorithm=algorithm, name=f"bucket {k}"
-                )
-        yield last  # one stream: the last all-reduce ends after the others
-        yield s.compute(ranks, optimizer, "optimizer")
-
-    s.process(step())
+    for i, duration_s in enumerate(forward):
+        s.compute(ranks, duration_s, f"forward {i}")
+    last = []
+    for i in reversed(range(len(layers))):
+        grads = s.compute(ranks, backward[i], f"backward {i}")
+        if i in closing:  # launched once its last gradient is computed, on one stream
+            k = closing[i]
+            size = sum(layers[j] for j in buckets[k])
+            last = [s.collective("allreduce", size, ranks, algorithm=algorithm,
+                                 name=f"bucket {k}", after=[grads])]  # fmt: skip
+    s.compute(ranks, optimizer, "optimizer", after=last)  # one stream: the last ends last
     timeline = s.run()
     allreduce_s = timeline.busy_s(ranks[0], COMM)
     compute_s = sum(forward) + sum(backward) + optimizer

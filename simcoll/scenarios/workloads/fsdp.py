@@ -16,7 +16,7 @@ FSDP pads it, so the all-gather and reduce-scatter size is ``ceil(bytes / n) x n
 
 >>> from simcoll.topology import ring
 >>> g = ring(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
->>> r = fsdp(g, layer_params_bytes=[2_000_000], forward_s_per_layer=0.0,
+>>> r = fsdp(g, layer_params_bytes=[2_000_000], forward_s_per_layer=0.0, protocol=None,
 ...          backward_s_per_layer=0.0)
 >>> round(r.metrics["time_s"] * 1e3, 9)  # all-gather, all-gather, reduce-scatter: 1 ms each
 3.0
@@ -24,13 +24,13 @@ FSDP pads it, so the all-gather and reduce-scatter size is ``ceil(bytes / n) x n
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from typing import Literal
 
 import networkx as nx
 
+from simcoll.prediction.call import DEFAULTS
+from simcoll.prediction.session import Op, Session
 from simcoll.scenarios.workloads._base import ParamChecker, WorkloadResult, comm_metrics
-from simcoll.sim.session import Session
 from simcoll.sim.timeline import COMM
 from simcoll.topology.calibration import Calibration
 
@@ -42,9 +42,9 @@ REDUCE_SCATTER_STREAM = "comm 1"
 def fsdp(
     topology: nx.DiGraph[str],
     *,
-    model: str = "flow",
-    protocol: str | None = None,
-    calibration: Calibration | None = None,
+    model: str = DEFAULTS.model,
+    protocol: str | None = DEFAULTS.protocol,
+    calibration: Calibration | Literal["default"] | None = "default",
     layer_params_bytes: list[int] | None = None,
     n_layers: int | None = None,
     params_bytes: int | None = None,
@@ -53,7 +53,7 @@ def fsdp(
     prefetch: bool = True,
     optimizer_s: float = 0.0,
     n_ranks: int | None = None,
-    algorithm: str = "ring",
+    algorithm: str | None = None,
 ) -> WorkloadResult:
     """Simulate one FSDP training step (see the module docstring).
 
@@ -89,40 +89,27 @@ def fsdp(
     order = [("forward", i) for i in range(len(layers))]
     order += [("backward", i) for i in reversed(range(len(layers)))]
 
-    def gather(k: int) -> Any:
+    def gather(k: int, after: list[Op]) -> Op:
         phase, i = order[k]
-        return s.collective(
-            "allgather",
-            sizes[i],
-            ranks,
-            algorithm=algorithm,
-            stream=COMM,
-            name=f"all-gather {phase} {i}",
-        )
+        return s.collective("allgather", sizes[i], ranks, algorithm=algorithm, stream=COMM,
+                            name=f"all-gather {phase} {i}", after=after)  # fmt: skip
 
-    def step() -> Generator[Any, Any, None]:
-        gathers = [gather(0)]
-        scatter = None
-        for k, (phase, i) in enumerate(order):
-            yield gathers[k]
-            if ahead and k + 1 < len(order):
-                gathers.append(gather(k + 1))
-            yield s.compute(ranks, (forward if phase == "forward" else backward)[i], f"{phase} {i}")
-            if phase == "backward":
-                scatter = s.collective(
-                    "reducescatter",
-                    sizes[i],
-                    ranks,
-                    algorithm=algorithm,
-                    stream=REDUCE_SCATTER_STREAM,
-                    name=f"reduce-scatter {i}",
-                )
-            if not ahead and k + 1 < len(order):
-                gathers.append(gather(k + 1))
-        yield scatter  # one stream: the last reduce-scatter ends after the others
-        yield s.compute(ranks, optimizer, "optimizer")
-
-    s.process(step())
+    gathers = [gather(0, [])]
+    scatters: list[Op] = []
+    computed: list[Op] = []  # the compute before: the step goes on once it is done
+    for k, (phase, i) in enumerate(order):
+        if ahead and k + 1 < len(order):  # prefetch: as the layer's compute starts
+            gathers.append(gather(k + 1, [gathers[k], *computed]))
+        duration_s = (forward if phase == "forward" else backward)[i]
+        computed = [s.compute(ranks, duration_s, f"{phase} {i}", after=[gathers[k]])]
+        if phase == "backward":
+            scatters = [s.collective("reducescatter", sizes[i], ranks, algorithm=algorithm,
+                                     stream=REDUCE_SCATTER_STREAM, name=f"reduce-scatter {i}",
+                                     after=computed)]  # fmt: skip
+        if not ahead and k + 1 < len(order):  # no prefetch: once the compute is done
+            gathers.append(gather(k + 1, computed))
+    # one stream: the last reduce-scatter ends after the others
+    s.compute(ranks, optimizer, "optimizer", after=scatters)
     timeline = s.run()
     metrics = {
         **comm_metrics(timeline, ranks),

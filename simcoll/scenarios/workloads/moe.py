@@ -14,7 +14,7 @@ share the fabric. Only the MoE layers' forward pass is modelled.
 
 >>> from simcoll.topology import switch_star
 >>> g = switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
->>> m = moe(g, tokens_per_rank=1000, hidden_size=1000, dtype_bytes=2, top_k=2,
+>>> m = moe(g, tokens_per_rank=1000, hidden_size=1000, dtype_bytes=2, top_k=2, protocol=None,
 ...         expert_s=1e-3).metrics
 >>> m["alltoall_bytes"], round(m["time_s"] * 1e3, 9)  # 3 blocks of 1 MB leave each GPU
 (4000000, 7.0)
@@ -22,13 +22,13 @@ share the fabric. Only the MoE layers' forward pass is modelled.
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from typing import Literal
 
 import networkx as nx
 
+from simcoll.prediction.call import DEFAULTS
+from simcoll.prediction.session import Session
 from simcoll.scenarios.workloads._base import ParamChecker, WorkloadResult, comm_metrics
-from simcoll.sim.session import Session
 from simcoll.topology.calibration import Calibration
 
 __all__ = ["moe"]
@@ -37,9 +37,9 @@ __all__ = ["moe"]
 def moe(
     topology: nx.DiGraph[str],
     *,
-    model: str = "flow",
-    protocol: str | None = None,
-    calibration: Calibration | None = None,
+    model: str = DEFAULTS.model,
+    protocol: str | None = DEFAULTS.protocol,
+    calibration: Calibration | Literal["default"] | None = "default",
     tokens_per_rank: int = 4096,
     hidden_size: int = 4096,
     dtype_bytes: int = 2,
@@ -48,7 +48,7 @@ def moe(
     n_layers: int = 1,
     ep_degree: int | None = None,
     n_ranks: int | None = None,
-    algorithm: str = "direct",
+    algorithm: str | None = None,
 ) -> WorkloadResult:
     """Simulate the forward pass of ``n_layers`` expert-parallel MoE layers.
 
@@ -89,14 +89,14 @@ def moe(
         raise check.error("ep_degree", f"a divisor of n_ranks = {len(ranks)}", ep_degree)
     size = -(-size // ep) * ep
 
-    def group(members: tuple[int, ...]) -> Generator[Any, Any, None]:
-        for i in range(layers):
-            yield s.collective("alltoall", size, members, algorithm=algorithm, name=f"dispatch {i}")
-            yield s.compute(members, compute_s, f"experts {i}")
-            yield s.collective("alltoall", size, members, algorithm=algorithm, name=f"combine {i}")
-
-    for start in range(0, len(ranks), ep):
-        s.process(group(ranks[start : start + ep]))
+    for start in range(0, len(ranks), ep):  # the groups run at once, on their own ranks
+        members = ranks[start : start + ep]
+        for i in range(layers):  # one stream: dispatch after the last combine
+            dispatch = s.collective("alltoall", size, members, algorithm=algorithm,
+                                    name=f"dispatch {i}")  # fmt: skip
+            experts = s.compute(members, compute_s, f"experts {i}", after=[dispatch])
+            s.collective("alltoall", size, members, algorithm=algorithm, name=f"combine {i}",
+                         after=[experts])  # fmt: skip
     timeline = s.run()
     metrics = {
         **comm_metrics(timeline, ranks),

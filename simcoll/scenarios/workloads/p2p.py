@@ -19,13 +19,13 @@ at the full 1 GB/s:
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from typing import Literal
 
 import networkx as nx
 
+from simcoll.prediction.call import DEFAULTS
+from simcoll.prediction.session import Session
 from simcoll.scenarios.workloads._base import ParamChecker, WorkloadResult, comm_metrics
-from simcoll.sim.session import Session
 from simcoll.topology.calibration import Calibration
 
 __all__ = ["p2p"]
@@ -34,9 +34,9 @@ __all__ = ["p2p"]
 def p2p(
     topology: nx.DiGraph[str],
     *,
-    model: str = "flow",
-    protocol: str | None = None,
-    calibration: Calibration | None = None,
+    model: str = DEFAULTS.model,
+    protocol: str | None = DEFAULTS.protocol,
+    calibration: Calibration | Literal["default"] | None = "default",
     src_rank: int = 0,
     dst_ranks: list[int] | None = None,
     size_bytes: int = 40_000_000,
@@ -80,13 +80,9 @@ def p2p(
     ):
         raise check.error("dst_ranks", rule, dst_ranks)
 
-    def to(dst: int) -> Generator[Any, Any, None]:
+    for dst in dsts:  # one stream per destination: its copies one after another
         for k in range(copies):
-            last = s.copy(src, dst, size, stream=f"copy {dst}", name=f"copy {k} {src}->{dst}")
-        yield last  # one stream: the last copy arrives after the others
-
-    for dst in dsts:
-        s.process(to(dst))
+            s.copy(src, dst, size, stream=f"copy {dst}", name=f"copy {k} {src}->{dst}")
     timeline = s.run()
     metrics = comm_metrics(timeline, [src, *dsts])
     for dst in dsts:

@@ -30,13 +30,14 @@ With free communication both take ``(m + p - 1) x (f + b)`` for ``m`` micro-batc
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from typing import Literal
 
 import networkx as nx
 
+from simcoll.core.errors import SimulationError
+from simcoll.prediction.call import DEFAULTS
+from simcoll.prediction.session import Op, Session
 from simcoll.scenarios.workloads._base import ParamChecker, WorkloadResult, comm_metrics
-from simcoll.sim.session import Session
 from simcoll.topology.calibration import Calibration
 
 __all__ = ["SCHEDULES", "pipeline", "stage_order"]
@@ -67,9 +68,9 @@ def stage_order(
 def pipeline(
     topology: nx.DiGraph[str],
     *,
-    model: str = "flow",
-    protocol: str | None = None,
-    calibration: Calibration | None = None,
+    model: str = DEFAULTS.model,
+    protocol: str | None = DEFAULTS.protocol,
+    calibration: Calibration | Literal["default"] | None = "default",
     n_stages: int | None = None,
     n_microbatches: int = 8,
     activation_bytes: int = 32 * 2**20,
@@ -110,26 +111,30 @@ def pipeline(
         FORWARD: check.times_s("stage_forward_s", stage_forward_s, p, "stage"),
         BACKWARD: check.times_s("stage_backward_s", stage_backward_s, p, "stage"),
     }
-    # inbox[phase, stage, micro-batch] fires with the copy that brings the stage its input.
-    inbox = {(ph, i, j): s.env.event() for ph in compute for i in range(p) for j in range(m)}
-
-    def send(phase: str, src: int, dst: int, j: int) -> None:
-        copy = s.copy(src, dst, size, stream=f"p2p {src}->{dst}", name=f"{phase} {j} {src}->{dst}")
-        inbox[phase, dst, j].succeed(copy)
-
-    def stage(i: int) -> Generator[Any, Any, None]:
-        for phase, j in stage_order(order_name, stage=i, n_stages=p, n_microbatches=m):
-            if (phase == FORWARD and i > 0) or (phase == BACKWARD and i < p - 1):
-                copy = yield inbox[phase, i, j]
-                yield copy
-            yield s.compute([i], compute[phase][i], f"{phase} {j}")
-            if phase == FORWARD and i < p - 1:
-                send(FORWARD, i, i + 1, j)
-            elif phase == BACKWARD and i > 0:
-                send(BACKWARD, i, i - 1, j)
-
-    for i in range(p):
-        s.process(stage(i))
+    orders = [stage_order(order_name, stage=i, n_stages=p, n_microbatches=m) for i in range(p)]
+    done = [0] * p
+    # inbox[phase, stage, micro-batch]: the copy that brings the stage that work's input
+    inbox: dict[tuple[str, int, int], Op] = {}
+    progress = True
+    while progress:  # each stage as far as its inputs exist, in turn, until all are made
+        progress = False
+        for i in range(p):
+            while done[i] < len(orders[i]):
+                phase, j = orders[i][done[i]]
+                needs = (phase == FORWARD and i > 0) or (phase == BACKWARD and i < p - 1)
+                if needs and (phase, i, j) not in inbox:
+                    break
+                after = [inbox[phase, i, j]] if needs else []
+                work = s.compute([i], compute[phase][i], f"{phase} {j}", after=after)
+                peer = i + 1 if phase == FORWARD else i - 1
+                if 0 <= peer < p:  # the sender goes on computing while its copy runs
+                    inbox[phase, peer, j] = s.copy(i, peer, size, stream=f"p2p {i}->{peer}",
+                                                   name=f"{phase} {j} {i}->{peer}",
+                                                   after=[work])  # fmt: skip
+                done[i] += 1
+                progress = True
+    if done != [len(order) for order in orders]:  # pragma: no cover - both orders finish
+        raise SimulationError(f"pipeline: stages wait for each other ({order_name})")
     timeline = s.run()
     busy_s = m * (sum(compute[FORWARD]) + sum(compute[BACKWARD]))
     total_s = p * timeline.time_s

@@ -19,20 +19,21 @@ at once and share the fabric.
 
 >>> from simcoll.topology import ring
 >>> g = ring(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
->>> m = tensor_parallel_mlp(g, batch_tokens=1000, hidden_size=1000, flops_per_s=8e12).metrics
+>>> m = tensor_parallel_mlp(g, batch_tokens=1000, hidden_size=1000, flops_per_s=8e12,
+...                         protocol=None).metrics  # the links alone
 >>> round(m["gemm_forward_s_per_layer"] * 1e3, 9), round(m["time_s"] * 1e3, 9)  # 3 F + 2 AR
 (1.0, 7.0)
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from typing import Literal
 
 import networkx as nx
 
+from simcoll.prediction.call import DEFAULTS
+from simcoll.prediction.session import Op, Session
 from simcoll.scenarios.workloads._base import ParamChecker, WorkloadResult, comm_metrics
-from simcoll.sim.session import Session
 from simcoll.topology.calibration import Calibration
 
 __all__ = ["tensor_parallel_mlp"]
@@ -41,9 +42,9 @@ __all__ = ["tensor_parallel_mlp"]
 def tensor_parallel_mlp(
     topology: nx.DiGraph[str],
     *,
-    model: str = "flow",
-    protocol: str | None = None,
-    calibration: Calibration | None = None,
+    model: str = DEFAULTS.model,
+    protocol: str | None = DEFAULTS.protocol,
+    calibration: Calibration | Literal["default"] | None = "default",
     tp_degree: int | None = None,
     n_ranks: int | None = None,
     batch_tokens: int = 4096,
@@ -51,7 +52,7 @@ def tensor_parallel_mlp(
     dtype_bytes: int = 2,
     n_layers: int = 1,
     flops_per_s: float = 300e12,
-    algorithm: str = "ring",
+    algorithm: str | None = None,
 ) -> WorkloadResult:
     """Simulate forward and backward of ``n_layers`` tensor-parallel MLP blocks.
 
@@ -91,20 +92,15 @@ def tensor_parallel_mlp(
     forward_s = flops / rate
     size = tokens * hidden * dtype
 
-    def group(members: tuple[int, ...]) -> Generator[Any, Any, None]:
-        for i in range(layers):
-            yield s.compute(members, forward_s, f"mlp forward {i}")
-            yield s.collective(
-                "allreduce", size, members, algorithm=algorithm, name=f"all-reduce forward {i}"
-            )
-        for i in reversed(range(layers)):
-            yield s.compute(members, 2 * forward_s, f"mlp backward {i}")
-            yield s.collective(
-                "allreduce", size, members, algorithm=algorithm, name=f"all-reduce backward {i}"
-            )
-
-    for start in range(0, len(ranks), tp):
-        s.process(group(ranks[start : start + tp]))
+    passes = [(f"forward {i}", forward_s) for i in range(layers)]
+    passes += [(f"backward {i}", 2 * forward_s) for i in reversed(range(layers))]
+    for start in range(0, len(ranks), tp):  # the groups run at once, on their own ranks
+        members = ranks[start : start + tp]
+        reduced: list[Op] = []
+        for what, duration_s in passes:  # every all-reduce on the critical path
+            gemms = s.compute(members, duration_s, f"mlp {what}", after=reduced)
+            reduced = [s.collective("allreduce", size, members, algorithm=algorithm,
+                                    name=f"all-reduce {what}", after=[gemms])]  # fmt: skip
     timeline = s.run()
     metrics = {
         **comm_metrics(timeline, ranks),

@@ -22,8 +22,13 @@ def g():
 
 
 def allreduce_s(size_bytes):
-    """Ring all-reduce on the ring: 2(n - 1) x (L + S/n/B)."""
-    return 2 * (N - 1) * (L + size_bytes / N / B)
+    """Ring all-reduce on the ring, the links alone (``protocol=None``): a block of at
+    most 512 KiB goes whole, each of the 2(n - 1) steps paying L + S/n/B; a larger one
+    is cut into pieces that follow one another on each link, each far longer than L, so
+    only the first pays it: L + 2(n - 1) S/n/B."""
+    if size_bytes / N <= 512 * 2**10:
+        return 2 * (N - 1) * (L + size_bytes / N / B)
+    return L + 2 * (N - 1) * size_bytes / N / B
 
 
 def test_buckets_fill_from_the_last_layer_and_close_at_their_cap():
@@ -39,6 +44,7 @@ def test_one_bucket_means_no_overlap(g):
     f, b = 1e-3, 2e-3
     m = ddp(
         g,
+        protocol=None,
         layer_params_bytes=[LAYER_BYTES] * 4,
         forward_s_per_layer=f,
         backward_s_per_layer=b,
@@ -60,6 +66,7 @@ def test_fast_comm_hides_all_but_the_last_bucket(g):
     assert ar < b
     m = ddp(
         g,
+        protocol=None,
         layer_params_bytes=[LAYER_BYTES] * 4,
         forward_s_per_layer=f,
         backward_s_per_layer=b,
@@ -81,6 +88,7 @@ def test_slow_comm_runs_back_to_back_from_the_first_bucket(g):
     ar = allreduce_s(LAYER_BYTES)
     m = ddp(
         g,
+        protocol=None,
         layer_params_bytes=[LAYER_BYTES] * 4,
         forward_s_per_layer=f,
         backward_s_per_layer=b,
@@ -94,6 +102,7 @@ def test_free_comm_leaves_the_compute_and_the_optimizer():
     free = ring(N, link_bandwidth_bytes_per_s=B, link_latency_s=0.0)
     m = ddp(
         free,
+        protocol=None,
         layer_params_bytes=[0, 0, 0],
         forward_s_per_layer=[1e-3, 2e-3, 3e-3],
         backward_s_per_layer=2e-3,
@@ -106,8 +115,9 @@ def test_free_comm_leaves_the_compute_and_the_optimizer():
 
 def test_even_split_and_bucket_metrics(g):
     m = ddp(
-        g, n_layers=2, params_bytes=8 * 2**20, forward_s_per_layer=0.0, backward_s_per_layer=0.0
-    ).metrics
+        g, n_layers=2, params_bytes=8 * 2**20, forward_s_per_layer=0.0, backward_s_per_layer=0.0,
+        protocol=None,
+    ).metrics  # fmt: skip
     # Two layers of 4 MiB: 4 MiB >= 1 MiB closes the first bucket, the second holds the rest.
     assert (m["n_layers"], m["n_buckets"], m["grad_bytes"]) == (2, 2, 8 * 2**20)
     assert (m["bucket_bytes"], m["first_bucket_bytes"]) == (25 * 2**20, 2**20)
@@ -140,6 +150,7 @@ def test_launch_cost_counts_once_in_the_no_overlap_time() -> None:
     r = ddp(
         g, layer_params_bytes=[size, size], forward_s_per_layer=1e-3, backward_s_per_layer=2e-3,
         first_bucket_bytes=1, bucket_bytes=1, calibration=Calibration(launch_s=launch_s),
+        protocol=None,
     )  # fmt: skip
     # two buckets, each: launch, then a 2-rank ring all-reduce: 2 steps of size/2 at 1 GB/s
     allreduce_s = launch_s + 2 * (size / 2) / 1e9

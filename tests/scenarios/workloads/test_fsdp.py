@@ -18,14 +18,17 @@ def g():
 
 
 def gather_s(size_bytes):
-    """Ring all-gather or reduce-scatter of nccl-tests size S: (n - 1)(L + S/n/B)."""
-    return (N - 1) * (L + size_bytes / N / B)
+    """Ring all-gather or reduce-scatter of nccl-tests size S, the links alone: n - 1 steps
+    of S/n, cut into pieces that follow one another on each link (each far longer than
+    the latency), so one latency, then (n - 1) S/n at B."""
+    return L + (N - 1) * size_bytes / N / B
 
 
 def test_one_layer_without_compute_is_the_sum_of_its_three_collectives(g):
     m = fsdp(
-        g, layer_params_bytes=[SIZE], forward_s_per_layer=0.0, backward_s_per_layer=0.0
-    ).metrics
+        g, layer_params_bytes=[SIZE], forward_s_per_layer=0.0, backward_s_per_layer=0.0,
+        protocol=None,
+    ).metrics  # fmt: skip
     assert m["time_s"] == pytest.approx(3 * gather_s(SIZE), rel=1e-12)
     assert m["comm_s"] == m["exposed_comm_s"] == pytest.approx(m["time_s"], rel=1e-12)
 
@@ -42,6 +45,7 @@ def test_prefetch_hides_every_allgather_but_the_first(g):
         layer_params_bytes=[SIZE] * n_layers,
         forward_s_per_layer=f,
         backward_s_per_layer=b,
+        protocol=None,
     ).metrics
     assert m["time_s"] == pytest.approx(t + n_layers * (f + b) + t, rel=1e-12)
     assert m["exposed_comm_s"] == pytest.approx(2 * t, rel=1e-12)
@@ -58,6 +62,7 @@ def test_without_prefetch_every_allgather_is_exposed(g):
         forward_s_per_layer=f,
         backward_s_per_layer=b,
         prefetch=False,
+        protocol=None,
     ).metrics
     assert m["time_s"] == pytest.approx(2 * n_layers * t + n_layers * (f + b) + t, rel=1e-12)
     assert m["prefetch"] == 0.0
@@ -66,16 +71,17 @@ def test_without_prefetch_every_allgather_is_exposed(g):
 def test_a_reduce_scatter_shares_the_ring_with_the_next_allgather(g):
     # No compute, no prefetch, 3 layers. Forward: 3 all-gathers alone. Backward: the
     # all-gather of layer 2 alone; then reduce-scatter i with all-gather i - 1, twice:
-    # same links, same steps, so in lockstep at half bandwidth each,
-    # (n - 1)(L + 2 S/n/B); then the last reduce-scatter alone.
+    # same links, same steps, so in lockstep at half bandwidth each: one latency, then
+    # both calls' (n - 1) 2 S/n on each link; then the last reduce-scatter alone.
     t = gather_s(SIZE)
-    pair = (N - 1) * (L + 2 * SIZE / N / B)
+    pair = L + (N - 1) * 2 * SIZE / N / B
     m = fsdp(
         g,
         layer_params_bytes=[SIZE] * 3,
         forward_s_per_layer=0.0,
         backward_s_per_layer=0.0,
         prefetch=False,
+        protocol=None,
     ).metrics
     assert m["time_s"] == pytest.approx(4 * t + 2 * pair + t, rel=1e-9)
 

@@ -1,0 +1,664 @@
+"""Many calls and compute on one cluster and one clock: the session behind workloads.
+
+A :class:`Session` records what a workload does, in the order it does it: compute on
+GPUs (:meth:`Session.compute`), collective calls of rank groups
+(:meth:`Session.collective`) and copies between two GPUs (:meth:`Session.copy`). Each
+returns an :class:`Op` that later work may wait for (``after=``). :meth:`Session.run`
+simulates it all on one fabric and returns the :class:`~simcoll.sim.timeline.Timeline`.
+
+Streams
+    Every rank has streams, as a CUDA device does. Work on one (rank, stream) runs in
+    call order: compute runs on ``"compute"``, a collective or copy on ``"comm"`` unless
+    told otherwise (a second communicator, FSDP's reduce-scatters, concurrent groups:
+    another stream name), and starts once every rank of its group has finished its
+    earlier work on that stream and everything in ``after`` has ended.
+
+One path for every call
+    A collective runs what ``simcoll predict`` runs for that call on those GPUs
+    (:mod:`simcoll.prediction.call`): NCCL's plan for exactly the group's GPUs, its
+    per-size tuning, the algorithm and protocol choice, the calibration with its launch
+    cost and floor, and the out-of-place copy. A copy is one transfer from one GPU to the
+    other (``cudaMemcpyPeer``: no protocol, no launch cost).
+
+Exact where calls meet
+    Max-min fair shares split over the connected components of flows and the links they
+    share, so a call whose flows share no link with any other call's while it runs takes
+    exactly its time alone. :meth:`Session.run` first gives every call its decided time
+    (the time ``predict`` prints, from its exact fast paths where they apply), runs the
+    execution graph (:mod:`simcoll.sim.graph`) and finds the calls whose run overlaps
+    another's on a common link; those run transfer by transfer, sharing the fabric, and
+    the graph runs again, until no call that ran alone overlaps another on a link. What
+    is recorded (spans, transfers, link loads) never changes what runs.
+
+Below, the all-gather is ``predict``'s: the ring, cut into pieces of about 512 KiB that
+follow one another on each link, so only the first pays the 2 us latency.
+
+>>> from simcoll.topology import ring
+>>> s = Session(ring(4, link_bandwidth_bytes_per_s=100e9, link_latency_s=2e-6), protocol=None)
+>>> forward = s.compute(range(4), 10e-6, "forward")
+>>> gather = s.collective("allgather", 8_000_000, range(4), after=[forward])
+>>> timeline = s.run()
+>>> round(timeline.time_s * 1e6, 6)  # 10 us of compute, 2 us of latency, 3 steps of 20 us
+72.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Literal
+
+import networkx as nx
+import numpy as np
+import numpy.typing as npt
+
+from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.core.limits import check_size_bytes
+from simcoll.core.schedule import ScheduleBuilder
+from simcoll.core.units import format_bytes
+from simcoll.plan.placement import map_ranks
+from simcoll.plan.tuning import NcclKnobs
+from simcoll.prediction.call import (
+    DEFAULTS,
+    Decided,
+    Machine,
+    call_schedule,
+    call_setup,
+    decide,
+)
+from simcoll.prediction.simulated import Setup
+from simcoll.sim.engine import Run, SimulationResult, prepare
+from simcoll.sim.graph import CallNodes, ExecutionGraph, GraphResult
+from simcoll.sim.timeline import COMM, COMPUTE, Span, Timeline, TransferBatch, binned_bytes
+from simcoll.topology import gpu_nodes
+from simcoll.topology.calibration import Calibration
+
+__all__ = ["LOAD_BINS", "Op", "RecordedCall", "Session", "recording_calls"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: Time bins of a timeline's per-link load (the link utilisation heatmap).
+LOAD_BINS = 200
+
+
+@dataclass(frozen=True)
+class Op:
+    """One piece of work a workload asked for (compute, a collective, a copy): what later
+    work of the same session may wait for with ``after=``."""
+
+    index: int
+    session: int = field(default=0, repr=False)
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """A collective or copy a workload asked for, recorded instead of simulated."""
+
+    collective: str
+    algorithm: str
+    n_ranks: int
+    size_bytes: int
+    params: tuple[tuple[str, int], ...] = ()
+
+
+_RECORDING: ContextVar[list[RecordedCall] | None] = ContextVar("_RECORDING", default=None)
+
+
+@contextmanager
+def recording_calls() -> Iterator[list[RecordedCall]]:
+    """Sessions made inside the block simulate nothing: every collective and copy is
+    recorded (and takes no time), so that a workload's calls can be counted and costed
+    before it runs (:mod:`simcoll.scenarios.cost`)."""
+    calls: list[RecordedCall] = []
+    token = _RECORDING.set(calls)
+    try:
+        yield calls
+    finally:
+        _RECORDING.reset(token)
+
+
+@dataclass(eq=False)
+class _Compute:
+    name: str
+    ranks: tuple[int, ...]
+    duration_s: float
+    after: tuple[int, ...]
+    previous: tuple[int | None, ...]  # per rank: its compute before this one
+
+
+@dataclass(eq=False)
+class _Solo:
+    """A call (or copy) as run alone: its time in all, when its transfers start and how
+    long they take, its floor, every link's wire bytes, and how to run it with others."""
+
+    time_s: float
+    delay_s: float
+    transfers_s: float
+    floor_s: float
+    link_bytes: FloatArray
+    result: object  # what timed it alone (per-transfer times where the general path did)
+    prepare: Callable[[], Run]
+    links: IntArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.links = np.flatnonzero(self.link_bytes > 0)
+
+
+@dataclass(eq=False)
+class _Comm:
+    name: str
+    ranks: tuple[int, ...]  # group rank i is global rank ranks[i]
+    stream: str
+    after: tuple[int, ...]
+    previous: tuple[int, ...]  # the ops before it on its ranks' stream
+    solo: _Solo | None  # None when recorded, not simulated
+
+
+class Session:
+    """A topology, a clock and one fabric; see the module docstring.
+
+    Parameters
+    ----------
+    topology
+        A validated topology; rank r runs on the GPU whose ``rank`` is r.
+    model
+        ``"flow"`` (links shared max-min fairly) or ``"ideal"`` (no contention).
+    protocol
+        Every collective's protocol unless a call names its own: ``"auto"`` (the default:
+        the fastest per size, as ``predict``), ``"LL"``, ``"LL128"``, ``"simple"``, or
+        None for the links alone.
+    calibration
+        Fitted parameters applied to the topology, the protocols and each call (launch
+        cost, floor), as in :func:`simcoll.prediction.predict`: ``"default"`` (the
+        default) those the topology file carries, None the bare links.
+    knobs
+        NCCL's environment settings (channels, buffer size, algorithm, protocol).
+    rank_nodes
+        The GPU of each rank (default: rank r on the GPU whose ``rank`` is r), as
+        :func:`simcoll.plan.placement.place_ranks` gives them.
+    plan
+        ``"nccl"`` (the default: NCCL's channels for each call's GPUs) or ``"rank"`` (one
+        ring in rank order).
+    """
+
+    def __init__(
+        self,
+        topology: nx.DiGraph[str],
+        *,
+        model: str = DEFAULTS.model,
+        protocol: str | None = DEFAULTS.protocol,
+        calibration: Calibration | Literal["default"] | None = "default",
+        knobs: NcclKnobs | None = None,
+        rank_nodes: Sequence[str] | None = None,
+        plan: str = DEFAULTS.plan,
+    ) -> None:
+        if model not in ("flow", "ideal"):
+            raise ConfigError(f"a session runs model 'flow' or 'ideal', not {model!r}")
+        if plan not in ("nccl", "rank"):
+            raise ConfigError(f"a session plans 'nccl' or 'rank', not {plan!r}", field="plan")
+        self.machine = Machine.of(topology, calibration)
+        self.topology = self.machine.topology
+        self.model = model
+        self.protocol = protocol
+        self.knobs = knobs
+        self.plan = plan
+        self.rank_nodes = (tuple(rank_nodes) if rank_nodes is not None else
+                           map_ranks(self.topology, len(gpu_nodes(self.topology))))  # fmt: skip
+        self._ops: list[_Compute | _Comm] = []
+        self._last_compute: dict[int, int] = {}
+        self._stream_tail: dict[tuple[int, str], int] = {}
+        self._setups: dict[tuple[object, ...], Setup] = {}
+        self._solos: dict[tuple[object, ...], _Solo] = {}
+        self._recorded = _RECORDING.get()
+
+    @property
+    def n_ranks(self) -> int:
+        """Number of GPUs (ranks) of the topology."""
+        return len(self.rank_nodes)
+
+    # -- what workloads call ------------------------------------------------------------
+
+    def compute(
+        self, ranks: Iterable[int], duration_s: float, name: str, *, after: Iterable[Op] = ()
+    ) -> Op:
+        """Each rank of ``ranks`` computes for ``duration_s`` on its compute stream, once
+        its earlier compute and everything in ``after`` are done."""
+        if not (duration_s >= 0 and duration_s < float("inf")):
+            raise ConfigError(f"{name}: compute time must be a finite time >= 0 s, "
+                              f"got {duration_s!r}")  # fmt: skip
+        group = self._group(ranks, name)
+        waits = self._after(after, name)
+        previous = tuple(self._last_compute.get(r) for r in group)
+        index = len(self._ops)
+        self._ops.append(_Compute(name, group, float(duration_s), waits, previous))
+        for r in group:
+            self._last_compute[r] = index
+        return Op(index, id(self))
+
+    def collective(
+        self,
+        collective: Collective | str,
+        size_bytes: int,
+        ranks: Iterable[int],
+        *,
+        algorithm: str | None = DEFAULTS.algorithm,
+        protocol: str | Literal["session"] | None = "session",
+        params: Mapping[str, int] | None = None,
+        stream: str = COMM,
+        name: str | None = None,
+        in_place: bool = False,
+        after: Iterable[Op] = (),
+    ) -> Op:
+        """Run one collective over ``ranks`` (group rank i is global rank ``ranks[i]``).
+
+        ``size_bytes`` follows nccl-tests (all-gather: the gathered buffer). The call is
+        decided as ``predict`` decides it for these GPUs (the algorithm: the collective's
+        usual one unless named, or ``auto``, ``all``, ``nccl``; ``protocol``: the
+        session's unless given); ``in_place`` skips the out-of-place copy of the own block.
+
+        Raises
+        ------
+        SimcollError
+            Naming the call, if it cannot run (an unknown algorithm, a size that does not
+            split...).
+        """
+        c = collective if isinstance(collective, Collective) else Collective.parse(collective)
+        label = name or f"{c.value} {format_bytes(size_bytes)}"
+        group = self._group(ranks, label)
+        waits = self._after(after, label)
+        proto = self.protocol if protocol == "session" else protocol
+        if self._recorded is not None:
+            items = tuple(sorted(dict(params or {}).items()))
+            self._recorded.append(RecordedCall(c.value, algorithm or "", len(group),
+                                               size_bytes, items))  # fmt: skip
+            return self._comm(label, group, stream, waits, None)
+        try:
+            size = check_size_bytes(size_bytes, "size_bytes")
+            solo = self._call_solo(c, size, group, algorithm, proto, params, in_place)
+        except SimcollError as error:
+            raise type(error)(f"{label}: {error.message}", source=error.source,
+                              field=error.field) from None  # fmt: skip
+        return self._comm(label, group, stream, waits, solo)
+
+    def copy(
+        self,
+        src_rank: int,
+        dst_rank: int,
+        size_bytes: int,
+        *,
+        stream: str = COMM,
+        name: str = "",
+        after: Iterable[Op] = (),
+    ) -> Op:
+        """Copy ``size_bytes`` from one GPU to another (``cudaMemcpyPeer``): one transfer
+        over the route between them, with no protocol and no launch cost."""
+        label = name or f"copy {src_rank}->{dst_rank} {format_bytes(size_bytes)}"
+        group = self._group((src_rank, dst_rank), label)
+        waits = self._after(after, label)
+        if self._recorded is not None:
+            self._recorded.append(RecordedCall("sendrecv", "direct", 2, size_bytes))
+            return self._comm(label, group, stream, waits, None)
+        size = check_size_bytes(size_bytes, "size_bytes")
+        return self._comm(label, group, stream, waits, self._copy_solo(group, size))
+
+    def run(self, *, load_bins: int = LOAD_BINS, every_call_in_detail: bool = False) -> Timeline:
+        """Simulate everything asked for and return what happened.
+
+        ``load_bins`` is the number of time bins of the timeline's per-link load (0:
+        none); it changes what is recorded, never a time. ``every_call_in_detail`` runs
+        every call transfer by transfer, none as its time alone: the same times (to
+        rounding, where calls share no link while they run), more slowly; tests compare
+        the two.
+        """
+        if self._recorded is not None or not self._ops:
+            return self._empty_timeline()
+        detailed: set[int] = set()
+        if every_call_in_detail:
+            detailed = {i for i, op in enumerate(self._ops) if isinstance(op, _Comm)}
+        while True:
+            built = self._build(detailed)
+            result = built.graph.simulate()
+            meeting = self._meeting(built, result) - detailed
+            if not meeting:
+                return self._timeline(built, result, detailed, load_bins)
+            detailed |= meeting
+
+    # -- deciding calls -----------------------------------------------------------------
+
+    def _call_solo(  # noqa: PLR0917 - one call's facts
+        self,
+        c: Collective,
+        size_bytes: int,
+        group: tuple[int, ...],
+        algorithm: str | None,
+        protocol: str | None,
+        params: Mapping[str, int] | None,
+        in_place: bool,
+    ) -> _Solo:
+        nodes = tuple(self.rank_nodes[r] for r in group)
+        items = tuple(sorted(dict(params or {}).items()))
+        setup_key = (c, nodes, algorithm, protocol, items)
+        setup = self._setups.get(setup_key)
+        if setup is None:
+            setup = call_setup(self.machine, c, nodes, algorithm=algorithm, protocol=protocol,
+                               model=self.model, params=params, knobs=self.knobs,
+                               plan=self.plan)  # fmt: skip
+            self._setups[setup_key] = setup
+        key = (*setup_key, size_bytes, in_place)
+        solo = self._solos.get(key)
+        if solo is None:
+            decided = decide(setup, size_bytes, in_place=in_place)
+            solo = _Solo(
+                time_s=decided.row.time_s,
+                delay_s=decided.delay_s,
+                transfers_s=decided.transfers_s,
+                floor_s=decided.floor_s,
+                link_bytes=decided.choice.link_bytes,
+                result=decided.choice.result,
+                prepare=self._call_runner(setup, decided, nodes),
+            )
+            self._solos[key] = solo
+        return solo
+
+    def _call_runner(
+        self, setup: Setup, decided: Decided, nodes: tuple[str, ...]
+    ) -> Callable[[], Run]:
+        """How to prepare the decided call's whole schedule to run beside others."""
+        machine, model = self.machine, self.model
+
+        def prepared() -> Run:
+            choice = decided.choice
+            return prepare(machine.topology, call_schedule(setup, decided), model=model,
+                           protocol=choice.protocol, rank_nodes=nodes, plan=choice.plan,
+                           router=machine.router)  # fmt: skip
+
+        return _once(prepared)
+
+    def _copy_solo(self, group: tuple[int, ...], size_bytes: int) -> _Solo:
+        nodes = tuple(self.rank_nodes[r] for r in group)
+        key = ("copy", nodes, size_bytes)
+        solo = self._solos.get(key)
+        if solo is None:
+            b = ScheduleBuilder(Collective.SENDRECV, "copy", n_ranks=2, size_bytes=size_bytes,
+                                pieces_per_block=1)  # fmt: skip
+            b.add(src=0, dst=1, pieces=[0])
+            schedule = b.build()
+            machine, model = self.machine, self.model
+
+            def prepared() -> Run:
+                return prepare(machine.topology, schedule, model=model, rank_nodes=nodes,
+                               router=machine.router)  # fmt: skip
+
+            runner = _once(prepared)
+            result = runner().run(model)
+            solo = _Solo(result.time_s, 0.0, result.time_s, 0.0, result.link_bytes, result,
+                         runner)  # fmt: skip
+            self._solos[key] = solo
+        return solo
+
+    # -- recording ----------------------------------------------------------------------
+
+    def _group(self, ranks: Iterable[int], name: str) -> tuple[int, ...]:
+        group = tuple(int(r) for r in ranks)
+        if not group:
+            raise ConfigError(f"{name}: the rank group is empty")
+        bad = [r for r in group if not 0 <= r < self.n_ranks]
+        if bad:
+            raise ConfigError(
+                f"{name}: rank {bad[0]} is not a GPU of this topology (ranks 0..{self.n_ranks - 1})"
+            )
+        if len(set(group)) != len(group):
+            raise ConfigError(f"{name}: a rank appears twice in the group {list(group)}")
+        return group
+
+    def _after(self, after: Iterable[Op], name: str) -> tuple[int, ...]:
+        waits = []
+        for op in after:
+            if not isinstance(op, Op):
+                raise ConfigError(f"{name}: after= takes ops of this session, got {op!r}")
+            if op.session != id(self) or not 0 <= op.index < len(self._ops):
+                raise ConfigError(f"{name}: after= takes ops of this session, got one of "
+                                  "another session")  # fmt: skip
+            waits.append(op.index)
+        return tuple(dict.fromkeys(waits))
+
+    def _comm(
+        self,
+        name: str,
+        group: tuple[int, ...],
+        stream: str,
+        waits: tuple[int, ...],
+        solo: _Solo | None,
+    ) -> Op:
+        previous = tuple(dict.fromkeys(
+            self._stream_tail[r, stream] for r in group if (r, stream) in self._stream_tail
+        ))  # fmt: skip
+        index = len(self._ops)
+        self._ops.append(_Comm(name, group, stream, waits, previous, solo))
+        for r in group:
+            self._stream_tail[r, stream] = index
+        return Op(index, id(self))
+
+    # -- running ------------------------------------------------------------------------
+
+    def _build(self, detailed: set[int]) -> _Built:
+        """The execution graph with the calls in ``detailed`` run transfer by transfer and
+        every other call as one span of its time alone."""
+        g = ExecutionGraph(self.topology, model=self.model)
+        built = _Built(g)
+        for index, op in enumerate(self._ops):
+            waits = [built.end[a] for a in op.after]
+            if isinstance(op, _Compute):
+                built.add_compute(index, op, waits)
+                continue
+            solo = op.solo
+            assert solo is not None
+            opened = g.span(0.0, list(dict.fromkeys(waits + [built.end[p] for p in op.previous])))
+            if index in detailed:
+                gate = g.span(solo.delay_s, [opened]) if solo.delay_s else opened
+                nodes = g.call(solo.prepare(), after=gate)
+                end = nodes.end
+                if solo.floor_s:
+                    end = g.span(0.0, [end, g.span(solo.floor_s, [opened])])
+                built.calls[index] = nodes
+            else:
+                end = g.span(solo.time_s, [opened])
+            built.opened[index] = opened
+            built.end.append(end)
+        return built
+
+    def _meeting(self, built: _Built, result: GraphResult) -> set[int]:
+        """The calls whose run overlaps another call's in time on a common link, where at
+        least one of the two ran as its time alone (``detailed`` calls already share)."""
+        if self.model == "ideal":  # no contention: every call runs as if alone
+            return set()
+        end_s = result.end_s
+        spans = []
+        for index, opened in built.opened.items():
+            solo = self._solo_of(index)
+            start, end = float(end_s[opened]), float(end_s[built.end[index]])
+            if end > start and len(solo.links):
+                spans.append((start, end, index))
+        spans.sort()
+        meeting: set[int] = set()
+        active: list[tuple[float, int]] = []
+        for start, end, index in spans:
+            active = [(e, j) for e, j in active if e > start]
+            links = self._solo_of(index).links
+            for _, j in active:
+                if index in built.calls and j in built.calls:
+                    continue
+                if np.intersect1d(links, self._solo_of(j).links, assume_unique=True).size:
+                    meeting |= {index, j}
+            active.append((end, index))
+        return meeting
+
+    def _solo_of(self, index: int) -> _Solo:
+        op = self._ops[index]
+        assert isinstance(op, _Comm)
+        assert op.solo is not None
+        return op.solo
+
+    # -- what happened ------------------------------------------------------------------
+
+    def _timeline(
+        self, built: _Built, result: GraphResult, detailed: set[int], load_bins: int
+    ) -> Timeline:
+        end_s, issue_s = result.end_s, result.issue_s
+        spans: list[Span] = []
+        batches: list[TransferBatch] = []
+        link_bytes = result.link_bytes.copy()
+        link_busy_s = result.link_busy_s.copy()
+        time_s = result.time_s
+        n_bins = load_bins if time_s > 0 else 0
+        edges = np.linspace(0.0, time_s, n_bins + 1)
+        load = np.zeros((len(self.topology.edges), n_bins))
+        for index, op in enumerate(self._ops):
+            if isinstance(op, _Compute):
+                if op.duration_s > 0:
+                    nodes = built.rank_nodes[index]
+                    for r, node in zip(op.ranks, nodes, strict=True):
+                        spans.append(Span(r, COMPUTE, op.name, float(issue_s[node]),
+                                          float(end_s[node])))  # fmt: skip
+                continue
+            opened, end = float(end_s[built.opened[index]]), float(end_s[built.end[index]])
+            spans += [Span(r, op.stream, op.name, opened, end) for r in op.ranks]
+            solo = op.solo
+            assert solo is not None
+            nodes_of = built.calls.get(index)
+            if nodes_of is not None:
+                batches.append(_detailed_batch(op, solo, nodes_of, result))
+                if n_bins:
+                    load += _detailed_load(nodes_of, result, edges, load.shape[0])
+                continue
+            first_s = opened + solo.delay_s
+            batches.append(_solo_batch(op, solo, first_s))
+            link_bytes += solo.link_bytes
+            busy = getattr(solo.result, "link_busy_s", None)
+            link_busy_s += busy if busy is not None else np.where(
+                solo.link_bytes > 0, solo.transfers_s, 0.0)  # fmt: skip
+            if n_bins and len(solo.links):
+                load[solo.links] += _spread(solo.link_bytes[solo.links], first_s,
+                                            first_s + solo.transfers_s, edges)  # fmt: skip
+        spans.sort(key=lambda x: (x.rank, x.stream, x.start_s, x.end_s))
+        return Timeline(
+            n_ranks=self.n_ranks,
+            time_s=time_s,
+            spans=tuple(spans),
+            transfers=tuple(batches),
+            links=tuple(self.topology.edges),
+            link_bytes=link_bytes,
+            link_busy_s=link_busy_s,
+            link_bandwidth_bytes_per_s=built.graph.capacity_bytes_per_s.copy(),
+            link_load_bytes=load,
+        )
+
+    def _empty_timeline(self) -> Timeline:
+        """What a session of recorded calls (or of nothing) gives: every span at 0."""
+        spans = []
+        for op in self._ops:
+            stream = COMPUTE if isinstance(op, _Compute) else op.stream
+            spans += [Span(r, stream, op.name, 0.0, 0.0) for r in op.ranks]
+        return Timeline(n_ranks=self.n_ranks, time_s=0.0, spans=tuple(spans))
+
+
+@dataclass(eq=False)
+class _Built:
+    """An execution graph as built for one run, and where each op's nodes are."""
+
+    graph: ExecutionGraph
+    end: list[int] = field(default_factory=list)  # per op: the node it ends with
+    opened: dict[int, int] = field(default_factory=dict)  # per call: the node it opens on
+    calls: dict[int, CallNodes] = field(default_factory=dict)  # calls run in detail
+    rank_nodes: dict[int, list[int]] = field(default_factory=dict)  # per compute op
+    _last: dict[int, int] = field(default_factory=dict)  # per rank: its last compute node
+
+    def add_compute(self, index: int, op: _Compute, waits: list[int]) -> None:
+        """One span for the whole group where every rank's compute so far ended with the
+        same node (or there was none): they start and end together; else one per rank."""
+        g = self.graph
+        before = {self._last.get(r, -1) for r in op.ranks}
+        if len(before) == 1:
+            last = before.pop()
+            node = g.span(op.duration_s, waits + ([last] if last >= 0 else []))
+            nodes = [node] * len(op.ranks)
+            end = node
+        else:
+            nodes = []
+            for r in op.ranks:
+                last = self._last.get(r, -1)
+                nodes.append(g.span(op.duration_s, waits + ([last] if last >= 0 else [])))
+            end = g.span(0.0, list(dict.fromkeys(nodes)))
+        for r, node in zip(op.ranks, nodes, strict=True):
+            self._last[r] = node
+        self.rank_nodes[index] = nodes
+        self.end.append(end)
+
+
+def _once(make: Callable[[], Run]) -> Callable[[], Run]:
+    """``make``, called once: later calls return the same run."""
+    made: list[Run] = []
+
+    def cached() -> Run:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return cached
+
+
+def _detailed_batch(op: _Comm, solo: _Solo, nodes: CallNodes, result: GraphResult) -> TransferBatch:
+    """A call run with others: its transfers as they ran in the graph."""
+    s = solo.prepare().s
+    n = s.n_ranks
+    real = (s.src < n) & (s.dst < n)  # transfers to in-network switches are not P2P
+    to_global = np.array(op.ranks, dtype=np.int64)
+    part = nodes.transfers
+    return TransferBatch(op.name, to_global[s.src[real]], to_global[s.dst[real]],
+                         s.transfer_bytes[real], result.start_s[part][real],
+                         result.end_s[part][real])  # fmt: skip
+
+
+def _solo_batch(op: _Comm, solo: _Solo, first_s: float) -> TransferBatch:
+    """A call timed alone: its transfers as they ran alone, shifted to when its first
+    could start, where that run kept every transfer (the general path); else none."""
+    result = solo.result
+    to_global = np.array(op.ranks, dtype=np.int64)
+    if isinstance(result, SimulationResult) and len(result.end_s) == result.schedule.n_transfers:
+        s = result.schedule
+        n = s.n_ranks
+        real = (s.src < n) & (s.dst < n)
+        return TransferBatch(op.name, to_global[s.src[real]], to_global[s.dst[real]],
+                             s.transfer_bytes[real], result.start_s[real] + first_s,
+                             result.end_s[real] + first_s)  # fmt: skip
+    empty = np.zeros(0, dtype=np.int64)
+    return TransferBatch(op.name, empty, empty, empty, np.zeros(0), np.zeros(0))
+
+
+def _spread(
+    bytes_per_link: FloatArray, start_s: float, end_s: float, edges: FloatArray
+) -> FloatArray:
+    """Each link's bytes spread evenly over ``[start_s, end_s]``, per time bin (links x bins)."""
+    share = binned_bytes(np.ones(1), np.array([start_s]), np.array([end_s]), edges)
+    return np.outer(bytes_per_link, share)
+
+
+def _detailed_load(
+    nodes: CallNodes, result: GraphResult, edges: FloatArray, n_links: int
+) -> FloatArray:
+    """Per link and time bin, the wire bytes of a call's transfers as they ran."""
+    load = np.zeros((n_links, len(edges) - 1))
+    part = nodes.transfers
+    pair_of = result.pair_of[part]
+    wire = result.wire_bytes[part]
+    start, end = result.start_s[part], result.end_s[part]
+    for pair in np.unique(pair_of).tolist():
+        links = result.pair_links[pair]
+        mine = np.flatnonzero(pair_of == pair)
+        if len(links) and len(mine):
+            load[links] += binned_bytes(wire[mine], start[mine], end[mine], edges)
+    return load
