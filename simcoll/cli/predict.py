@@ -223,6 +223,11 @@ def _predict(args: argparse.Namespace) -> int:
         print(f"simcoll: note: the ring at {sizes_note} ran its first {PREFIX_STEPS} steps "
               "and was extended at their pace: whole, it is over one schedule's "
               f"{MAX_TRANSFERS} transfers (simcoll/sim/periodic.py)", file=sys.stderr)  # fmt: skip
+    for size, choices in result.unsimulated:
+        print(f"simcoll: note: at {format_bytes(size)}, {', '.join(choices)} could not be "
+              f"simulated (over one schedule's {MAX_TRANSFERS} transfers, and no fast path "
+              "folds it) and might have been faster; the row is the fastest of the others",
+              file=sys.stderr)  # fmt: skip
     if args.plot is not None:
         _plot(args, result.rows, topology, collective)
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "LimitError",
     "ScheduleError",
     "SimcollError",
     "SimulationError",
@@ -59,6 +60,10 @@ class UnitError(SimcollError, ValueError):
 
 class ConfigError(SimcollError, ValueError):
     """An input file or argument is malformed: unknown key, wrong type, bad value."""
+
+
+class LimitError(ConfigError):
+    """An input is valid but too large to simulate: over a cap of :mod:`simcoll.core.limits`."""
 
 
 class TopologyError(SimcollError, ValueError):

@@ -52,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from simcoll.core.collectives import Collective
-from simcoll.core.errors import ConfigError, ScheduleError
+from simcoll.core.errors import ConfigError, LimitError, ScheduleError
 from simcoll.core.limits import (
     MAX_RANKS,
     MAX_TRANSFERS,
@@ -283,8 +283,8 @@ class ScheduleBuilder:
         if n_transfers > MAX_TRANSFERS:
             raise self._too_many()
 
-    def _too_many(self) -> ConfigError:
-        return ConfigError(
+    def _too_many(self) -> LimitError:
+        return LimitError(
             f"{self.collective.value}/{self.algorithm} on {self.n_ranks} ranks would have "
             f"more than {MAX_TRANSFERS} transfers, too many to simulate; use fewer ranks, "
             "chunks or channels"

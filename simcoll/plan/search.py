@@ -377,7 +377,11 @@ def _preferred_nics(
     the fabric's routes only where the server's own nodes join no GPU to a NIC); GPUs
     equally close to the same NICs take them in turn, the i-th GPU the i-th NIC
     (``topo.cc:ncclTopoGetLocalNet``). The list is each GPU's preferred NIC in GPU index
-    order, then the NICs no GPU prefers.
+    order, then the other NICs as close to one of the server's GPUs as its nearest
+    (``search.cc:ncclTopoSelectNets`` adds NICs by path type, and a search that finds its
+    channels at a GPU's nearest path type goes no farther). A NIC farther from every
+    GPU of the job than its nearest is not used: a job with one GPU of a DGX H100 runs
+    over that GPU's NIC, not over the seven others through the host bridge or the fabric.
     """
     nics = sorted(
         (n for n in members if topology.nodes[n]["kind"] is NodeKind.NIC), key=natural_key
@@ -396,14 +400,16 @@ def _preferred_nics(
                 hops[gpu, nic] = far
     order: list[str] = []
     turn: dict[tuple[str, ...], int] = {}
+    near: set[str] = set()
     for gpu in server.gpus:
         nearest = min(hops[gpu, nic] for nic in nics)
         local = tuple(nic for nic in nics if hops[gpu, nic] == nearest)
+        near.update(local)
         pick = local[turn.get(local, 0) % len(local)]
         turn[local] = turn.get(local, 0) + 1
         if pick not in order:
             order.append(pick)
-    order += [nic for nic in nics if nic not in order]
+    order += [nic for nic in nics if nic not in order and nic in near]
     closest = {nic: min(hops[g, nic] for g in server.gpus) for nic in nics}
     return order, closest, hops
 

@@ -43,12 +43,15 @@ __all__ = ["Prediction", "predict"]
 
 @dataclass(frozen=True)
 class Prediction:
-    """Predicted rows, the sizes skipped because they were too small to cut, and the
-    sizes whose ring was extended from its first steps (:mod:`simcoll.sim.periodic`)."""
+    """Predicted rows, the sizes skipped because they were too small to cut, the sizes
+    whose ring was extended from its first steps (:mod:`simcoll.sim.periodic`), and per
+    size the choices passed over as too large to simulate that might have been faster
+    (:func:`~simcoll.prediction.simulated.best_choice`)."""
 
     rows: list[Row]
     skipped: list[tuple[int, str]] = field(default_factory=list)
     extended: list[int] = field(default_factory=list)
+    unsimulated: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
 
 
 def predict(
@@ -160,7 +163,7 @@ def _simulated(
             skipped.append((size, refusal.message))
     picked = {(row.size_bytes, row.protocol) for row in rows if row.algorithm == "ring"}
     extended = sorted({size for size, proto in setup.extended if (size, proto) in picked})
-    return Prediction(rows, skipped, extended)
+    return Prediction(rows, skipped, extended, list(setup.unsimulated))
 
 
 def _check_params(params: Mapping[str, int] | None) -> None:

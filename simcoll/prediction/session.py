@@ -214,6 +214,7 @@ class Session:
         self._setups: dict[tuple[object, ...], Setup] = {}
         self._solos: dict[tuple[object, ...], _Solo] = {}
         self._recorded = _RECORDING.get()
+        self._notes: list[str] = []
 
     @property
     def n_ranks(self) -> int:
@@ -351,7 +352,14 @@ class Session:
         key = (*setup_key, size_bytes, in_place)
         solo = self._solos.get(key)
         if solo is None:
+            known = len(setup.unsimulated)
             decided = decide(setup, size_bytes, in_place=in_place)
+            for size, choices in setup.unsimulated[known:]:
+                self._notes.append(
+                    f"{c.value} of {format_bytes(size)} on {len(nodes)} ranks: "
+                    f"{', '.join(choices)} could not be simulated (too many transfers) and "
+                    "might have been faster; it ran the fastest of the others"
+                )
             solo = _Solo(
                 time_s=decided.row.time_s,
                 delay_s=decided.delay_s,
@@ -555,6 +563,7 @@ class Session:
             link_busy_s=link_busy_s,
             link_bandwidth_bytes_per_s=built.graph.capacity_bytes_per_s.copy(),
             link_load_bytes=load,
+            notes=tuple(self._notes),
         )
 
     def _empty_timeline(self) -> Timeline:

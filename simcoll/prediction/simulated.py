@@ -17,7 +17,7 @@ import numpy.typing as npt
 from simcoll.algorithms import ALGORITHMS, build_schedule
 from simcoll.algorithms.ring import PREFIX_STEPS, ring_prefix
 from simcoll.core.collectives import Collective
-from simcoll.core.errors import ConfigError, ScheduleError, SimcollError
+from simcoll.core.errors import ConfigError, LimitError, ScheduleError, SimcollError
 from simcoll.core.limits import MAX_TRANSFERS
 from simcoll.core.protocols import Protocol
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Schedule
@@ -97,6 +97,8 @@ class Setup:
     router: Router | None = None  # of topology: shared by every size and choice
     # (size, protocol) of each ring extended from its first steps, as the rows are made
     extended: list[tuple[int, str]] = field(default_factory=list)
+    # (size, choices) where choices that might have been faster were too large to simulate
+    unsimulated: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
     by_nccl: bool = False  # each size runs the (algorithm, protocol) NCCL's model picks
     calibration: Calibration | None = None  # applied already; its launch cost and floor
 
@@ -142,6 +144,9 @@ def best_choice(setup: Setup, size_bytes: int) -> tuple[Choice | None, SimcollEr
 
     Choices are tried in increasing order of their lower bounds (:mod:`.bounds`), and one
     whose bound is no better than the best time so far is not simulated: it cannot win.
+    A choice too large to simulate (a :class:`LimitError`: over one schedule's transfers,
+    and folded by no fast path) is passed over where another ran; those whose bound was
+    below the best time are listed in ``setup.unsimulated``, for callers to say so.
     Ties go to the earlier choice in ``setup.names`` x ``setup.protocols`` order, as if
     every choice were simulated. A choice headed for the general path is routed first,
     and not simulated either if its routes' link bound (:func:`link_bound_s`) is no
@@ -149,9 +154,51 @@ def best_choice(setup: Setup, size_bytes: int) -> tuple[Choice | None, SimcollEr
     would go to the best: it could win by no more than that (a pairwise all-to-all
     against the direct one's closed form, on the same links).
     """
+    choices, refusal = _candidates(setup, size_bytes)
+    best: tuple[Choice, int] | None = None
+    failed: set[str] = set()
+    too_large: list[tuple[float, str, Protocol | None, LimitError]] = []
+    for bound, order, name, proto, chosen in sorted(choices, key=lambda c: (c[0], c[1])):
+        if name in failed or (best is not None and (bound, order) > (best[0].row.time_s, best[1])):
+            continue
+        beat = None if best is None else (best[0].row.time_s, best[1] < order)
+        try:
+            choice = _choice(setup, name, proto, size_bytes, chosen, beat)
+        except LimitError as error:  # this choice only: too large to simulate
+            if len(choices) == 1:
+                raise
+            too_large.append((bound, name, proto, error))
+            continue
+        except (ScheduleError, ConfigError) as error:
+            if len(setup.names) == 1 and isinstance(error, ConfigError):
+                raise
+            refusal = error
+            failed.add(name)
+            continue
+        if choice is None:  # its routes' link bound showed it cannot win
+            continue
+        if best is None or (choice.row.time_s, order) < (best[0].row.time_s, best[1]):
+            best = (choice, order)
+    if best is None:
+        if too_large:
+            raise too_large[0][3]
+        return None, refusal
+    could_win = [(name, proto) for bound, name, proto, _ in too_large if bound < best[0].row.time_s]
+    if could_win:
+        names = (f"{name}/{proto.name if proto else 'none'}" for name, proto in could_win)
+        setup.unsimulated.append((size_bytes, tuple(names)))
+    return best[0], refusal
+
+
+Candidate = tuple[float, int, str, "Protocol | None", dict[str, int]]
+
+
+def _candidates(setup: Setup, size_bytes: int) -> tuple[list[Candidate], SimcollError | None]:
+    """Every (algorithm, protocol) to try, as (lower bound, order, name, protocol, the
+    algorithm's parameters), and why an algorithm could not even be set up."""
     n = len(setup.nodes)
     refusal: SimcollError | None = None
-    choices: list[tuple[float, int, str, Protocol | None, dict[str, int]]] = []
+    choices: list[Candidate] = []
     bounds = _bounds(setup) if len(setup.names) * len(setup.protocols) > 1 else None
     for name in setup.names:
         try:
@@ -167,25 +214,7 @@ def best_choice(setup: Setup, size_bytes: int) -> tuple[Choice | None, SimcollEr
                     setup.collective.value, name, proto, size_bytes
                 )  # fmt: skip
                 choices.append((bound, len(choices), name, proto, chosen))
-    best: tuple[Choice, int] | None = None
-    failed: set[str] = set()
-    for bound, order, name, proto, chosen in sorted(choices, key=lambda c: (c[0], c[1])):
-        if name in failed or (best is not None and (bound, order) > (best[0].row.time_s, best[1])):
-            continue
-        beat = None if best is None else (best[0].row.time_s, best[1] < order)
-        try:
-            choice = _choice(setup, name, proto, size_bytes, chosen, beat)
-        except (ScheduleError, ConfigError) as error:
-            if len(setup.names) == 1 and isinstance(error, ConfigError):
-                raise
-            refusal = error
-            failed.add(name)
-            continue
-        if choice is None:  # its routes' link bound showed it cannot win
-            continue
-        if best is None or (choice.row.time_s, order) < (best[0].row.time_s, best[1]):
-            best = (choice, order)
-    return (None if best is None else best[0]), refusal
+    return choices, refusal
 
 
 def _bounds(setup: Setup) -> Bounds | None:

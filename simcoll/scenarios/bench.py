@@ -219,6 +219,27 @@ def _predict_case(  # noqa: PLR0917 - a case's own description
     )
 
 
+def _ddp_case(name: str, n_nodes: int) -> BenchRow:
+    """The README's DDP step (24 layers, 1.36 GB of gradients, 25 MiB buckets) on
+    ``n_nodes`` DGX H100 of h100-ib-fat-tree, with every default: each bucket's all-reduce
+    is the call ``predict`` runs (NCCL's plan over the 8 NICs, protocol auto, the file's
+    calibration). Busbw: one bucket's all-reduce, from ``allreduce_s``."""
+    from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - the workloads
+
+    graph = _topology("h100-ib-fat-tree.toml", n_nodes)
+    result = run_workload("ddp", graph, bucket_bytes=25 * MIB)
+    m = result.metrics
+    n = result.timeline.n_ranks
+    per_call_s = m["allreduce_s"] / m["n_buckets"]
+    bucket = m["grad_bytes"] / m["n_buckets"]
+    return BenchRow(
+        case=name, ranks=n, transfers=0, simulated=0, events=0,
+        sim_time_ms=m["time_s"] * 1e3,
+        busbw_GBps=bucket / per_call_s * 2 * (n - 1) / n / 1e9,
+        path=f"workload ddp: {int(m['n_buckets'])} buckets, step {m['time_s'] * 1e3:.2f} ms",
+    )  # fmt: skip
+
+
 def _calibrate_case(name: str) -> BenchRow:
     """``simcoll calibrate`` on the 2 x 8 H100 ring all-reduce table (14 sizes, 1 MiB to
     8 GiB): efficiency per link class, per protocol, and the launch cost. Run as the
@@ -396,6 +417,19 @@ CASES: tuple[Case, ...] = (
         lambda: _predict_case(
             "auto-128", "h100-ib-fat-tree.toml", 16, [2**k for k in range(3, 34)], "auto", "auto"
         ),
+    ),
+    Case(
+        "ddp-128",
+        "the README's DDP step (24 layers, 1.36 GB, 25 MiB buckets), 16 DGX H100 on "
+        "h100-ib-fat-tree, every default: each all-reduce is predict's call",
+        3.0,
+        lambda: _ddp_case("ddp-128", 16),
+    ),
+    Case(
+        "ddp-1024",
+        "the same DDP step on 128 DGX H100 (target also < 2 GiB)",
+        30.0,
+        lambda: _ddp_case("ddp-1024", 128),
     ),
     Case(
         "calibrate-h100",

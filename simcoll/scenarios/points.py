@@ -23,6 +23,7 @@ from simcoll.output.results import CSV_COLUMNS, Row
 from simcoll.plan.placement import place_ranks
 from simcoll.prediction import predict
 from simcoll.prediction.call import DEFAULTS
+from simcoll.prediction.closed_form import CLOSED_FORM_MODELS
 from simcoll.scenarios.scenario import (
     ENGINE_KEYS,
     TOPOLOGY_FILE_AXIS,
@@ -230,7 +231,7 @@ def _collective(
                          calibration=calibration, placement=placed, plan=planned,
                          in_place=in_place)  # fmt: skip
     rows = [_row_dict(row) for row in prediction.rows]
-    if not timeline:
+    if not timeline or model in CLOSED_FORM_MODELS:  # a closed form runs nothing to record
         return rows, None
     from simcoll.prediction.session import Session  # noqa: PLC0415 - only for timelines
 

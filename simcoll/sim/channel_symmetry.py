@@ -54,7 +54,7 @@ def channel_symmetric(
     one byte apart (a buffer that does not split evenly) make channels differ; with
     ``round_up_pieces`` every piece then moves the largest piece's bytes, where pieces
     hold at least 10 KB: the one approximation of :mod:`simcoll.sim.symmetry` (times at
-    most 1e-4 longer, never shorter).
+    most 1e-3 longer, never shorter).
     """
     n = schedule.n_ranks
     if schedule.n_channels < 2 or schedule.n_endpoints != n:

@@ -91,6 +91,8 @@ class Timeline:
     # Bytes each link carried in each of equal time bins over [0, time_s] (links x bins),
     # each transfer's wire bytes spread evenly over its transfer time; empty if not kept.
     link_load_bytes: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    # What the run could not do as asked, in one line each (a choice too large to simulate).
+    notes: tuple[str, ...] = ()
 
     def link_utilisation_over_time(self) -> tuple[FloatArray, FloatArray]:
         """``(bin_edges_s, utilisation)``: per link and time bin, the share of capacity used.

@@ -44,9 +44,14 @@ def test_the_suite_has_the_issue_cases() -> None:
         "ring-1024-random-ib",
         "tree-1024-nccl",
         "auto-128",
+        "ddp-128",
+        "ddp-1024",
         "calibrate-h100",
         "sweep-128",
     ]
+    # issue 28's: the README's DDP step on 128 GPUs, and on 1,024
+    assert {c.name: c.target_wall_s for c in CASES if c.name.startswith("ddp")} == {
+        "ddp-128": 3.0, "ddp-1024": 30.0}  # fmt: skip
     targets = {c.name: c.target_wall_s for c in CASES}
     # issue 19's targets, seconds of wall time on a 2-core machine
     assert {k: targets[k] for k in ("ring-1024-ecmp", "ring-1024-random", "alltoall-1024",

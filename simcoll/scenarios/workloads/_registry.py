@@ -11,11 +11,12 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import networkx as nx
 
 from simcoll.core.errors import ConfigError
+from simcoll.prediction.call import DEFAULTS
 from simcoll.scenarios.workloads._base import WorkloadResult
 from simcoll.scenarios.workloads.collective import collective
 from simcoll.scenarios.workloads.concurrent import concurrent
@@ -97,9 +98,9 @@ def run_workload(
     name: str,
     topology: nx.DiGraph[str],
     *,
-    model: str = "flow",
-    protocol: str | None = None,
-    calibration: Calibration | None = None,
+    model: str = DEFAULTS.model,
+    protocol: str | None = DEFAULTS.protocol,
+    calibration: Calibration | Literal["default"] | None = "default",
     **params: Any,
 ) -> WorkloadResult:
     """Run the workload called ``name`` on ``topology`` with ``params``.

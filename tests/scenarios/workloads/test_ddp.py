@@ -156,3 +156,23 @@ def test_launch_cost_counts_once_in_the_no_overlap_time() -> None:
     allreduce_s = launch_s + 2 * (size / 2) / 1e9
     assert r.metrics["allreduce_s"] == pytest.approx(2 * allreduce_s)
     assert r.metrics["no_overlap_time_s"] == pytest.approx(6e-3 + 2 * allreduce_s)
+
+
+def test_the_readme_step_on_128_gpus_runs_predicts_call_over_every_nic() -> None:
+    # The README's step: h100-ib-fat-tree with 16 nodes, every default. Each bucket's
+    # all-reduce is the call predict runs: NCCL's 16 channels over the 8 NICs of every
+    # node; one bucket of 1 GiB takes exactly predict's time for that call.
+    from pathlib import Path  # noqa: PLC0415
+
+    from simcoll.prediction import predict  # noqa: PLC0415
+    from simcoll.topology import load  # noqa: PLC0415
+
+    topology = Path(__file__).resolve().parents[3] / "topologies" / "h100-ib-fat-tree.toml"
+    graph = load(topology, overrides={"n_nodes": "16"})
+    step = ddp(graph, bucket_bytes=25 * 2**20)
+    nic_ports = [i for i, (u, v) in enumerate(step.timeline.links) if ".nic" in u and "leaf" in v]
+    assert len(nic_ports) == 16 * 8
+    assert (step.timeline.link_bytes[nic_ports] > 0).all()
+    one = ddp(graph, layer_params_bytes=[2**30], first_bucket_bytes=2**30, bucket_bytes=2**30)
+    expected = predict(graph, "allreduce", [2**30]).rows[0].time_s
+    assert one.metrics["allreduce_s"] == pytest.approx(expected, rel=1e-9)
