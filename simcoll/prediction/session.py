@@ -69,6 +69,7 @@ from simcoll.prediction.call import (
     call_setup,
     decide,
 )
+from simcoll.prediction.choices import default_algorithm
 from simcoll.prediction.simulated import Setup
 from simcoll.sim.engine import Run, SimulationResult, prepare
 from simcoll.sim.graph import CallNodes, ExecutionGraph, GraphResult
@@ -103,6 +104,8 @@ class RecordedCall:
     n_ranks: int
     size_bytes: int
     params: tuple[tuple[str, int], ...] = ()
+    stream: str = COMM
+    ranks: tuple[int, ...] = ()
 
 
 _RECORDING: ContextVar[list[RecordedCall] | None] = ContextVar("_RECORDING", default=None)
@@ -274,8 +277,9 @@ class Session:
         proto = self.protocol if protocol == "session" else protocol
         if self._recorded is not None:
             items = tuple(sorted(dict(params or {}).items()))
-            self._recorded.append(RecordedCall(c.value, algorithm or "", len(group),
-                                               size_bytes, items))  # fmt: skip
+            name = algorithm or default_algorithm(c)
+            self._recorded.append(RecordedCall(c.value, name, len(group), size_bytes, items,
+                                               stream, group))  # fmt: skip
             return self._comm(label, group, stream, waits, None)
         try:
             size = check_size_bytes(size_bytes, "size_bytes")
@@ -301,7 +305,8 @@ class Session:
         group = self._group((src_rank, dst_rank), label)
         waits = self._after(after, label)
         if self._recorded is not None:
-            self._recorded.append(RecordedCall("sendrecv", "direct", 2, size_bytes))
+            self._recorded.append(RecordedCall("sendrecv", "direct", 2, size_bytes, (), stream,
+                                               group))  # fmt: skip
             return self._comm(label, group, stream, waits, None)
         size = check_size_bytes(size_bytes, "size_bytes")
         return self._comm(label, group, stream, waits, self._copy_solo(group, size))

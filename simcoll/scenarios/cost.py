@@ -6,14 +6,17 @@ reduce-scatter is asked the same question its run asks, whether the symmetric pa
 exact on this fabric (:mod:`simcoll.sim.symmetry`, answered once per topology, ranks and
 period); where it is not, every transfer counts. A workload point is run with its
 collectives recorded, not simulated (:func:`simcoll.prediction.session.recording_calls`), and
-each call is estimated as a collective point; its memory is that of all its calls, which
-one session holds at once. Closed-form models (``analytical``, ``nccl``) cost nothing.
+each distinct call is estimated as a collective point, as the session decides it; its
+memory is that of all its distinct calls, which one session holds at once. A workload whose
+calls run on two streams of one rank (FSDP's gathers and scatters, concurrent groups) may
+run them together transfer by transfer: each of its calls counts once more on the general
+path. Closed-form models (``analytical``, ``nccl``) cost nothing.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +33,9 @@ from simcoll.models.estimate import (
 )
 from simcoll.plan.placement import map_ranks
 from simcoll.plan.tuning import ring_chunks
+from simcoll.prediction.call import DEFAULTS
 from simcoll.prediction.choices import candidates, default_algorithm
+from simcoll.prediction.session import RecordedCall
 from simcoll.scenarios.points import scenario_topology
 from simcoll.scenarios.scenario import Scenario
 from simcoll.sim.symmetry import RING_COLLECTIVES, ring_symmetric, symmetric_routes
@@ -79,21 +84,26 @@ def _estimate(
     """``(seconds, peak_bytes)`` of one point, or None where it cannot tell."""
     params.pop("kind", None)
     model = str(params.pop("model", "flow"))
-    protocol = params.pop("protocol", None)
+    protocol = params.pop("protocol", DEFAULTS.protocol)
     for engine_only in ("calibration", "placement", "plan", "in_place"):
         params.pop(engine_only, None)
     n_protocols = 3 if protocol == "auto" else 1
     calls: list[_Call | None]
+    meet = False
     if kind == "collective":
         calls = [_collective_call(params, len(gpu_nodes(topology)))]
     else:
-        calls = _workload_calls(kind, topology, model, protocol, params)
+        calls, meet = _workload_calls(kind, topology, model, protocol, params)
     if None in calls:
         return None
-    general = kind != "collective"  # a session simulates every transfer of every call
-    estimates = [
-        e for call in calls if call for e in _call_estimates(topology, call, model, cache, general)
-    ]
+    # A session decides each distinct call once, as predict does (fast paths included);
+    # calls on two streams of one rank may meet on a link and run again in its graph.
+    distinct = list({_key(call): call for call in calls if call}.values())
+    estimates = [e for call in distinct for e in _call_estimates(topology, call, model, cache)]
+    if meet:
+        for call in calls:  # each once more, transfer by transfer
+            if call:
+                estimates += _call_estimates(topology, call, model, cache, general=True)
     seconds = sum(e.seconds for e in estimates) * n_protocols
     if kind == "collective":  # one candidate's schedule at a time
         return seconds, max((e.peak_bytes for e in estimates), default=0)
@@ -125,9 +135,10 @@ def _collective_call(params: dict[str, Any], n_gpus: int) -> _Call | None:
 
 def _workload_calls(
     kind: str, topology: nx.DiGraph[str], model: str, protocol: Any, params: dict[str, Any]
-) -> list[_Call | None]:
-    """The calls a workload point makes, recorded without simulating them."""
-    from simcoll.prediction.session import recording_calls  # noqa: PLC0415
+) -> tuple[list[_Call | None], bool]:
+    """The calls a workload point makes, recorded without simulating them, and whether
+    calls on two streams of one rank may run at once (:func:`_streams_meet`)."""
+    from simcoll.prediction.session import recording_calls  # noqa: PLC0415 - with the workloads
     from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - pulls in SimPy
 
     with recording_calls() as recorded:
@@ -137,16 +148,32 @@ def _workload_calls(
             raise  # bad parameters: the point will say so
         except (ArithmeticError, ValueError):
             pass  # metrics of calls that took no time: only the calls are needed
-    return [
+    calls: list[_Call | None] = [
         _Call(r.collective, r.algorithm, r.n_ranks, r.size_bytes, dict(r.params)) for r in recorded
     ]
+    return calls, _streams_meet(recorded)
+
+
+def _key(call: _Call) -> tuple[object, ...]:
+    return (call.collective, call.algorithm, call.n_ranks, call.size_bytes,
+            tuple(sorted(call.params.items())))  # fmt: skip
+
+
+def _streams_meet(recorded: Sequence[RecordedCall]) -> bool:
+    """Whether some rank has calls on two streams (which may then run at once)."""
+    streams: dict[int, str] = {}
+    for call in recorded:
+        for rank in call.ranks:
+            if streams.setdefault(rank, call.stream) != call.stream:
+                return True
+    return False
 
 
 def _call_estimates(
-    topology: nx.DiGraph[str], call: _Call, model: str, cache: _Cache, general: bool
+    topology: nx.DiGraph[str], call: _Call, model: str, cache: _Cache, *, general: bool = False
 ) -> list[PointEstimate]:
     """One estimate per algorithm the call simulates (``auto``: each candidate);
-    ``general``: the call never takes the symmetric path (inside a workload)."""
+    ``general``: every transfer on the general path (run with others in a session)."""
     if model in _CLOSED_FORMS:
         return []
     c = Collective.parse(call.collective)

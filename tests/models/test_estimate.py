@@ -76,7 +76,7 @@ def big_scenario(tmp_path: Path) -> Path:
     path = tmp_path / "big.toml"
     path.write_text(
         'schema = 1\n[topology]\nfile = "star.toml"\n[workload]\ncollective = "alltoall"\n'
-        'algorithm = "direct"\n[sweep]\nsize_bytes = ["1 GiB", "2 GiB"]\n'
+        'algorithm = "direct"\nprotocol = "simple"\n[sweep]\nsize_bytes = ["1 GiB", "2 GiB"]\n'
     )
     return path
 
@@ -119,7 +119,8 @@ def ring_scenario(tmp_path: Path, topology: str, size: str = "16 MiB") -> Path:
     path = tmp_path / "s.toml"
     path.write_text(
         f'schema = 1\n[topology]\nfile = "{REPO / "topologies" / topology}"\n[workload]\n'
-        f'collective = "allreduce"\nalgorithm = "ring"\n[sweep]\nsize_bytes = ["{size}"]\n'
+        f'collective = "allreduce"\nalgorithm = "ring"\nprotocol = "simple"\n[sweep]\n'
+        f'size_bytes = ["{size}"]\n'
     )
     return path
 
@@ -151,31 +152,55 @@ def workload_scenario(tmp_path: Path, workload: str, n_gpus: int = 4) -> Path:
         'link_bandwidth = "50 GB/s"\nlink_latency = "1 us"\n'
     )
     path = tmp_path / "w.toml"
-    path.write_text(f'schema = 1\n[topology]\nfile = "star.toml"\n[workload]\n{workload}\n')
+    path.write_text(f'schema = 1\n[topology]\nfile = "star.toml"\n[workload]\n{workload}\n'
+                    'protocol = "simple"\n')  # fmt: skip
     return path
 
 
 def test_workload_points_are_estimated_by_the_calls_they_make(tmp_path: Path) -> None:
     # issue 17 item 11: workload points were never estimated. Two layers of 4 KiB, one per
-    # bucket: two ring all-reduces on 4 ranks, each 4 x 2 x 3 transfers of one piece.
+    # bucket: two ring all-reduces on 4 ranks, the same call, which a session decides once
+    # (issue 28), as predict does: on the star the symmetric path runs one rank's 2 x 3
+    # steps of one piece.
     workload = (
         'kind = "ddp"\nlayer_params_bytes = [4096, 4096]\nfirst_bucket_bytes = 1\nbucket_bytes = 1'
     )
     seconds, peak, counted = estimate_sweep(load_scenario(workload_scenario(tmp_path, workload)))
-    transfers = 2 * 4 * 2 * 3
+    representatives = 2 * 3
     assert (seconds, peak, counted) == pytest.approx(
-        (transfers * SECONDS_PER_TRANSFER, transfers * BYTES_PER_TRANSFER, 1)
+        (representatives * SECONDS_PER_REPRESENTATIVE, representatives * BYTES_PER_TRANSFER, 1)
     )
 
 
+def test_the_default_protocol_costs_three_simulations(tmp_path: Path) -> None:
+    # No protocol named: the fastest of LL, LL128 and simple, each simulated.
+    path = ring_scenario(tmp_path, "dgx-h100.toml")
+    simple, _, _ = estimate_sweep(load_scenario(path))
+    path.write_text(path.read_text().replace('protocol = "simple"\n', ""))
+    assert estimate_sweep(load_scenario(path))[0] == pytest.approx(3 * simple)
+
+
+def test_calls_that_may_meet_count_once_more_on_the_general_path(tmp_path: Path) -> None:
+    # FSDP: all-gathers on one stream and reduce-scatters on another, on the same ranks:
+    # they may run at once, transfer by transfer. One layer of 4 KiB on 4 ranks: two
+    # all-gathers and a reduce-scatter (3 steps of one piece each), decided once per
+    # distinct call (one representative rank's 3 transfers each), then each call's 4 x 3
+    # transfers on the general path.
+    workload = 'kind = "fsdp"\nlayer_params_bytes = [4096]'
+    seconds, _, _ = estimate_sweep(load_scenario(workload_scenario(tmp_path, workload)))
+    decided = 2 * 3 * SECONDS_PER_REPRESENTATIVE  # all-gather and reduce-scatter
+    together = 3 * 4 * 3 * SECONDS_PER_TRANSFER
+    assert seconds == pytest.approx(decided + together)
+
+
 def test_a_workload_too_big_for_memory_is_refused_before_it_runs(tmp_path: Path) -> None:
-    # 1,000 MoE layers on 64 ranks, each a dispatch and a combine all-to-all (direct, one
-    # piece per pair): 2,000 x 64 x 63 transfers, all held by one session
-    workload = 'kind = "moe"\nn_layers = 1000\ntokens_per_rank = 64\nhidden_size = 64'
-    path = workload_scenario(tmp_path, workload, n_gpus=64)
+    # One MoE layer on 1,024 ranks: a dispatch and a combine all-to-all (direct, one piece
+    # per pair), the same call: 1,024 x 1,023 transfers, decided once.
+    workload = 'kind = "moe"\ntokens_per_rank = 64\nhidden_size = 64'
+    path = workload_scenario(tmp_path, workload, n_gpus=1024)
     with pytest.raises(ConfigError) as info:
         check_cost(load_scenario(path), workers=1, memory_bytes=2**30)
-    transfers = 2000 * 64 * 63
+    transfers = 1024 * 1023
     assert str(info.value).startswith(
         f"{path}: its largest point would need about "
         f"{transfers * BYTES_PER_TRANSFER / 2**30:.4g} GiB of memory per worker ({transfers} "
