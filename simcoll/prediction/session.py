@@ -568,7 +568,7 @@ class Session:
             link_busy_s=link_busy_s,
             link_bandwidth_bytes_per_s=built.graph.capacity_bytes_per_s.copy(),
             link_load_bytes=load,
-            notes=tuple(self._notes),
+            notes=tuple(dict.fromkeys(self._notes)),
         )
 
     def _empty_timeline(self) -> Timeline:
