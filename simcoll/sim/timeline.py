@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -117,13 +118,22 @@ class Timeline:
 
     def streams(self, rank: int) -> list[str]:
         """The streams rank ``rank`` used, compute first, then the comm streams in order."""
-        names = {s.stream for s in self.spans if s.rank == rank}
+        names = {s.stream for s in self._spans_by_rank.get(rank, [])}
         return sorted(names, key=lambda name: (name != COMPUTE, len(name), name))
 
     def spans_of(self, rank: int, stream: str | None = None) -> list[Span]:
         """Spans of one rank (on one stream, if given), by start time."""
-        chosen = [s for s in self.spans if s.rank == rank and stream in (None, s.stream)]
+        mine = self._spans_by_rank.get(rank, [])
+        chosen = [s for s in mine if stream in (None, s.stream)]
         return sorted(chosen, key=lambda s: (s.start_s, s.end_s))
+
+    @cached_property
+    def _spans_by_rank(self) -> dict[int, list[Span]]:
+        """The spans of each rank, found once (a 1,024-GPU step has some 100,000)."""
+        by_rank: dict[int, list[Span]] = {}
+        for span in self.spans:
+            by_rank.setdefault(span.rank, []).append(span)
+        return by_rank
 
     def busy_s(self, rank: int, stream: str) -> float:
         """Total time rank ``rank`` was busy on ``stream`` (its spans do not overlap)."""
