@@ -25,10 +25,11 @@ Exact where calls meet
     share, so a call whose flows share no link with any other call's while it runs takes
     exactly its time alone. :meth:`Session.run` first gives every call its decided time
     (the time ``predict`` prints, from its exact fast paths where they apply), runs the
-    execution graph (:mod:`simcoll.sim.graph`) and finds the calls whose run overlaps
-    another's on a common link; those run transfer by transfer, sharing the fabric, and
-    the graph runs again, until no call that ran alone overlaps another on a link. What
-    is recorded (spans, transfers, link loads) never changes what runs.
+    execution graph (:mod:`simcoll.prediction.workgraph`, :mod:`simcoll.sim.graph`) and
+    finds the calls whose run overlaps another's on a common link; those run transfer by
+    transfer, sharing the fabric, and the graph runs again, until no call that ran alone
+    overlaps another on a link. What is recorded (spans, transfers, link loads:
+    :mod:`simcoll.prediction.record`) never changes what runs.
 
 Below, the all-gather is ``predict``'s: the ring, cut into pieces of about 512 KiB that
 follow one another on each link, so only the first pays the 2 us latency.
@@ -70,10 +71,11 @@ from simcoll.prediction.call import (
     decide,
 )
 from simcoll.prediction.choices import default_algorithm
+from simcoll.prediction.record import empty_timeline, timeline_of
 from simcoll.prediction.simulated import Setup
-from simcoll.sim.engine import Run, SimulationResult, prepare
-from simcoll.sim.graph import CallNodes, ExecutionGraph, GraphResult
-from simcoll.sim.timeline import COMM, COMPUTE, Span, Timeline, TransferBatch, binned_bytes
+from simcoll.prediction.workgraph import Comm, Compute, Solo, build, meeting, once
+from simcoll.sim.engine import Run, prepare
+from simcoll.sim.timeline import COMM, Timeline
 from simcoll.topology import gpu_nodes
 from simcoll.topology.calibration import Calibration
 
@@ -122,43 +124,6 @@ def recording_calls() -> Iterator[list[RecordedCall]]:
         yield calls
     finally:
         _RECORDING.reset(token)
-
-
-@dataclass(eq=False)
-class _Compute:
-    name: str
-    ranks: tuple[int, ...]
-    duration_s: float
-    after: tuple[int, ...]
-    previous: tuple[int | None, ...]  # per rank: its compute before this one
-
-
-@dataclass(eq=False)
-class _Solo:
-    """A call (or copy) as run alone: its time in all, when its transfers start and how
-    long they take, its floor, every link's wire bytes, and how to run it with others."""
-
-    time_s: float
-    delay_s: float
-    transfers_s: float
-    floor_s: float
-    link_bytes: FloatArray
-    result: object  # what timed it alone (per-transfer times where the general path did)
-    prepare: Callable[[], Run]
-    links: IntArray = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.links = np.flatnonzero(self.link_bytes > 0)
-
-
-@dataclass(eq=False)
-class _Comm:
-    name: str
-    ranks: tuple[int, ...]  # group rank i is global rank ranks[i]
-    stream: str
-    after: tuple[int, ...]
-    previous: tuple[int, ...]  # the ops before it on its ranks' stream
-    solo: _Solo | None  # None when recorded, not simulated
 
 
 class Session:
@@ -211,11 +176,11 @@ class Session:
         self.plan = plan
         self.rank_nodes = (tuple(rank_nodes) if rank_nodes is not None else
                            map_ranks(self.topology, len(gpu_nodes(self.topology))))  # fmt: skip
-        self._ops: list[_Compute | _Comm] = []
+        self._ops: list[Compute | Comm] = []
         self._last_compute: dict[int, int] = {}
         self._stream_tail: dict[tuple[int, str], int] = {}
         self._setups: dict[tuple[object, ...], Setup] = {}
-        self._solos: dict[tuple[object, ...], _Solo] = {}
+        self._solos: dict[tuple[object, ...], Solo] = {}
         self._recorded = _RECORDING.get()
         self._notes: list[str] = []
 
@@ -238,7 +203,7 @@ class Session:
         waits = self._after(after, name)
         previous = tuple(self._last_compute.get(r) for r in group)
         index = len(self._ops)
-        self._ops.append(_Compute(name, group, float(duration_s), waits, previous))
+        self._ops.append(Compute(name, group, float(duration_s), waits, previous))
         for r in group:
             self._last_compute[r] = index
         return Op(index, id(self))
@@ -321,17 +286,18 @@ class Session:
         the two.
         """
         if self._recorded is not None or not self._ops:
-            return self._empty_timeline()
+            return empty_timeline(self._ops, self.n_ranks)
         detailed: set[int] = set()
         if every_call_in_detail:
-            detailed = {i for i, op in enumerate(self._ops) if isinstance(op, _Comm)}
+            detailed = {i for i, op in enumerate(self._ops) if isinstance(op, Comm)}
         while True:
-            built = self._build(detailed)
+            built = build(self._ops, self.topology, self.model, detailed)
             result = built.graph.simulate()
-            meeting = self._meeting(built, result) - detailed
-            if not meeting:
-                return self._timeline(built, result, detailed, load_bins)
-            detailed |= meeting
+            meeting_now = meeting(self._ops, built, result, self.model) - detailed
+            if not meeting_now:
+                return timeline_of(self._ops, built, result, self.n_ranks, load_bins,
+                                   self._notes)  # fmt: skip
+            detailed |= meeting_now
 
     # -- deciding calls -----------------------------------------------------------------
 
@@ -344,7 +310,7 @@ class Session:
         protocol: str | None,
         params: Mapping[str, int] | None,
         in_place: bool,
-    ) -> _Solo:
+    ) -> Solo:
         nodes = tuple(self.rank_nodes[r] for r in group)
         items = tuple(sorted(dict(params or {}).items()))
         setup_key = (c, nodes, algorithm, protocol, items)
@@ -365,7 +331,7 @@ class Session:
                     f"{', '.join(choices)} could not be simulated (too many transfers) and "
                     "might have been faster; it ran the fastest of the others"
                 )
-            solo = _Solo(
+            solo = Solo(
                 time_s=decided.row.time_s,
                 delay_s=decided.delay_s,
                 transfers_s=decided.transfers_s,
@@ -389,9 +355,9 @@ class Session:
                            protocol=choice.protocol, rank_nodes=nodes, plan=choice.plan,
                            router=machine.router)  # fmt: skip
 
-        return _once(prepared)
+        return once(prepared)
 
-    def _copy_solo(self, group: tuple[int, ...], size_bytes: int) -> _Solo:
+    def _copy_solo(self, group: tuple[int, ...], size_bytes: int) -> Solo:
         nodes = tuple(self.rank_nodes[r] for r in group)
         key = ("copy", nodes, size_bytes)
         solo = self._solos.get(key)
@@ -406,9 +372,9 @@ class Session:
                 return prepare(machine.topology, schedule, model=model, rank_nodes=nodes,
                                router=machine.router)  # fmt: skip
 
-            runner = _once(prepared)
+            runner = once(prepared)
             result = runner().run(model)
-            solo = _Solo(result.time_s, 0.0, result.time_s, 0.0, result.link_bytes, result,
+            solo = Solo(result.time_s, 0.0, result.time_s, 0.0, result.link_bytes, result,
                          runner)  # fmt: skip
             self._solos[key] = solo
         return solo
@@ -445,234 +411,13 @@ class Session:
         group: tuple[int, ...],
         stream: str,
         waits: tuple[int, ...],
-        solo: _Solo | None,
+        solo: Solo | None,
     ) -> Op:
         previous = tuple(dict.fromkeys(
             self._stream_tail[r, stream] for r in group if (r, stream) in self._stream_tail
         ))  # fmt: skip
         index = len(self._ops)
-        self._ops.append(_Comm(name, group, stream, waits, previous, solo))
+        self._ops.append(Comm(name, group, stream, waits, previous, solo))
         for r in group:
             self._stream_tail[r, stream] = index
         return Op(index, id(self))
-
-    # -- running ------------------------------------------------------------------------
-
-    def _build(self, detailed: set[int]) -> _Built:
-        """The execution graph with the calls in ``detailed`` run transfer by transfer and
-        every other call as one span of its time alone."""
-        g = ExecutionGraph(self.topology, model=self.model)
-        built = _Built(g)
-        for index, op in enumerate(self._ops):
-            waits = [built.end[a] for a in op.after]
-            if isinstance(op, _Compute):
-                built.add_compute(index, op, waits)
-                continue
-            solo = op.solo
-            assert solo is not None
-            opened = g.span(0.0, list(dict.fromkeys(waits + [built.end[p] for p in op.previous])))
-            if index in detailed:
-                gate = g.span(solo.delay_s, [opened]) if solo.delay_s else opened
-                nodes = g.call(solo.prepare(), after=gate)
-                end = nodes.end
-                if solo.floor_s:
-                    end = g.span(0.0, [end, g.span(solo.floor_s, [opened])])
-                built.calls[index] = nodes
-            else:
-                end = g.span(solo.time_s, [opened])
-            built.opened[index] = opened
-            built.end.append(end)
-        return built
-
-    def _meeting(self, built: _Built, result: GraphResult) -> set[int]:
-        """The calls whose run overlaps another call's in time on a common link, where at
-        least one of the two ran as its time alone (``detailed`` calls already share)."""
-        if self.model == "ideal":  # no contention: every call runs as if alone
-            return set()
-        end_s = result.end_s
-        spans = []
-        for index, opened in built.opened.items():
-            solo = self._solo_of(index)
-            start, end = float(end_s[opened]), float(end_s[built.end[index]])
-            if end > start and len(solo.links):
-                spans.append((start, end, index))
-        spans.sort()
-        meeting: set[int] = set()
-        active: list[tuple[float, int]] = []
-        for start, end, index in spans:
-            active = [(e, j) for e, j in active if e > start]
-            links = self._solo_of(index).links
-            for _, j in active:
-                if index in built.calls and j in built.calls:
-                    continue
-                if np.intersect1d(links, self._solo_of(j).links, assume_unique=True).size:
-                    meeting |= {index, j}
-            active.append((end, index))
-        return meeting
-
-    def _solo_of(self, index: int) -> _Solo:
-        op = self._ops[index]
-        assert isinstance(op, _Comm)
-        assert op.solo is not None
-        return op.solo
-
-    # -- what happened ------------------------------------------------------------------
-
-    def _timeline(
-        self, built: _Built, result: GraphResult, detailed: set[int], load_bins: int
-    ) -> Timeline:
-        end_s, issue_s = result.end_s, result.issue_s
-        spans: list[Span] = []
-        batches: list[TransferBatch] = []
-        link_bytes = result.link_bytes.copy()
-        link_busy_s = result.link_busy_s.copy()
-        time_s = result.time_s
-        n_bins = load_bins if time_s > 0 else 0
-        edges = np.linspace(0.0, time_s, n_bins + 1)
-        load = np.zeros((len(self.topology.edges), n_bins))
-        for index, op in enumerate(self._ops):
-            if isinstance(op, _Compute):
-                if op.duration_s > 0:
-                    nodes = built.rank_nodes[index]
-                    for r, node in zip(op.ranks, nodes, strict=True):
-                        spans.append(Span(r, COMPUTE, op.name, float(issue_s[node]),
-                                          float(end_s[node])))  # fmt: skip
-                continue
-            opened, end = float(end_s[built.opened[index]]), float(end_s[built.end[index]])
-            spans += [Span(r, op.stream, op.name, opened, end) for r in op.ranks]
-            solo = op.solo
-            assert solo is not None
-            nodes_of = built.calls.get(index)
-            if nodes_of is not None:
-                batches.append(_detailed_batch(op, solo, nodes_of, result))
-                if n_bins:
-                    load += _detailed_load(nodes_of, result, edges, load.shape[0])
-                continue
-            first_s = opened + solo.delay_s
-            batches.append(_solo_batch(op, solo, first_s))
-            link_bytes += solo.link_bytes
-            busy = getattr(solo.result, "link_busy_s", None)
-            link_busy_s += busy if busy is not None else np.where(
-                solo.link_bytes > 0, solo.transfers_s, 0.0)  # fmt: skip
-            if n_bins and len(solo.links):
-                load[solo.links] += _spread(solo.link_bytes[solo.links], first_s,
-                                            first_s + solo.transfers_s, edges)  # fmt: skip
-        spans.sort(key=lambda x: (x.rank, x.stream, x.start_s, x.end_s))
-        return Timeline(
-            n_ranks=self.n_ranks,
-            time_s=time_s,
-            spans=tuple(spans),
-            transfers=tuple(batches),
-            links=tuple(self.topology.edges),
-            link_bytes=link_bytes,
-            link_busy_s=link_busy_s,
-            link_bandwidth_bytes_per_s=built.graph.capacity_bytes_per_s.copy(),
-            link_load_bytes=load,
-            notes=tuple(dict.fromkeys(self._notes)),
-        )
-
-    def _empty_timeline(self) -> Timeline:
-        """What a session of recorded calls (or of nothing) gives: every span at 0."""
-        spans = []
-        for op in self._ops:
-            stream = COMPUTE if isinstance(op, _Compute) else op.stream
-            spans += [Span(r, stream, op.name, 0.0, 0.0) for r in op.ranks]
-        return Timeline(n_ranks=self.n_ranks, time_s=0.0, spans=tuple(spans))
-
-
-@dataclass(eq=False)
-class _Built:
-    """An execution graph as built for one run, and where each op's nodes are."""
-
-    graph: ExecutionGraph
-    end: list[int] = field(default_factory=list)  # per op: the node it ends with
-    opened: dict[int, int] = field(default_factory=dict)  # per call: the node it opens on
-    calls: dict[int, CallNodes] = field(default_factory=dict)  # calls run in detail
-    rank_nodes: dict[int, list[int]] = field(default_factory=dict)  # per compute op
-    _last: dict[int, int] = field(default_factory=dict)  # per rank: its last compute node
-
-    def add_compute(self, index: int, op: _Compute, waits: list[int]) -> None:
-        """One span for the whole group where every rank's compute so far ended with the
-        same node (or there was none): they start and end together; else one per rank."""
-        g = self.graph
-        before = {self._last.get(r, -1) for r in op.ranks}
-        if len(before) == 1:
-            last = before.pop()
-            node = g.span(op.duration_s, waits + ([last] if last >= 0 else []))
-            nodes = [node] * len(op.ranks)
-            end = node
-        else:
-            nodes = []
-            for r in op.ranks:
-                last = self._last.get(r, -1)
-                nodes.append(g.span(op.duration_s, waits + ([last] if last >= 0 else [])))
-            end = g.span(0.0, list(dict.fromkeys(nodes)))
-        for r, node in zip(op.ranks, nodes, strict=True):
-            self._last[r] = node
-        self.rank_nodes[index] = nodes
-        self.end.append(end)
-
-
-def _once(make: Callable[[], Run]) -> Callable[[], Run]:
-    """``make``, called once: later calls return the same run."""
-    made: list[Run] = []
-
-    def cached() -> Run:
-        if not made:
-            made.append(make())
-        return made[0]
-
-    return cached
-
-
-def _detailed_batch(op: _Comm, solo: _Solo, nodes: CallNodes, result: GraphResult) -> TransferBatch:
-    """A call run with others: its transfers as they ran in the graph."""
-    s = solo.prepare().s
-    n = s.n_ranks
-    real = (s.src < n) & (s.dst < n)  # transfers to in-network switches are not P2P
-    to_global = np.array(op.ranks, dtype=np.int64)
-    part = nodes.transfers
-    return TransferBatch(op.name, to_global[s.src[real]], to_global[s.dst[real]],
-                         s.transfer_bytes[real], result.start_s[part][real],
-                         result.end_s[part][real])  # fmt: skip
-
-
-def _solo_batch(op: _Comm, solo: _Solo, first_s: float) -> TransferBatch:
-    """A call timed alone: its transfers as they ran alone, shifted to when its first
-    could start, where that run kept every transfer (the general path); else none."""
-    result = solo.result
-    to_global = np.array(op.ranks, dtype=np.int64)
-    if isinstance(result, SimulationResult) and len(result.end_s) == result.schedule.n_transfers:
-        s = result.schedule
-        n = s.n_ranks
-        real = (s.src < n) & (s.dst < n)
-        return TransferBatch(op.name, to_global[s.src[real]], to_global[s.dst[real]],
-                             s.transfer_bytes[real], result.start_s[real] + first_s,
-                             result.end_s[real] + first_s)  # fmt: skip
-    empty = np.zeros(0, dtype=np.int64)
-    return TransferBatch(op.name, empty, empty, empty, np.zeros(0), np.zeros(0))
-
-
-def _spread(
-    bytes_per_link: FloatArray, start_s: float, end_s: float, edges: FloatArray
-) -> FloatArray:
-    """Each link's bytes spread evenly over ``[start_s, end_s]``, per time bin (links x bins)."""
-    share = binned_bytes(np.ones(1), np.array([start_s]), np.array([end_s]), edges)
-    return np.outer(bytes_per_link, share)
-
-
-def _detailed_load(
-    nodes: CallNodes, result: GraphResult, edges: FloatArray, n_links: int
-) -> FloatArray:
-    """Per link and time bin, the wire bytes of a call's transfers as they ran."""
-    load = np.zeros((n_links, len(edges) - 1))
-    part = nodes.transfers
-    pair_of = result.pair_of[part]
-    wire = result.wire_bytes[part]
-    start, end = result.start_s[part], result.end_s[part]
-    for pair in np.unique(pair_of).tolist():
-        links = result.pair_links[pair]
-        mine = np.flatnonzero(pair_of == pair)
-        if len(links) and len(mine):
-            load[links] += binned_bytes(wire[mine], start[mine], end[mine], edges)
-    return load

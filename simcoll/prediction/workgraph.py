@@ -1,0 +1,185 @@
+"""A session's work as data, and the execution graph it becomes.
+
+:class:`~simcoll.prediction.session.Session` records what a workload asks for as a list
+of ops: :class:`Compute` (a span on each GPU of a group) and :class:`Comm` (a collective or
+a copy, with its :class:`Solo`: the call as decided and timed alone). :func:`build` turns
+the ops into one :class:`~simcoll.sim.graph.ExecutionGraph`, each call either one span of
+its time alone or its transfers; :func:`meeting` finds the calls that must not run alone:
+those whose run overlaps another call's in time on a common link.
+
+Why a call that meets no other on a link may run as its time alone: max-min fair shares
+are computed per connected component of flows and the links they share, so flows that
+share no link with any other call's flows get the rates they would get alone, at every
+instant; the call then ends its time alone after its transfers start (to rounding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+import numpy.typing as npt
+
+from simcoll.sim.engine import Run
+from simcoll.sim.graph import CallNodes, ExecutionGraph, GraphResult
+
+__all__ = ["Built", "Comm", "Compute", "Solo", "build", "meeting", "once"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(eq=False)
+class Compute:
+    """Compute on each GPU of a group, after ``after`` (op indices) and, per rank, its
+    compute before this one (``previous``)."""
+
+    name: str
+    ranks: tuple[int, ...]
+    duration_s: float
+    after: tuple[int, ...]
+    previous: tuple[int | None, ...]  # per rank: its compute before this one
+
+
+@dataclass(eq=False)
+class Solo:
+    """A call (or copy) as run alone: its time in all, when its transfers start and how
+    long they take, its floor, every link's wire bytes, and how to run it with others."""
+
+    time_s: float
+    delay_s: float
+    transfers_s: float
+    floor_s: float
+    link_bytes: FloatArray
+    result: object  # what timed it alone (per-transfer times where the general path did)
+    prepare: Callable[[], Run]
+    links: IntArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.links = np.flatnonzero(self.link_bytes > 0)
+
+
+@dataclass(eq=False)
+class Comm:
+    """A collective or a copy of a group, on ``stream``, after ``after`` and the ops
+    before it on its ranks' stream (``previous``)."""
+
+    name: str
+    ranks: tuple[int, ...]  # group rank i is global rank ranks[i]
+    stream: str
+    after: tuple[int, ...]
+    previous: tuple[int, ...]  # the ops before it on its ranks' stream
+    solo: Solo | None  # None when recorded, not simulated
+
+
+@dataclass(eq=False)
+class Built:
+    """An execution graph as built for one run, and where each op's nodes are."""
+
+    graph: ExecutionGraph
+    end: list[int] = field(default_factory=list)  # per op: the node it ends with
+    opened: dict[int, int] = field(default_factory=dict)  # per call: the node it opens on
+    calls: dict[int, CallNodes] = field(default_factory=dict)  # calls run in detail
+    rank_nodes: dict[int, list[int]] = field(default_factory=dict)  # per compute op
+    _last: dict[int, int] = field(default_factory=dict)  # per rank: its last compute node
+
+    def add_compute(self, index: int, op: Compute, waits: list[int]) -> None:
+        """One span for the whole group where every rank's compute so far ended with the
+        same node (or there was none): they start and end together; else one per rank."""
+        g = self.graph
+        before = {self._last.get(r, -1) for r in op.ranks}
+        if len(before) == 1:
+            last = before.pop()
+            node = g.span(op.duration_s, waits + ([last] if last >= 0 else []))
+            nodes = [node] * len(op.ranks)
+            end = node
+        else:
+            nodes = []
+            for r in op.ranks:
+                last = self._last.get(r, -1)
+                nodes.append(g.span(op.duration_s, waits + ([last] if last >= 0 else [])))
+            end = g.span(0.0, list(dict.fromkeys(nodes)))
+        for r, node in zip(op.ranks, nodes, strict=True):
+            self._last[r] = node
+        self.rank_nodes[index] = nodes
+        self.end.append(end)
+
+
+def build(
+    ops: Sequence[Compute | Comm], topology: nx.DiGraph[str], model: str, detailed: set[int]
+) -> Built:
+    """The execution graph of ``ops``: the calls in ``detailed`` run transfer by transfer
+    (after their launch and copy, and for at least their floor), every other call is one
+    span of its time alone."""
+    g = ExecutionGraph(topology, model=model)
+    built = Built(g)
+    for index, op in enumerate(ops):
+        waits = [built.end[a] for a in op.after]
+        if isinstance(op, Compute):
+            built.add_compute(index, op, waits)
+            continue
+        solo = op.solo
+        assert solo is not None
+        opened = g.span(0.0, list(dict.fromkeys(waits + [built.end[p] for p in op.previous])))
+        if index in detailed:
+            gate = g.span(solo.delay_s, [opened]) if solo.delay_s else opened
+            nodes = g.call(solo.prepare(), after=gate)
+            end = nodes.end
+            if solo.floor_s:
+                end = g.span(0.0, [end, g.span(solo.floor_s, [opened])])
+            built.calls[index] = nodes
+        else:
+            end = g.span(solo.time_s, [opened])
+        built.opened[index] = opened
+        built.end.append(end)
+    return built
+
+
+def meeting(
+    ops: Sequence[Compute | Comm], built: Built, result: GraphResult, model: str
+) -> set[int]:
+    """The calls whose run overlaps another call's in time (open intervals, from the call's
+    start to its end) on a common link, where at least one of the two ran as its time alone
+    (calls run in detail already share); none in the ideal model, without contention."""
+    if model == "ideal":
+        return set()
+    end_s = result.end_s
+    spans = []
+    for index, opened in built.opened.items():
+        start, end = float(end_s[opened]), float(end_s[built.end[index]])
+        if end > start and len(_solo(ops, index).links):
+            spans.append((start, end, index))
+    spans.sort()
+    found: set[int] = set()
+    active: list[tuple[float, int]] = []
+    for start, end, index in spans:
+        active = [(e, j) for e, j in active if e > start]
+        links = _solo(ops, index).links
+        for _, j in active:
+            if index in built.calls and j in built.calls:
+                continue
+            if np.intersect1d(links, _solo(ops, j).links, assume_unique=True).size:
+                found |= {index, j}
+        active.append((end, index))
+    return found
+
+
+def _solo(ops: Sequence[Compute | Comm], index: int) -> Solo:
+    op = ops[index]
+    assert isinstance(op, Comm)
+    assert op.solo is not None
+    return op.solo
+
+
+def once(make: Callable[[], Run]) -> Callable[[], Run]:
+    """``make``, called once: later calls return the same run."""
+    made: list[Run] = []
+
+    def cached() -> Run:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return cached
