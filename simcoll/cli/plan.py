@@ -11,7 +11,7 @@ from simcoll.core.collectives import Collective
 from simcoll.core.limits import MAX_RANKS
 from simcoll.core.units import format_bytes
 from simcoll.plan.channels import Plan
-from simcoll.plan.nccl_log import format_plan, plan_from_log, read_nccl_log
+from simcoll.plan.nccl_log import format_plan, log_plan, read_nccl_log
 from simcoll.plan.placement import place_ranks
 from simcoll.plan.search import search_plan
 from simcoll.plan.tuning import parse_nccl_knobs, tune_call
@@ -73,9 +73,7 @@ def _show(args: argparse.Namespace) -> int:
         nodes = place_ranks(topology, n, args.placement)
         plan = search_plan(topology, nodes, placement=args.placement)
     else:
-        log = read_nccl_log(args.plan)
-        nodes = place_ranks(topology, log.n_ranks or n, args.placement)
-        plan = plan_from_log(log, topology, nodes, placement=args.placement)
+        plan = log_plan(read_nccl_log(args.plan), topology, n, placement=args.placement)
     plan = plan.using(knobs.channels(plan.n_channels))
     print(f"# simcoll plan show: {args.topology} ({topology.graph.get('description', '')})")
     print(f"# {plan.n_ranks} ranks, placement {plan.placement}, routing "

@@ -21,8 +21,7 @@ from simcoll.core.sizes import align_size_bytes, parse_sizes
 from simcoll.core.units import format_bandwidth, format_bytes
 from simcoll.output.results import Row, format_table, to_csv, to_json
 from simcoll.plan.channels import Plan
-from simcoll.plan.nccl_log import plan_from_log, read_nccl_log
-from simcoll.plan.placement import place_ranks
+from simcoll.plan.nccl_log import log_plan, read_nccl_log
 from simcoll.plan.tuning import parse_nccl_knobs
 from simcoll.prediction import predict
 from simcoll.prediction.choices import DEFAULT_ALGORITHM, default_algorithm
@@ -250,9 +249,7 @@ def _plan(
         return "nccl"
     if value == "rank":
         return "rank"
-    log = read_nccl_log(value)
-    nodes = place_ranks(topology, log.n_ranks or n_ranks, placement)
-    return plan_from_log(log, topology, nodes, placement=placement)
+    return log_plan(read_nccl_log(value), topology, n_ranks, placement=placement)
 
 
 def _title(

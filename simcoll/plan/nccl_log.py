@@ -44,11 +44,19 @@ import networkx as nx
 from simcoll.core.errors import ConfigError
 from simcoll.core.files import read_input_text
 from simcoll.plan.channels import Channel, NetHop, Plan
+from simcoll.plan.placement import place_ranks
 from simcoll.plan.trees import Tree
 from simcoll.topology import NodeKind
 from simcoll.topology.tiebreak import natural_key
 
-__all__ = ["NcclLog", "format_plan", "parse_nccl_log", "plan_from_log", "read_nccl_log"]
+__all__ = [
+    "NcclLog",
+    "format_plan",
+    "log_plan",
+    "parse_nccl_log",
+    "plan_from_log",
+    "read_nccl_log",
+]
 
 #: A log bigger than this is refused before it is read (NCCL_DEBUG=INFO logs of thousands
 #: of ranks stay well below).
@@ -203,6 +211,29 @@ def _ring(
     return tuple(ranks)
 
 
+def log_plan(
+    log: NcclLog, topology: nx.DiGraph[str], n_ranks: int, *, placement: str = "linear"
+) -> Plan:
+    """The plan of ``log`` for a run of ``n_ranks`` ranks placed by ``placement``: what
+    ``simcoll predict --plan LOG`` and ``simcoll plan show --plan LOG`` run.
+
+    Raises
+    ------
+    ConfigError
+        If the log's communicator is not of ``n_ranks`` ranks (a plan of 16 ranks never
+        stands in for a run of 24), or as :func:`plan_from_log`.
+    """
+    logged = log.n_ranks if log.n_ranks is not None else len(next(iter(log.rings.values())))
+    if logged != n_ranks:
+        raise ConfigError(
+            f"the log's communicator has {logged} ranks, this run {n_ranks}: give --ranks "
+            f"{logged}, or a topology of that many GPUs",
+            source=log.source,
+        )
+    return plan_from_log(log, topology, place_ranks(topology, n_ranks, placement),
+                         placement=placement)  # fmt: skip
+
+
 def plan_from_log(
     log: NcclLog,
     topology: nx.DiGraph[str],
@@ -228,12 +259,14 @@ def plan_from_log(
     nics = _server_nics(topology)
     channels = []
     for c in sorted(log.rings):
-        links = log.tree_links.get(c, {})
-        tree = _tree(links, n) if len(links) == n else None
+        _check_ranks(log.rings[c], n, f"channel {c}'s ring", log.source)
+        tree = _tree(log.tree_links.get(c, {}), n, c, log.source)
         net = {}
         for (channel, src, dst), (send_dev, recv_dev, proxy) in log.net.items():
             if channel != c:
                 continue
+            _check_ranks([src, dst] + ([proxy] if proxy is not None else []), n,
+                         f"channel {c}'s NET line {src} -> {dst}", log.source)  # fmt: skip
             send = _nic(nics, topology, rank_nodes[src], send_dev, log.source)
             recv = _nic(nics, topology, rank_nodes[dst], recv_dev if recv_dev is not None
                         else send_dev, log.source)  # fmt: skip
@@ -247,12 +280,60 @@ def plan_from_log(
         raise ConfigError(error.message, source=log.source) from None
 
 
-def _tree(links: Mapping[int, tuple[tuple[int, ...], int]], n: int) -> Tree | None:
+def _check_ranks(ranks: Iterable[int], n: int, what: str, source: str) -> None:
+    bad = [r for r in ranks if not 0 <= r < n]
+    if bad:
+        raise ConfigError(f"{what} names rank {bad[0]}, not one of the {n} ranks 0..{n - 1}",
+                          source=source)  # fmt: skip
+
+
+def _tree(
+    links: Mapping[int, tuple[tuple[int, ...], int]], n: int, channel: int, source: str
+) -> Tree | None:
+    """Channel ``channel``'s tree from its ``Trees`` lines, checked both ways: every rank's
+    children name it as their parent and its parent lists it as a child, one root, every
+    rank reached from the root once. None where the log gives no ``Trees`` line for some
+    rank (a log of one server's ranks): the tree algorithm then refuses the plan.
+
+    Raises
+    ------
+    ConfigError
+        If a line names a rank out of range, or the lines are not one tree.
+    """
+    if not links:
+        return None
+    where = f"channel {channel}'s tree"
+    _check_ranks(links, n, where, source)
+    for rank, (downs, up) in links.items():
+        _check_ranks([*downs, *([up] if up >= 0 else [])], n, f"{where} (rank {rank}'s line)",
+                     source)  # fmt: skip
+    if len(links) != n:
+        return None
     parent = tuple(links[r][1] for r in range(n))
+    children = tuple(links[r][0] for r in range(n))
+    for r in range(n):
+        for child in children[r]:
+            if parent[child] != r:
+                raise ConfigError(f"{where}: rank {r} lists {child} as a child, whose parent "
+                                  f"is {parent[child]}", source=source)  # fmt: skip
+        if parent[r] >= 0 and r not in children[parent[r]]:
+            raise ConfigError(f"{where}: rank {r}'s parent is {parent[r]}, which does not "
+                              f"list it as a child", source=source)  # fmt: skip
     roots = [r for r in range(n) if parent[r] < 0]
     if len(roots) != 1:
-        return None
-    return Tree(roots[0], parent, tuple(links[r][0] for r in range(n)))
+        raise ConfigError(f"{where} has {len(roots)} roots, not one", source=source)
+    seen, stack = {roots[0]}, [roots[0]]
+    while stack:
+        for child in children[stack.pop()]:
+            if child in seen:
+                raise ConfigError(f"{where} reaches rank {child} twice", source=source)
+            seen.add(child)
+            stack.append(child)
+    if len(seen) != n:
+        missing = min(set(range(n)) - seen)
+        raise ConfigError(f"{where} does not reach rank {missing} from its root {roots[0]} "
+                          "(a cycle)", source=source)  # fmt: skip
+    return Tree(roots[0], parent, children)
 
 
 def _server_nics(topology: nx.DiGraph[str]) -> dict[object, list[str]]:

@@ -45,7 +45,13 @@ from simcoll.plan.tuning import NcclKnobs, protocols_for, runnable_with
 from simcoll.prediction.choices import candidates, default_algorithm
 from simcoll.prediction.closed_form import CLOSED_FORM_MODELS
 from simcoll.prediction.nccl_choice import nccl_choice
-from simcoll.prediction.simulated import Choice, Setup, best_choice, choice_schedule
+from simcoll.prediction.simulated import (
+    Choice,
+    Setup,
+    best_choice,
+    choice_schedule,
+    zero_bytes_choice,
+)
 from simcoll.topology import Router, gpu_nodes
 from simcoll.topology.calibration import Calibration
 
@@ -186,7 +192,8 @@ class Decided:
 
 def decide(setup: Setup, size_bytes: int, *, in_place: bool = False) -> Decided:
     """The fastest (algorithm, protocol) of ``setup`` at one size, simulated alone, with
-    the call's copy, launch and floor.
+    the call's copy, launch and floor. A call of 0 bytes moves nothing: it takes the
+    launch cost and the floor only (:func:`zero_bytes_choice`), whatever the collective.
 
     Raises
     ------
@@ -194,8 +201,13 @@ def decide(setup: Setup, size_bytes: int, *, in_place: bool = False) -> Decided:
         Why no candidate could run (a size that does not split, an algorithm the
         topology cannot run...).
     """
-    chosen, refusal = best_choice(nccl_choice(setup, size_bytes) if setup.by_nccl else setup,
-                                  size_bytes)  # fmt: skip
+    chosen: Choice | None
+    refusal: SimcollError | None = None
+    if size_bytes == 0:  # nothing moves: the call's own cost only (nccl-tests' 0 B row)
+        chosen = zero_bytes_choice(setup)
+    else:
+        chosen, refusal = best_choice(nccl_choice(setup, size_bytes) if setup.by_nccl else setup,
+                                      size_bytes)  # fmt: skip
     if chosen is None:
         raise refusal or SimcollError(f"no algorithm ran for {setup.collective.value}")
     copy_s = copy_time_s(setup, size_bytes, in_place=in_place)

@@ -57,6 +57,7 @@ __all__ = [
     "Setup",
     "best_choice",
     "choice_schedule",
+    "zero_bytes_choice",
 ]
 
 PERIODIC_FROM_TRANSFERS = MAX_TRANSFERS
@@ -270,6 +271,31 @@ def _choice(  # noqa: PLR0917 - one choice, and the time it must beat
         received=int(schedule.bytes_received_per_rank()[:n].max(initial=0)),
     )  # fmt: skip
     return Choice(row, name, proto, chosen, used, result)
+
+
+def zero_bytes_choice(setup: Setup) -> Choice:
+    """A call of 0 bytes, as nccl-tests' first row times it: nothing moves, so its time
+    is only what the call costs (the calibration's launch cost and floor, added by the
+    caller). The row names the first candidate that runs with one of the protocols.
+
+    >>> from simcoll.core.collectives import Collective
+    >>> from simcoll.topology import switch_star
+    >>> star = switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+    >>> row = zero_bytes_choice(Setup(star, Collective.ALLTOALL, ["direct"], [None], "flow",
+    ...                               ("gpu0", "gpu1", "gpu2", "gpu3"))).row
+    >>> row.algorithm, row.size_bytes, row.time_s, row.busbw_bytes_per_s
+    ('direct', 0, 0.0, 0.0)
+    """
+    name = setup.names[0]
+    proto = next((p for p in setup.protocols if protocol_allowed(p, name)), None)
+    row = Row.from_time(setup.collective, name, n_ranks=len(setup.nodes), size_bytes=0,
+                        time_s=0.0, protocol=proto.name if proto else "none",
+                        model=setup.model, root=(setup.params or {}).get("root", 0))  # fmt: skip
+    row = replace(row, placement=setup.placement,
+                  routing=str(setup.topology.graph.get("routing", "ecmp")),
+                  plan=setup.plan_name if name in PLANNED else "")  # fmt: skip
+    nothing = OneShot(0.0, np.zeros(setup.topology.number_of_edges()), ("", ""), 0)
+    return Choice(row, name, proto, dict(setup.params or {}), None, nothing)
 
 
 def choice_schedule(setup: Setup, choice: Choice) -> Schedule:

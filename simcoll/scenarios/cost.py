@@ -22,8 +22,10 @@ from typing import Any
 
 import networkx as nx
 
+from simcoll.algorithms import PARAM_MAXIMUM
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.core.limits import MAX_RANKS, check_count
 from simcoll.core.units import format_bytes, format_time
 from simcoll.models.estimate import (
     BYTES_PER_TRANSFER,
@@ -126,8 +128,11 @@ def _collective_call(params: dict[str, Any], n_gpus: int) -> _Call | None:
              "algorithm", "kind")}  # fmt: skip
     if not isinstance(collective, str) or not isinstance(n, int) or not isinstance(size, int):
         return None
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in knobs.values()):
-        return None
+    for key, value in knobs.items():  # a bad one is the point's own error, not the estimate's
+        try:
+            check_count(value, key, PARAM_MAXIMUM.get(key, MAX_RANKS), minimum=int(key != "root"))
+        except ConfigError:
+            return None
     named = params.get("algorithm")
     algorithm = str(named) if named is not None else default_algorithm(Collective.parse(collective))
     return _Call(collective, algorithm, n, size, knobs)

@@ -35,7 +35,7 @@ import numpy.typing as npt
 import simpy
 
 from simcoll.core.errors import ConfigError, SimulationError, TopologyError
-from simcoll.core.protocols import Protocol
+from simcoll.core.protocols import Protocol, parse_protocol
 from simcoll.core.schedule import Schedule
 from simcoll.network import kernel
 from simcoll.network.fabric import Fabric, FabricStats
@@ -125,7 +125,7 @@ def simulate(
     *,
     model: str = "flow",
     rank_nodes: tuple[str, ...] | None = None,
-    protocol: Protocol | None = None,
+    protocol: Protocol | str | None = None,
     packet_bytes: int = DEFAULT_PACKET_BYTES,
     plan: Plan | None = None,
 ) -> SimulationResult:
@@ -146,9 +146,9 @@ def simulate(
         GPU node of each rank; by default rank r runs on the GPU whose ``rank`` is r.
         In-network switch endpoints of the schedule go to :func:`switch_endpoints`.
     protocol
-        An NCCL protocol cost (:mod:`simcoll.core.protocols`): each transfer puts its bytes
-        divided by the protocol's efficiency on the wire and pays its step latency on top
-        of its route's. ``None`` (the default) models the links alone.
+        An NCCL protocol cost (:mod:`simcoll.core.protocols`, or its name): each transfer
+        puts its bytes divided by the protocol's efficiency on the wire and pays its step
+        latency on top of its route's. ``None`` (the default) models the links alone.
     packet_bytes
         Packet size of the packet model.
     plan
@@ -177,7 +177,7 @@ def prepare(
     *,
     model: str = "flow",
     rank_nodes: tuple[str, ...] | None = None,
-    protocol: Protocol | None = None,
+    protocol: Protocol | str | None = None,
     packet_bytes: int = DEFAULT_PACKET_BYTES,
     plan: Plan | None = None,
     router: Router | None = None,
@@ -187,6 +187,17 @@ def prepare(
     ``router`` (of ``topology``) lets runs on one topology share what it has found."""
     if model not in MODELS:
         raise ConfigError(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
+    if not isinstance(topology, nx.DiGraph):
+        raise ConfigError(f"a topology is a networkx DiGraph (simcoll.load_topology), got "
+                          f"{type(topology).__name__}")  # fmt: skip
+    if not isinstance(schedule, Schedule):
+        raise ConfigError(f"a schedule is a Schedule (simcoll.build_schedule), got "
+                          f"{type(schedule).__name__} {schedule!r:.40}")  # fmt: skip
+    if isinstance(protocol, str):
+        protocol = parse_protocol(protocol)
+    elif protocol is not None and not isinstance(protocol, Protocol):
+        raise ConfigError(f"a protocol is a name (LL, LL128, simple) or a Protocol, got "
+                          f"{type(protocol).__name__} {protocol!r:.40}")  # fmt: skip
     if plan is not None:
         if plan.n_ranks != schedule.n_ranks:
             raise ConfigError(f"the plan has {plan.n_ranks} ranks, the schedule {schedule.n_ranks}")

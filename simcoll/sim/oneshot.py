@@ -223,4 +223,4 @@ def link_bound_s(run: Run) -> float:
     first_s = np.full(len(capacity), np.inf)
     np.minimum.at(first_s, flat, np.repeat(latency_s, lengths))
     used = np.flatnonzero(on_link)
-    return max(bound_s, float((first_s[used] + on_link[used] / capacity[used]).max()))
+    return max(bound_s, float((first_s[used] + on_link[used] / capacity[used]).max(initial=0.0)))

@@ -96,6 +96,11 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     TopologyError
         If the builder rejects a value or the graph breaks the schema.
     """
+    if isinstance(path, bool) or not isinstance(path, str | Path):
+        raise ConfigError(f"a topology is a file's path, got {type(path).__name__} {path!r:.40}")
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ConfigError(f"overrides must be a mapping of names to strings, got "
+                          f"{type(overrides).__name__}")  # fmt: skip
     source = str(path)
     if Path(path).suffix.lower() == ".json":
         _refuse_overrides(overrides, source, "a node-link JSON file")

@@ -90,3 +90,23 @@ def test_bad_plan_options_are_one_line(
     assert out == ""
     assert err.startswith(message)
     assert err.count("\n") == 1
+
+
+def test_a_log_of_another_rank_count_is_refused_not_substituted(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Issue 29: a 16-rank log on --set n_nodes=3 printed "# 24 ranks" and the 16-rank
+    # result; --ranks 8 with a 4-rank log simulated 4 ranks.
+    status, log, err = _run(capsys, "plan", "show", H100, "--set", "n_nodes=2")
+    assert status == 0, err
+    path = tmp_path / "16.log"
+    path.write_text(log)
+    for argv, ran in ((["--set", "n_nodes=3"], 24), (["--set", "n_nodes=2", "--ranks", "8"], 8)):
+        status, out, err = _run(capsys, "predict", H100, *argv, "--plan", path, "--collective",
+                                "allreduce", "--sizes", "1G")  # fmt: skip
+        assert (status, out) == (2, "")
+        assert err == (f"simcoll: error: {path}: the log's communicator has 16 ranks, this run "
+                       f"{ran}: give --ranks 16, or a topology of that many GPUs\n")  # fmt: skip
+    status, _, err = _run(capsys, "plan", "show", H100, "--set", "n_nodes=3", "--plan", path)
+    assert status == 2
+    assert "the log's communicator has 16 ranks, this run 24" in err

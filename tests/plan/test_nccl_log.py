@@ -139,5 +139,59 @@ def test_bad_logs_are_one_line(tmp_path: Path) -> None:
         read_nccl_log(binary)
     topology = load(TOPOLOGIES / "dgx-a100.toml")
     log = parse_nccl_log(ISSUE_1412)  # 16 ranks on an 8-GPU box
-    with pytest.raises(ConfigError, match="not an order of the 8 ranks"):
+    with pytest.raises(ConfigError, match=r"ring names rank 8, not one of the 8 ranks 0\.\.7"):
         plan_from_log(log, topology, gpu_nodes(topology))
+
+
+CHAIN = """\
+NCCL INFO comm 0x0 rank 0 nRanks 4 nNodes 1 localRanks 4 localRank 0 MNNVL 0
+NCCL INFO Channel 00/01 :    0   1   2   3
+NCCL INFO Trees [0] 1/-1/-1->0->-1
+NCCL INFO Trees [0] 2/-1/-1->1->0
+NCCL INFO Trees [0] 3/-1/-1->2->1
+NCCL INFO Trees [0] -1/-1/-1->3->2
+"""
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        # issue 29: chain children with 3-ary parents gave 64.07 us, neither tree's time
+        ({"->2->1": "->2->0", "->3->2": "->3->0"},
+         "channel 0's tree: rank 1 lists 2 as a child, whose parent is 0"),
+        ({"->3->2\n": "->3->2\nNCCL INFO Trees [0] -1/-1/-1->9->0\n"},
+         "channel 0's tree names rank 9, not one of the 4 ranks 0..3"),
+        ({"->1->0": "->1->99"}, "channel 0's tree (rank 1's line) names rank 99, not one of the 4 "
+         "ranks 0..3"),
+        ({"2/-1/-1->1": "99/-1/-1->1"}, "channel 0's tree (rank 1's line) names rank 99, not one "
+         "of the 4 ranks 0..3"),
+        # children in a cycle (with parents to match) grew top_down to 3.4 GB
+        ({"1/-1/-1->0->-1": "-1/-1/-1->0->-1", "->1->0": "->1->3", "-1/-1/-1->3": "1/-1/-1->3"},
+         "channel 0's tree does not reach rank 1 from its root 0 (a cycle)"),
+        ({"->3->2": "->3->-1", "3/-1/-1->2": "-1/-1/-1->2"}, "channel 0's tree has 2 roots, "
+         "not one"),
+        ({"Channel 00/01 :    0   1   2   3": "Channel 00/01 :    0   1   2   3\n"
+          "NCCL INFO Channel 00/0 : 99[1] -> 0[0] [send] via NET/IB/0/GDRDMA"},
+         "channel 0's NET line 99 -> 0 names rank 99, not one of the 4 ranks 0..3"),
+    ],
+)  # fmt: skip
+def test_a_log_whose_lines_disagree_is_refused_in_one_line(
+    edit: dict[str, str], message: str
+) -> None:
+    text = CHAIN
+    for old, new in edit.items():
+        assert old in text
+        text = text.replace(old, new)
+    topology = load(TOPOLOGIES / "dgx-a100.toml")
+    with pytest.raises(ConfigError) as info:
+        plan_from_log(parse_nccl_log(text), topology, gpu_nodes(topology)[:4])
+    assert str(info.value).startswith(f"<log>: {message}")
+    assert "\n" not in str(info.value)
+
+
+def test_a_consistent_chain_is_the_tree_it_says() -> None:
+    topology = load(TOPOLOGIES / "dgx-a100.toml")
+    plan = plan_from_log(parse_nccl_log(CHAIN), topology, gpu_nodes(topology)[:4])
+    tree = plan.channels[0].tree
+    assert tree is not None
+    assert (tree.root, tree.parent, tree.children) == (0, (-1, 0, 1, 2), ((1,), (2,), (3,), ()))

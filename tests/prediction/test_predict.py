@@ -33,7 +33,7 @@ def star4():
 # --- predict --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("size", [0, 4, 4096, 2**20, 2**24])
+@pytest.mark.parametrize("size", [4, 4096, 2**20, 2**24])  # 0 B: see the zero-byte test
 def test_ring_allgather_matches_closed_form(star4, size: int) -> None:
     # Three ring steps; each crosses GPU->switch->GPU (two links of latency L, paid once per
     # route) and moves one block of S/4 bytes at B. The four transfers of a step use four
@@ -351,3 +351,16 @@ def test_auto_all_to_all_skips_pairwise_by_its_link_bound(monkeypatch) -> None:
         else:
             assert "pairwise" in simulated_algorithms
     assert rows[True] == rows[False]
+
+
+@pytest.mark.parametrize("collective", [c.value for c in Collective])
+def test_a_zero_byte_call_costs_only_its_launch_and_floor(collective: str) -> None:
+    # Issue 29: 0 B (nccl-tests' first row) gave a traceback for alltoall, broadcast,
+    # reduce, gather, scatter and sendrecv. Nothing moves: bare links give 0 s; the DGX
+    # A100 file's calibration gives max(launch_s, floor_s).
+    graph = load(Path(__file__).resolve().parents[2] / "topologies" / "dgx-a100.toml")
+    calibration = graph.graph["calibration"]
+    (bare,) = predict(graph, collective, [0], calibration=None).rows
+    assert (bare.size_bytes, bare.time_s, bare.busbw_bytes_per_s) == (0, 0.0, 0.0)
+    (called,) = predict(graph, collective, [0]).rows
+    assert called.time_s == pytest.approx(max(calibration.launch_s, calibration.floor_s))

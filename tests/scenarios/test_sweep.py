@@ -244,3 +244,12 @@ def test_topology_errors_name_the_scenario_field_they_come_from(tmp_path: Path) 
         f"{path}: topology.set.n_gpus: must be an integer >= 1, got -2 "
         f"(in {tmp_path / 'star.toml'})"
     )
+
+
+def test_a_point_with_zero_channels_is_its_own_error_not_a_traceback(tmp_path: Path) -> None:
+    # Issue 29: n_channels = 0 gave ZeroDivisionError in plan/tuning.py through the
+    # sweep's cost estimate.
+    workload = 'collective = "allreduce"\nn_channels = 0'
+    scenario = load_scenario(write_scenario(tmp_path, 'size_bytes = ["1 MiB"]', workload))
+    result = run_sweep(scenario, workers=1)
+    assert [p.error for p in result.points] == ["n_channels: must be at least 1, got 0"]

@@ -324,3 +324,28 @@ def test_a_released_run_goes_with_its_last_reference():
             gc.collect()
     finally:
         gc.enable()
+
+
+def test_the_api_refuses_what_is_not_a_topology_a_schedule_or_a_protocol() -> None:
+    # Issue 29: simulate(topo, sched, protocol="LL") and simulate(topo, 42) raised
+    # AttributeError; a protocol may be named, anything else is a one-line ConfigError.
+    from simcoll.topology import load, switch_star  # noqa: PLC0415
+
+    star = switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+    schedule = build_schedule("allgather", "ring", n_ranks=4, size_bytes=4000)
+    named = simulate(star, schedule, protocol="LL").time_s
+    assert named == simulate(star, schedule, protocol=PROTOCOLS["LL"]).time_s
+    for call, message in [
+        (lambda: simulate(star, 42), "a schedule is a Schedule (simcoll.build_schedule), got "
+         "int 42"),
+        (lambda: simulate("star", schedule), "a topology is a networkx DiGraph "
+         "(simcoll.load_topology), got str"),
+        (lambda: simulate(star, schedule, protocol=3), "a protocol is a name (LL, LL128, simple) "
+         "or a Protocol, got int 3"),
+        (lambda: simulate(star, schedule, protocol="LL64"), "unknown protocol 'LL64'; valid: LL, "
+         "LL128, simple"),
+        (lambda: load(42), "a topology is a file's path, got int 42"),
+    ]:  # fmt: skip
+        with pytest.raises(ConfigError) as info:
+            call()
+        assert str(info.value) == message
