@@ -30,7 +30,7 @@ from simcoll.topology.calibration import (
     read_calibration,
     write_calibration,
 )
-from simcoll.topology.io import load, parse_overrides
+from simcoll.topology.io import load, parse_overrides, source_files
 
 __all__ = ["add_calibrate", "add_compare"]
 
@@ -238,9 +238,18 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, str]:
+    """``--set`` as overrides, or none where they do not parse (loading will say why)."""
+    try:
+        return parse_overrides(args.set)
+    except ConfigError:
+        return {}
+
+
 def _input_files(args: argparse.Namespace) -> list[str]:
     """Every file the command reads: -o must be none of them."""
-    files = [args.topology, *args.measurements]
+    files = [str(f) for f in source_files(args.topology, _overrides(args))]  # with its params
+    files += list(args.measurements)
     files += [str(sidecar_path(m)) for m in args.measurements]
     if getattr(args, "params", None) not in (None, "none"):
         files.append(str(args.params))

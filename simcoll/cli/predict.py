@@ -27,6 +27,7 @@ from simcoll.prediction import predict
 from simcoll.prediction.choices import DEFAULT_ALGORITHM, default_algorithm
 from simcoll.topology import gpu_nodes, load, parse_overrides
 from simcoll.topology.calibration import Calibration, read_calibration
+from simcoll.topology.io import source_files
 
 __all__ = ["add_predict"]
 
@@ -174,7 +175,11 @@ def _check_plot(args: argparse.Namespace) -> None:
     name = str(args.plot)
     if Path(name).suffix.lower() != ".png":
         raise ConfigError(f"must name a .png file, got {name!r}", field="--plot")
-    inputs = [args.topology] + ([args.params] if args.params not in (None, "none") else [])
+    try:
+        files = source_files(args.topology, parse_overrides(args.set))  # with its params
+    except ConfigError:
+        files = [Path(args.topology)]
+    inputs = [str(f) for f in files] + ([args.params] if args.params not in (None, "none") else [])
     check_output(name, mark=PNG_MARK, inputs=inputs, what="--plot")
 
 

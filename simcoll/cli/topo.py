@@ -13,6 +13,7 @@ from simcoll.core.files import check_output, write_output
 from simcoll.output.plot import PNG_MARK
 from simcoll.topology import load, parse_overrides
 from simcoll.topology.inspect import report
+from simcoll.topology.io import source_files
 from simcoll.topology.nodelink import to_node_link
 
 __all__ = ["add_topo"]
@@ -117,7 +118,7 @@ def _topo_dump(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
     else:
-        written = write_output(args.output, text, mark=_DUMP_MARK, inputs=[args.topology],
+        written = write_output(args.output, text, mark=_DUMP_MARK, inputs=_inputs(args),
                                what="-o")  # fmt: skip
         print(f"simcoll: wrote {written}", file=sys.stderr)
     return 0
@@ -129,4 +130,12 @@ def _check_target(args: argparse.Namespace, suffix: str) -> None:
     if Path(name).suffix.lower() != suffix:
         raise ConfigError(f"must name a {suffix} file, got {name!r}", field="-o")
     mark = _DUMP_MARK if suffix == ".json" else PNG_MARK
-    check_output(name, mark=mark, inputs=[args.topology], what="-o")
+    check_output(name, mark=mark, inputs=_inputs(args), what="-o")
+
+
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """The files the command reads: the topology and what it names (its params file)."""
+    try:
+        return [str(f) for f in source_files(args.topology, parse_overrides(args.set))]
+    except ConfigError:
+        return [str(args.topology)]

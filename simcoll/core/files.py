@@ -28,10 +28,12 @@ not overwrite it (remove it or choose another name)
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 from simcoll.core.errors import ConfigError
@@ -42,9 +44,12 @@ __all__ = [
     "TOO_DEEP",
     "check_nesting",
     "check_output",
+    "file_sha256",
     "is_marked",
     "read_input_bytes",
     "read_input_text",
+    "record_read",
+    "recording_reads",
     "same_file",
     "write_output",
 ]
@@ -56,6 +61,48 @@ _MARK_WINDOW_BYTES = 64 * 2**10
 #: How deeply TOML and JSON inputs may nest tables and lists (the deepest shipped file
 #: nests 4 levels; Python's parsers and checkers recurse per level).
 MAX_NESTING = 64
+
+
+_READS: ContextVar[dict[str, str] | None] = ContextVar("_READS", default=None)
+
+
+@contextlib.contextmanager
+def recording_reads() -> Iterator[dict[str, str]]:
+    """Inside the block, every input :func:`read_input_bytes` reads is recorded: its
+    resolved path and the SHA-256 of the bytes read. A scenario point keeps what it read,
+    so that a resumed point is taken only if every one of its inputs is unchanged.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "pl.txt"
+    >>> _ = path.write_text("0 8")
+    >>> with recording_reads() as reads:
+    ...     _ = read_input_bytes(path)
+    >>> reads == {str(path.resolve()): file_sha256(path)}
+    True
+    """
+    reads: dict[str, str] = {}
+    token = _READS.set(reads)
+    try:
+        yield reads
+    finally:
+        _READS.reset(token)
+
+
+def record_read(reads: dict[str, str]) -> None:
+    """Record files read earlier (a cache's, served again) as read now, where
+    :func:`recording_reads` is recording."""
+    current = _READS.get()
+    if current is not None:
+        current.update(reads)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes, or ``"unreadable: <why>"``."""
+    try:
+        with Path(path).open("rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError as error:
+        return f"unreadable: {error.strerror}"
 
 
 def read_input_bytes(
@@ -95,6 +142,9 @@ def read_input_bytes(
             raise ConfigError(f"cannot read: {error.strerror}", source=source) from None
     if len(data) > max_bytes:  # it grew while we read it
         raise ConfigError(_too_big(len(data), max_bytes), source=source)
+    reads = _READS.get()
+    if reads is not None:
+        reads[str(Path(path).resolve())] = hashlib.sha256(data).hexdigest()
     return data
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from simcoll.core.errors import ConfigError
+from simcoll.core.files import file_sha256
 from simcoll.output.folder import OutputFolder
 from simcoll.output.results import Row
 from simcoll.scenarios.points import PointResult
@@ -77,20 +78,12 @@ def run_digest(scenario: Scenario) -> str:
     calibrations += scenario.axes.get("calibration", [])
     for named in calibrations:
         if isinstance(named, str) and named not in ("default", "none"):
-            files.append((f"calibration={named}", Path(named)))
+            files.append((f"calibration={named}", scenario.base / named))
     for label, path in files:
         digest.update(label.encode())
         for read in source_files(path, scenario.topology_set):
-            digest.update(_file_hash(read).encode())
+            digest.update(file_sha256(read).encode())
     return digest.hexdigest()[:16]
-
-
-def _file_hash(path: Path) -> str:
-    try:
-        with path.open("rb") as handle:
-            return hashlib.file_digest(handle, "sha256").hexdigest()
-    except OSError as error:
-        return f"unreadable: {error.strerror}"
 
 
 def prepare_out_dir(
@@ -150,23 +143,33 @@ def _names(names: list[str]) -> str:
 
 
 def finished_points(path: Path, scenario: Scenario, digest: str) -> dict[str, PointResult]:
-    """Ok points already in ``results.jsonl`` of these contents (``digest``).
+    """Ok points already in ``results.jsonl`` of these contents (``digest``), whose every
+    input file (the ``inputs`` each point recorded as it read them: topology, imports,
+    params, placement files...) still has the bytes it had; a point that read a file
+    since edited, or that recorded none (an older record), runs again.
 
     A torn last line (from a kill mid-write) is ignored; any other line that is not a
     point record is an error naming the file and the line.
     """
     keys = {p.key: p for p in scenario.points()}
     done: dict[str, PointResult] = {}
+    hashes: dict[str, str] = {}
     for number, record in _records(path):
         if record is None or record.get("digest") != digest:
             continue
         point = keys.get(record["key"])
         if point is None or record["status"] not in ("ok", "skipped"):
             continue
+        inputs = record.get("inputs")
+        if not isinstance(inputs, dict) or any(
+            hashes.setdefault(str(name), file_sha256(str(name))) != sha
+            for name, sha in inputs.items()
+        ):
+            continue
         _check_rows(record["rows"], scenario.kind, path, number)
         skipped = record.get("error") if record["status"] == "skipped" else None
         done[point.key] = PointResult(
-            point, record["rows"], elapsed_s=record["elapsed_s"], skipped=skipped
+            point, record["rows"], elapsed_s=record["elapsed_s"], skipped=skipped, inputs=inputs
         )
     return done
 
@@ -224,7 +227,7 @@ def _check_rows(rows: list[dict[str, Any]], kind: str, path: Path, number: int) 
     """Rows of a resumed point: collective rows carry :class:`Row`'s fields, typed."""
     for row in rows:
         for name, value in row.items():
-            if not isinstance(value, str | int | float | bool | None):
+            if not _is_cell(value):
                 raise _bad(path, number, f"rows: {name}: not a number or text: {value!r:.40}")
         if kind != "collective":
             continue
@@ -234,6 +237,14 @@ def _check_rows(rows: list[dict[str, Any]], kind: str, path: Path, number: int) 
                 raise _bad(path, number, f"rows: a row without {name!r}")
             if value is not None and not kind_of(value):
                 raise _bad(path, number, f"rows: {name}: wrong type: {value!r:.40}")
+
+
+def _is_cell(value: object) -> bool:
+    """A row's value: a number, text, a flag, nothing, or a list of those (an axis of
+    lists, as p2p's ``dst_ranks``)."""
+    if isinstance(value, list):
+        return all(isinstance(v, str | int | float | bool) for v in value)
+    return isinstance(value, str | int | float | bool | None)
 
 
 def _is_number(value: object) -> bool:

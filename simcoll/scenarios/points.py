@@ -19,6 +19,7 @@ import networkx as nx
 
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.core.files import record_read, recording_reads
 from simcoll.output.results import CSV_COLUMNS, Row
 from simcoll.plan.placement import place_ranks
 from simcoll.prediction import predict
@@ -58,6 +59,7 @@ class PointResult:
     elapsed_s: float = 0.0
     timeline: Timeline | None = None
     skipped: str | None = None  # why the point does not apply (n_ranks > the GPUs there)
+    inputs: dict[str, str] = field(default_factory=dict)  # every file read: its SHA-256
 
     @property
     def ok(self) -> bool:
@@ -79,6 +81,7 @@ class PointResult:
             "error": self.error or self.skipped,
             "elapsed_s": self.elapsed_s,
             "rows": self.rows,
+            "inputs": self.inputs,
         }
 
 
@@ -89,10 +92,13 @@ class _NotApplicable(Exception):  # noqa: N818 - not an error: the point does no
 @lru_cache(maxsize=16)
 def _topology(
     file: str, overrides: tuple[tuple[str, str], ...], version: tuple[int, ...]
-) -> nx.DiGraph[str]:
-    """The loaded topology, cached by path, overrides and ``version`` (the files' stat:
-    an edited file is loaded again, never served from the cache)."""
-    return load(file, dict(overrides))
+) -> tuple[nx.DiGraph[str], dict[str, str]]:
+    """The loaded topology and the files loading it read (path: SHA-256), cached by path,
+    overrides and ``version`` (the files' stat: an edited file is loaded again, never
+    served from the cache)."""
+    with recording_reads() as reads:
+        graph = load(file, dict(overrides))
+    return graph, dict(reads)
 
 
 def _version(file: Path, overrides: dict[str, str]) -> tuple[int, ...]:
@@ -109,28 +115,39 @@ def _stat(path: Path) -> tuple[int, int, int]:
 
 
 @lru_cache(maxsize=4)
-def _calibration(file: str, version: tuple[int, ...]) -> Calibration:
-    """The params file, cached by path and ``version`` (its stat), as :func:`_topology`."""
-    return read_calibration(file)
+def _calibration(file: str, version: tuple[int, ...]) -> tuple[Calibration, dict[str, str]]:
+    """The params file and what reading it read, cached by path and ``version`` (its
+    stat), as :func:`_topology`."""
+    with recording_reads() as reads:
+        calibration = read_calibration(file)
+    return calibration, dict(reads)
 
 
 def evaluate_point(scenario: Scenario, point: Point, *, timeline: bool = False) -> PointResult:
-    """Run one point. Errors on bad input become the point's error; nothing is raised."""
+    """Run one point. Errors on bad input become the point's error; nothing is raised.
+
+    Every file the point reads (its topology, what that imports, params files, placement
+    files...) is recorded with its SHA-256 in the result's ``inputs``, so that a resumed
+    point is taken only if none of them changed (:mod:`simcoll.scenarios.outdir`).
+    """
     started = time.perf_counter()
-    try:
-        rows, line = _evaluate(scenario, point, timeline=timeline)
-    except _NotApplicable as reason:
-        return PointResult(point, skipped=str(reason), elapsed_s=time.perf_counter() - started)
-    except SimcollError as error:
-        return PointResult(point, error=str(error), elapsed_s=time.perf_counter() - started)
-    except Exception as error:
-        where = traceback.extract_tb(error.__traceback__)[-1]
-        text = f"{type(error).__name__}: {error} (at {where.filename}:{where.lineno})"
-        return PointResult(point, error=text, elapsed_s=time.perf_counter() - started)
+    with recording_reads() as reads:
+        try:
+            rows, line = _evaluate(scenario, point, timeline=timeline)
+        except _NotApplicable as reason:
+            return PointResult(point, skipped=str(reason), inputs=dict(reads),
+                               elapsed_s=time.perf_counter() - started)  # fmt: skip
+        except SimcollError as error:
+            return PointResult(point, error=str(error), elapsed_s=time.perf_counter() - started)
+        except Exception as error:
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            text = f"{type(error).__name__}: {error} (at {where.filename}:{where.lineno})"
+            return PointResult(point, error=text, elapsed_s=time.perf_counter() - started)
     for row in rows:
         for name, value in point.values.items():
             row.setdefault(name, value)
-    return PointResult(point, rows, elapsed_s=time.perf_counter() - started, timeline=line)
+    return PointResult(point, rows, elapsed_s=time.perf_counter() - started, timeline=line,
+                       inputs=dict(reads))  # fmt: skip
 
 
 def _evaluate(
@@ -148,8 +165,9 @@ def _evaluate(
     if not isinstance(named, str):
         raise ConfigError(f"must be a protocol name, got {named!r}", field="workload.protocol")
     protocol = None if named == "none" else named
-    calibration = _point_calibration(topology, params.pop("calibration", "default"))
-    placement = params.pop("placement", "linear")
+    calibration = _point_calibration(topology, params.pop("calibration", "default"),
+                                     scenario.base)  # fmt: skip
+    placement = _placement_beside(params.pop("placement", "linear"), scenario.base)
     plan = params.pop("plan", "nccl")
     in_place = params.pop("in_place", False)
     if kind == "collective":
@@ -175,8 +193,9 @@ def _evaluate(
     return [row], result.timeline if timeline else None
 
 
-def _point_calibration(topology: nx.DiGraph[str], named: object) -> Calibration | None:
-    """A point's parameters: the topology file's (``default``), none, or a params file."""
+def _point_calibration(topology: nx.DiGraph[str], named: object, base: Path) -> Calibration | None:
+    """A point's parameters: the topology file's (``default``), none, or a params file
+    (relative to the scenario's folder)."""
     if named == "default":
         found = topology.graph.get("calibration")
         return found if isinstance(found, Calibration) else None
@@ -185,7 +204,20 @@ def _point_calibration(topology: nx.DiGraph[str], named: object) -> Calibration 
     if not isinstance(named, str):
         raise ConfigError(f"must be a params file, 'default' or 'none', got {named!r}",
                           field="workload.calibration")  # fmt: skip
-    return _calibration(named, _stat(Path(named)))
+    path = base / named
+    calibration, reads = _calibration(str(path), _stat(path))
+    record_read(reads)
+    return calibration
+
+
+def _placement_beside(placement: object, base: Path) -> object:
+    """A placement file named relative to the scenario's folder, as every path in a
+    scenario is; ``linear`` and ``random[:SEED]`` as they are."""
+    if not isinstance(placement, str) or placement in ("linear", "random"):
+        return placement
+    if placement.startswith("random:"):
+        return placement
+    return str(base / placement)
 
 
 def _collective(
@@ -367,7 +399,10 @@ def scenario_topology(scenario: Scenario, file: Path, overrides: dict[str, str])
     ``topology.set.NAME`` (or the ``topology.NAME`` axis of ``[sweep]``), not ``--set``.
     """
     try:
-        return _topology(str(file), tuple(sorted(overrides.items())), _version(file, overrides))
+        graph, reads = _topology(str(file), tuple(sorted(overrides.items())),
+                                 _version(file, overrides))  # fmt: skip
+        record_read(reads)
+        return graph
     except SimcollError as error:
         field = error.field or ""
         if field.startswith("--set "):

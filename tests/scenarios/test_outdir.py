@@ -234,3 +234,47 @@ def test_a_middle_line_that_is_not_a_record_is_one_line(
         f"{log}: line 2: {message}; delete results.jsonl (its points run again) or choose "
         "another --out"
     )
+
+
+def test_a_point_is_resumed_only_if_every_file_it_read_is_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 29: a scenario's placement file changed from "0 1" to "0 8" and the rerun
+    # into the same --out took the old point (449.17 GB/s, where GPUs on two nodes give
+    # 49.96). The file is also named relative to the scenario, not the current folder.
+    fat_tree = Path(__file__).resolve().parents[2] / "topologies" / "h100-ib-fat-tree.toml"
+    folder = tmp_path / "scenario"
+    folder.mkdir()
+    (folder / "pl.txt").write_text("0\n1\n")
+    path = folder / "s.toml"
+    path.write_text(
+        f'schema = 1\n[topology]\nfile = "{fat_tree}"\nset = {{ n_nodes = 2 }}\n'
+        '[workload]\ncollective = "allreduce"\nsize_bytes = "1 GiB"\nn_ranks = 2\n'
+        'placement = "pl.txt"\nprotocol = "simple"\n'
+    )
+    monkeypatch.chdir(tmp_path)  # not the scenario's folder
+    out = tmp_path / "out"
+    inside = run_sweep(load_scenario(path), out, workers=1)
+    (row,) = inside.rows
+    again = run_sweep(load_scenario(path), out, workers=1)
+    assert again.skipped == 1
+    assert again.rows[0]["time_s"] == row["time_s"]
+    (folder / "pl.txt").write_text("0\n8\n")
+    across = run_sweep(load_scenario(path), out, workers=1)
+    assert across.skipped == 0
+    (moved,) = across.rows
+    assert moved["busbw_bytes_per_s"] < row["busbw_bytes_per_s"] / 4  # one NIC, not NVLink
+
+
+def test_a_scenario_with_list_values_resumes() -> None:
+    # Issue 31: p2p-dgx1's dst_ranks axis ([1, 2, 4]) made a second run into the same
+    # folder fail reading its own results.jsonl.
+    import tempfile  # noqa: PLC0415
+
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "p2p-dgx1.toml"
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "p2p"
+        first = run_sweep(load_scenario(scenario), out, workers=1)
+        second = run_sweep(load_scenario(scenario), out, workers=1)
+    assert second.skipped == 2
+    assert second.rows == first.rows
