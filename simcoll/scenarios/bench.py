@@ -44,7 +44,7 @@ from simcoll.core.errors import ConfigError
 from simcoll.models.estimate import estimate_point
 from simcoll.plan.search import search_plan
 from simcoll.plan.tuning import ring_chunks
-from simcoll.prediction import predict
+from simcoll.prediction import predict, simulated
 from simcoll.sim.engine import SimulationResult, simulate
 from simcoll.sim.symmetry import simulate_ring_fast
 from simcoll.topology import gpu_nodes
@@ -200,9 +200,13 @@ def _predict_case(  # noqa: PLR0917 - a case's own description
     placement: str = "linear",
     overrides: dict[str, str] | None = None,
     collective: str = "allreduce",
+    extend_rings: bool = False,
 ) -> BenchRow:
     """What ``simcoll predict`` runs (NCCL's plan and tuning, the file's routing unless
-    ``routing``, bare links): the wall time a user waits. Busbw at the largest size."""
+    ``routing``, bare links): the wall time a user waits. Busbw at the largest size.
+    ``extend_rings`` turns on :data:`simcoll.prediction.simulated.EXTEND_RINGS` in this
+    case's process."""
+    simulated.EXTEND_RINGS = extend_rings
     graph = _topology(file, n_nodes, routing=routing, **(overrides or {}))
     rows = predict(graph, collective, sizes_bytes, algorithm=algorithm, protocol=protocol,
                    calibration=None, placement=placement).rows  # fmt: skip
@@ -372,7 +376,8 @@ CASES: tuple[Case, ...] = (
         "ring-1024-random",
         "predict: ring all-reduce 1 GiB, simple, NCCL's plan, random placement (seed 1), "
         "128 A100 nodes on a 2:1 RoCE fat-tree (hashed ECMP: no symmetry, and over one "
-        "schedule's transfers; its first 32 steps are extended at their pace)",
+        "schedule's transfers: refused by default; here with EXTEND_RINGS on, its first 32 "
+        "steps extended at their pace, an extrapolation, not exact)",
         30.0,
         lambda: _predict_case(
             "ring-1024-random",
@@ -382,6 +387,7 @@ CASES: tuple[Case, ...] = (
             "ring",
             "simple",
             placement="random:1",
+            extend_rings=True,
         ),
     ),
     Case(

@@ -36,8 +36,8 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
-from simcoll.core.schedule import Schedule, _check_transfers, _frozen
-from simcoll.sim.symmetry import ROUND_UP_TOLERANCE, SymmetricSchedule
+from simcoll.core.schedule import ROUND_UP_TOLERANCE, Schedule, _check_transfers, _frozen
+from simcoll.sim.symmetry import SymmetricSchedule
 
 __all__ = ["channel_symmetric"]
 
@@ -53,8 +53,8 @@ def channel_symmetric(
     into families of equal size whose ``k``-th copies share one rank permutation. Pieces
     one byte apart (a buffer that does not split evenly) make channels differ; with
     ``round_up_pieces`` every piece then moves the largest piece's bytes, where pieces
-    hold at least 10 KB: the one approximation of :mod:`simcoll.sim.symmetry` (times at
-    most 1e-3 longer, never shorter).
+    hold at least 1,000 B: the engine's own timing of such pieces
+    (:attr:`~simcoll.core.schedule.Schedule.timed_bytes`), so the same times.
     """
     n = schedule.n_ranks
     if schedule.n_channels < 2 or schedule.n_endpoints != n:

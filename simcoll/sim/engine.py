@@ -464,7 +464,7 @@ class _Run(FlowRun):
             pair_links=routes.pair_links,
             pair_weights=routes.pair_weights,
             latency_s=routes.latency_s[routes.pair_of],
-            wire_bytes=s.transfer_bytes / efficiency,
+            wire_bytes=s.timed_bytes / efficiency,  # pieces one byte apart: the largest
             deps_indptr=s.deps_indptr,
             deps=s.deps,
             conn_of=conn_of.astype(np.int64),

@@ -22,7 +22,13 @@ refuses it.
 
 This is an extension, not a proof. Each transfer does not repeat: ranks drift up to a
 dozen steps apart (in a 2:1 RoCE fabric under hashed ECMP), and only the steps' last
-arrivals keep the pace, the one the most loaded link sets once it never idles. On the
+arrivals keep the pace, the one the most loaded link sets once it never idles. It is
+taken only on a uniform fabric (:func:`uniform_links`: every link the ring crosses has
+the bandwidth and latency of every other link of its kind), where only placement and
+routing vary. One slow link is not: its delay travels one rank per step around the ring,
+so the pace changes only after a whole lap, far beyond the prefix (a NIC cable 1 ms
+slower on ``h100-ib-fat-tree`` extended to 7.15 ms where the whole ring takes 9.92 ms at
+64 GPUs, 7.26 against 17.87 at 128: issue 29). On the
 shipped RoCE fat-tree with hashed ECMP and a random placement, at 64, 128 and 256 GPUs
 with NCCL's 16 channels, the extension equals the whole ring's simulation to 1e-14
 (``tests/sim/test_periodic.py`` holds it there to 1e-12 at 64 GPUs and shows a ring it
@@ -34,12 +40,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
 from simcoll.sim.engine import SimulationResult
 
-__all__ = ["PERIOD_TOLERANCE", "Periodic", "extend_periodic"]
+__all__ = ["PERIOD_TOLERANCE", "Periodic", "extend_periodic", "uniform_links"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -113,3 +120,30 @@ def n_steps_of(prefix: SimulationResult) -> int:
     if s.n_transfers % per:
         raise ValueError(f"{s.n_transfers} transfers are not whole steps of {per}")
     return s.n_transfers // per
+
+
+def uniform_links(topology: nx.DiGraph[str], links: npt.NDArray[np.int64]) -> str | None:
+    """None if every link of ``links`` (indices into the graph's edges) has the bandwidth
+    and latency of every other of its kind between nodes of the same kinds (every NIC's
+    cable to its leaf alike, every leaf's uplink alike...); else why not, naming one.
+
+    >>> from simcoll.topology import switch_star
+    >>> star = switch_star(3, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+    >>> uniform_links(star, np.arange(6)) is None
+    True
+    >>> star.edges["gpu2", "sw"]["latency_s"] = 2e-6
+    >>> print(uniform_links(star, np.arange(6)))
+    link gpu2 -> sw: 1e+09 B/s, 2e-06 s, where another like it has 1e+09 B/s, 1e-06 s
+    """
+    edges = list(topology.edges)
+    kinds = topology.nodes
+    seen: dict[tuple[object, object, object], tuple[float, float]] = {}
+    for index in np.unique(links).tolist():
+        u, v = edges[index]
+        attrs = topology.edges[u, v]
+        facts = (float(attrs["bandwidth_bytes_per_s"]), float(attrs["latency_s"]))
+        first = seen.setdefault((attrs["kind"], kinds[u]["kind"], kinds[v]["kind"]), facts)
+        if first != facts:
+            return (f"link {u} -> {v}: {facts[0]:g} B/s, {facts[1]:g} s, where another like "
+                    f"it has {first[0]:g} B/s, {first[1]:g} s")  # fmt: skip
+    return None

@@ -28,16 +28,15 @@ Nothing is approximated: :func:`simulate_symmetric` gives the same times as simu
 fails (ECMP hash collisions break the symmetry; uneven piece sizes break it) it returns
 ``None`` and the caller takes the general path.
 
-Uneven pieces, and the one approximation
-----------------------------------------
+Uneven pieces
+-------------
 When a block does not split into equal pieces (1 GiB over 24 channels), pieces differ
 by one byte and no shift maps them onto each other. ``round_up_pieces=True`` then runs
 every piece at the largest piece's size, where the smallest piece has at least
-``1 / ROUND_UP_TOLERANCE`` bytes (1,000 B; smaller pieces take the general path): each
-transfer moves at most one byte more than in the general path, so times are at most
-``1 / smallest piece`` (relative, at most 1e-3) longer, and never shorter
-(``tests/sim/test_symmetry.py`` checks both, on pieces just above 1,000 B where the byte
-shows). Byte counts of the result are those of the rounded pieces.
+``1 / ROUND_UP_TOLERANCE`` bytes (1,000 B; smaller pieces take the general path): the
+engine's own convention (:attr:`simcoll.core.schedule.Schedule.timed_bytes`), so the
+fast path gives what the general path gives (``tests/sim/test_symmetry.py``; and
+``tests/prediction/test_fast_paths.py`` on random perturbed fabrics).
 
 >>> from simcoll.topology.builders import ring
 >>> topo = ring(8, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
@@ -65,6 +64,7 @@ from simcoll.core.protocols import Protocol
 from simcoll.core.schedule import (
     _OP_CODES,
     DEFAULT_MAX_IN_FLIGHT,
+    ROUND_UP_TOLERANCE,
     Op,
     Schedule,
     _check_header,
@@ -94,10 +94,6 @@ FloatArray = npt.NDArray[np.float64]
 CopyRoutes = dict[tuple[int, int, tuple[str, ...]], tuple[list[int], float, float]]
 
 RING_COLLECTIVES = ("allreduce", "reducescatter", "allgather")
-#: Largest relative size error ``round_up_pieces`` accepts (one byte in a piece of at least
-#: 1,000 bytes: a 1,024-rank ring all-reduce of an odd size, a DDP bucket, cuts pieces of a
-#: few KB, which only this path can run).
-ROUND_UP_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

@@ -297,6 +297,7 @@ def test_a_ring_extended_from_its_first_steps_says_so(
     from simcoll.prediction import simulated  # noqa: PLC0415 - the threshold under test
 
     monkeypatch.setattr(simulated, "PERIODIC_FROM_TRANSFERS", 0)
+    monkeypatch.setattr(simulated, "EXTEND_RINGS", True)
     status, out, err = run(
         capsys, "predict", str(REPO / "topologies" / "a100-roce-2to1.toml"), "--set", "n_nodes=8",
         "--collective", "allreduce", "--algorithm", "ring", "--sizes", "256M,1G",

@@ -108,9 +108,9 @@ def test_uneven_pieces_are_not_symmetric() -> None:
 @pytest.mark.parametrize("name", ["star12", "rail-dmodk-2to1"])
 def test_rounded_up_pieces_are_within_one_byte_per_piece(name: str, collective: str) -> None:
     # Pieces of 1,000 and 1,001 B (one extra byte on the first `extra` pieces of every
-    # block): the general path runs the exact sizes, the fast path every piece at 1,001 B.
-    # Each transfer then carries at most one byte more, so the time may only grow, by at
-    # most 1 / 1,000 (the bound the module docstring states), and the byte must show.
+    # block): the fast path runs every piece at 1,001 B, and so does the general path
+    # (Schedule.timed_bytes: one convention, so one answer; issue 29 found up to 4 % where
+    # each path had its own). The schedule's own pieces keep their exact sizes.
     topology = _topology(name)
     n = sum(1 for _, k in topology.nodes(data="kind") if k.value == "gpu")
     channels, chunks, extra = 2, 2, 3
@@ -126,7 +126,8 @@ def test_rounded_up_pieces_are_within_one_byte_per_piece(name: str, collective: 
     assert set(sym.representatives.piece_bytes.tolist()) == {1_001}
     full = simulate(topology, RING[collective](n, size, **knobs))
     assert sorted(set(full.schedule.piece_bytes.tolist())) == [1_000, 1_001]
-    assert full.time_s < fast.time_s <= full.time_s * (1 + 1e-3)
+    assert (full.schedule.timed_bytes % 1_001 == 0).all()  # every piece timed at 1,001 B
+    assert fast.time_s == pytest.approx(full.time_s, rel=1e-12)
 
 
 def test_bad_requests_are_clear_errors() -> None:
