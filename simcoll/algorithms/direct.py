@@ -349,6 +349,9 @@ def direct_allreduce(
         sub_blocks=n_ranks,
         cut=_Cut(n_channels, n_chunks, max_in_flight),
     )
+    # every all-gather piece waits for the n - 1 reductions of its sub-block: n^3 in all
+    pairs = n_ranks * (n_ranks - 1) * d.per_block
+    d.b.expect(2 * pairs, n_dependencies=pairs * (n_ranks - 1))
     reduced: dict[int, list[int]] = {}
     for src in range(n_ranks):
         for dst in d.others(src):

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from simcoll.cli._args import Parser
 from simcoll.cli.bench import add_bench
@@ -60,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = _ClosedStdout()
     parser = _build_parser()
     args = parser.parse_args(argv)
+    real_stdout = sys.stdout
+    sys.stdout = _NamedStdout(real_stdout)  # a full disk names standard output
     try:
         status = int(args.run(args))
         sys.stdout.flush()
@@ -79,11 +82,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except OSError as error:
         where = f"{error.filename}: " if error.filename else ""
+        if isinstance(error, _StdoutWriteError):
+            _silence_stdout()
         print(f"simcoll: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("simcoll: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if isinstance(sys.stdout, _NamedStdout):
+            sys.stdout = real_stdout
+
+
+class _StdoutWriteError(OSError):
+    """Standard output refused what was written to it (a full disk: ``> /dev/full``)."""
+
+
+class _NamedStdout(io.TextIOBase):
+    """Standard output whose write errors name it (``standard output: No space left on
+    device``), where the OS names no file."""
+
+    def __init__(self, stream: TextIO | io.TextIOBase) -> None:
+        self._stream = stream
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (BrokenPipeError, _StdoutClosedError):
+            raise
+        except OSError as error:
+            raise _StdoutWriteError(error.errno, error.strerror, "standard output") from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (BrokenPipeError, _StdoutClosedError):
+            raise
+        except OSError as error:
+            raise _StdoutWriteError(error.errno, error.strerror, "standard output") from None
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
 
 
 class _StdoutClosedError(OSError):

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from simcoll.cli._args import Parser, SubParsers, positive_int_at_most
 from simcoll.core.collectives import Collective
 from simcoll.core.limits import MAX_RANKS
 from simcoll.core.units import format_bytes
-from simcoll.plan.channels import Plan
+from simcoll.plan.channels import Plan, ring_plan
 from simcoll.plan.nccl_log import format_plan, log_plan, read_nccl_log
 from simcoll.plan.placement import place_ranks
 from simcoll.plan.search import search_plan
@@ -57,9 +58,9 @@ def add_plan(sub: SubParsers) -> None:
     show.add_argument("--placement", default="linear", metavar="linear|random[:SEED]|FILE",
                       help="which GPU each rank runs on (as for predict; default "
                       "linear)")  # fmt: skip
-    show.add_argument("--plan", default="nccl", metavar="nccl|LOG",
-                      help="'nccl' (default: NCCL's search) or an NCCL_DEBUG=INFO log "
-                      "to read")  # fmt: skip
+    show.add_argument("--plan", default="nccl", metavar="nccl|rank|LOG",
+                      help="'nccl' (default: NCCL's search), 'rank' (one ring in rank "
+                      "order) or an NCCL_DEBUG=INFO log to read")  # fmt: skip
     show.add_argument("--nccl", metavar="NAME=VALUE", action="append", default=[],
                       help="NCCL settings, e.g. NCCL_MAX_NCHANNELS=8 (repeatable)")  # fmt: skip
     show.set_defaults(run=_show)
@@ -72,6 +73,10 @@ def _show(args: argparse.Namespace) -> int:
     if args.plan == "nccl":
         nodes = place_ranks(topology, n, args.placement)
         plan = search_plan(topology, nodes, placement=args.placement)
+    elif args.plan == "rank":  # one ring in rank order, as predict --plan rank runs
+        nodes = place_ranks(topology, n, args.placement)
+        plan = replace(ring_plan(nodes, [range(n)]), placement=args.placement,
+                       source="rank order")  # fmt: skip
     else:
         plan = log_plan(read_nccl_log(args.plan), topology, n, placement=args.placement)
     plan = plan.using(knobs.channels(plan.n_channels))

@@ -22,6 +22,10 @@ __all__ = [
 ]
 
 
+#: The longest message an error prints; the rest is cut, and its length said.
+MAX_MESSAGE_CHARS = 2000
+
+
 class SimcollError(Exception):
     """Base class of every error simcoll raises on purpose.
 
@@ -44,7 +48,11 @@ class SimcollError(Exception):
     def _render(self) -> str:
         parts = [p for p in (self.source, self.field) if p]
         text = " ".join(self.message.split())  # one line, whatever the caller wrote
-        return ": ".join([*parts, text])
+        line = ": ".join([*parts, text])
+        if len(line) > MAX_MESSAGE_CHARS:  # a 10 MB input line is not echoed whole
+            cut = len(line) - MAX_MESSAGE_CHARS
+            line = f"{line[:MAX_MESSAGE_CHARS]}... ({cut} more characters)"
+        return line
 
     def located(self, *, source: str | None = None, field: str | None = None) -> SimcollError:
         """Return a copy of this error that also names ``source`` and ``field``.

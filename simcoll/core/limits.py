@@ -12,7 +12,10 @@ Each cap sits far above any real use and below what would overflow or exhaust a 
   not storage, so "unlimited" (10^6) is fine; NCCL has 8 slots;
 - :data:`MAX_TRANSFERS` (2^24, 16.8 million) transfers in one schedule: about 10 GiB to
   simulate at the engine's ~0.5 KiB per transfer. Larger collectives run on the
-  symmetric path, which keeps one rank's transfers.
+  symmetric path, which keeps one rank's transfers;
+- :data:`MAX_DEPENDENCIES` (2^25, 33.6 million) dependencies in one schedule: they are
+  built as Python integers, about 36 B each (a direct all-reduce on 512 GPUs has 134
+  million and reached a MemoryError at 5.5 GB: issue 29).
 
 >>> check_size_bytes(2**60, "size_bytes")
 Traceback (most recent call last):
@@ -34,6 +37,7 @@ from simcoll.core.errors import ConfigError
 __all__ = [
     "MAX_CHANNELS",
     "MAX_CHUNKS",
+    "MAX_DEPENDENCIES",
     "MAX_IN_FLIGHT",
     "MAX_RANKS",
     "MAX_SIZE_BYTES",
@@ -49,6 +53,7 @@ MAX_CHANNELS = 64
 MAX_CHUNKS = 4096
 MAX_IN_FLIGHT = 2**30
 MAX_TRANSFERS = 2**24
+MAX_DEPENDENCIES = 2**25
 
 
 def whole_number(value: object) -> int | None:

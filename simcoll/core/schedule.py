@@ -54,6 +54,7 @@ import numpy.typing as npt
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, LimitError, ScheduleError
 from simcoll.core.limits import (
+    MAX_DEPENDENCIES,
     MAX_RANKS,
     MAX_TRANSFERS,
     check_count,
@@ -306,13 +307,24 @@ class ScheduleBuilder:
         """Transfers added so far."""
         return len(self._src)
 
-    def expect(self, n_transfers: int) -> None:
+    def expect(self, n_transfers: int, n_dependencies: int = 0) -> None:
         """Refuse now, before any is built, a schedule that will hold ``n_transfers``
-        transfers where that is more than :data:`~simcoll.core.limits.MAX_TRANSFERS`
-        (:meth:`add` would refuse it only at the cap, after minutes of building).
+        transfers or ``n_dependencies`` dependencies where that is more than
+        :data:`~simcoll.core.limits.MAX_TRANSFERS` or
+        :data:`~simcoll.core.limits.MAX_DEPENDENCIES` (:meth:`add` would refuse it only at
+        the cap, after minutes of building).
         """
         if n_transfers > MAX_TRANSFERS:
             raise self._too_many()
+        if n_dependencies > MAX_DEPENDENCIES:
+            raise self._too_many_dependencies()
+
+    def _too_many_dependencies(self) -> LimitError:
+        return LimitError(
+            f"{self.collective.value}/{self.algorithm} on {self.n_ranks} ranks would have "
+            f"more than {MAX_DEPENDENCIES} dependencies, too many to simulate; use fewer "
+            "ranks, chunks or channels, or another algorithm"
+        )
 
     def _too_many(self) -> LimitError:
         return LimitError(
@@ -351,6 +363,8 @@ class ScheduleBuilder:
         self._pieces_indptr.append(len(self._pieces))
         self._deps.extend(d for d in deps if d is not None)
         self._deps_indptr.append(len(self._deps))
+        if len(self._deps) > MAX_DEPENDENCIES:
+            raise self._too_many_dependencies()
         return index
 
     def extend(  # noqa: PLR0917 - one transfer's fields, as arrays

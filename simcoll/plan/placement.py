@@ -165,10 +165,11 @@ def _placement_file(path: Path, gpus: list[str], n_ranks: int) -> tuple[str, ...
             )
         seen[gpu] = number
         chosen.append(gpu)
-        if len(chosen) == n_ranks:
-            return tuple(chosen)
-    raise ConfigError(f"places {len(chosen)} ranks, fewer than the {n_ranks} asked for",
-                      source=source)  # fmt: skip
+    if len(chosen) != n_ranks:  # every line is a rank: a longer file is not cut short
+        what = "fewer" if len(chosen) < n_ranks else "more"
+        raise ConfigError(f"places {len(chosen)} ranks, {what} than the {n_ranks} asked for",
+                          source=source)  # fmt: skip
+    return tuple(chosen)
 
 
 def switch_endpoints(

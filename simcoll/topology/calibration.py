@@ -68,6 +68,12 @@ LINK_CLASSES = ("nvlink", "pcie", "net")
 PARAMS_MARK = "# simcoll calibration parameters, written by `simcoll calibrate`."
 #: The largest efficiency: a transfer moves at most its link's bandwidth of data.
 MAX_EFFICIENCY = 1.0
+#: The smallest: a link a thousand times slower than its wire is a broken link, not a
+#: calibration (1e-300 made every time a 300-digit number: issue 29).
+MIN_EFFICIENCY = 1e-3
+#: The longest time a params file may give (a launch, a floor, a latency): 1 s, a
+#: million times NCCL's per-call cost (1e300 s was accepted: issue 29).
+MAX_PARAM_S = 1.0
 _LINK_KINDS = tuple(kind.value for kind in LinkKind)
 PROTOCOL_NAMES = ("LL", "LL128", "simple")
 _CALL_KEYS = ("launch_s", "floor_s")  # per call, not per section
@@ -172,14 +178,16 @@ def _check(section: str, key: str, value: object, valid: tuple[str, ...]) -> Non
                           field=where)  # fmt: skip
     if not math.isfinite(value):
         raise ConfigError(f"must be a finite number, got {value!r}", field=where)
-    if section.endswith("efficiency") and not 0 < value <= MAX_EFFICIENCY:
+    if section.endswith("efficiency") and not MIN_EFFICIENCY <= value <= MAX_EFFICIENCY:
         raise ConfigError(
-            f"must be in (0, {MAX_EFFICIENCY:g}], got {value!r}: an efficiency is the fraction "
-            "of a link's bandwidth that carries data, and no transfer beats its wire",
+            f"must be in [{MIN_EFFICIENCY:g}, {MAX_EFFICIENCY:g}], got {value!r}: an efficiency "
+            "is the fraction of a link's bandwidth that carries data, and no transfer beats "
+            "its wire",
             field=where,
         )
-    if not section.endswith("efficiency") and value < 0:
-        raise ConfigError(f"must not be negative, got {value!r}", field=where)
+    if not section.endswith("efficiency") and not 0 <= value <= MAX_PARAM_S:
+        raise ConfigError(f"must be a time in [0, {MAX_PARAM_S:g}] s, got {value!r}",
+                          field=where)  # fmt: skip
 
 
 def read_calibration(path: str | Path) -> Calibration:

@@ -126,7 +126,7 @@ def test_a_hand_written_efficiency_above_one_is_refused(
     args = ["predict", str(topo), "--collective", "sendrecv", "--params", str(params)]
     assert main(args) == 2
     assert capsys.readouterr().err.startswith(
-        f"simcoll: error: {params}: efficiency.net: must be in (0, 1], got 4: "
+        f"simcoll: error: {params}: efficiency.net: must be in [0.001, 1], got 4: "
     )
 
 

@@ -135,7 +135,7 @@ def test_commands_fail_in_one_line(files, capsys):
     bad.write_text("[efficiency]\nnet = -1\n")
     assert main(["compare", str(p2p), "--topology", str(topo), "--params", str(bad)]) == 2
     assert capsys.readouterr().err == (
-        f"simcoll: error: {bad}: efficiency.net: must be in (0, 1], got -1: an efficiency is "
+        f"simcoll: error: {bad}: efficiency.net: must be in [0.001, 1], got -1: an efficiency is "
         "the fraction of a link's bandwidth that carries data, and no transfer beats its wire\n"
     )
     meta = json.loads((tmp / "sendrecv.json").read_text())

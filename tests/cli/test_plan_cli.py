@@ -110,3 +110,11 @@ def test_a_log_of_another_rank_count_is_refused_not_substituted(
     status, _, err = _run(capsys, "plan", "show", H100, "--set", "n_nodes=3", "--plan", path)
     assert status == 2
     assert "the log's communicator has 16 ranks, this run 24" in err
+
+
+def test_plan_show_shows_the_rank_order_ring(capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 29: `plan show --plan rank` answered "rank: no such file".
+    status, out, err = _run(capsys, "plan", "show", DGX_A100, "--plan", "rank")
+    assert status == 0, err
+    assert "# 8 ranks, placement linear, routing ecmp, plan rank order" in out
+    assert "NCCL INFO Channel 00/01 :    0   1   2   3   4   5   6   7" in out.splitlines()

@@ -82,3 +82,14 @@ def test_an_odd_scheduler_address_is_one_line(
     assert main(argv) == 2
     assert capsys.readouterr().err.endswith(f"simcoll: error: --scheduler: {message}\n")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+@pytest.mark.parametrize("command", ["table", "csv", "dump"])
+def test_a_full_stdout_names_it(command: str) -> None:
+    # Issue 29: `> /dev/full` said "No space left on device" without naming stdout.
+    with open("/dev/full", "wb") as full:
+        process = simcoll(COMMANDS[command], stdout=full.fileno())
+        _, err = process.communicate(timeout=120)
+    assert (process.returncode, err.decode()) == (
+        2, "simcoll: error: standard output: No space left on device\n")  # fmt: skip

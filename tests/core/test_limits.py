@@ -173,3 +173,24 @@ def test_a_scenario_size_past_the_cap_names_its_field() -> None:
     assert str(info.value) == (
         "s.toml: sweep.size_bytes: must be at most 2^53 bytes (8 PiB), got 9223372036854775808"
     )
+
+
+def test_a_huge_message_is_cut_to_one_readable_line() -> None:
+    # Issue 29: a 10 MB log line was echoed whole in the error.
+    from simcoll.core.errors import MAX_MESSAGE_CHARS, ConfigError  # noqa: PLC0415
+
+    text = str(ConfigError("bad value " + "x" * 10_000_000, source="big.log", field="line 2"))
+    assert len(text) < MAX_MESSAGE_CHARS + 40
+    assert text.startswith("big.log: line 2: bad value xxx")
+    cut = len("big.log: line 2: bad value ") + 10_000_000 - MAX_MESSAGE_CHARS
+    assert text.endswith(f"... ({cut} more characters)")
+
+
+def test_a_direct_allreduce_with_cubic_dependencies_is_refused_before_it_is_built() -> None:
+    # Issue 29: direct all-reduce at 512 GPUs reached a MemoryError at 5.5 GB holding its
+    # 512 x 511 x 511 dependencies; refused at once now.
+    from simcoll.algorithms import build_schedule  # noqa: PLC0415
+    from simcoll.core.errors import LimitError  # noqa: PLC0415
+
+    with pytest.raises(LimitError, match="would have more than 33554432 dependencies"):
+        build_schedule("allreduce", "direct", n_ranks=512, size_bytes=2**20)

@@ -65,12 +65,15 @@ def test_random_placement_is_slower_by_its_most_loaded_uplink(placement: str) ->
 def test_placement_file(tmp_path: Path) -> None:
     star = switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
     path = tmp_path / "hosts.txt"
-    path.write_text("# rank 0 first\ngpu3\n2  # by GPU number\n\ngpu0\ngpu1\n")
+    path.write_text("# rank 0 first\ngpu3\n2  # by GPU number\n\ngpu0\n")
     assert place_ranks(star, 3, str(path)) == ("gpu3", "gpu2", "gpu0")
     for text, n_ranks, message in [
         ("gpu3\n3\n", 2, r"hosts.txt: line 2: GPU 'gpu3' is placed twice \(also line 1\)"),
         ("gpu9\n", 1, r"hosts.txt: line 1: no GPU 'gpu9' in the topology"),
         ("gpu1\n", 2, r"hosts.txt: places 1 ranks, fewer than the 2 asked for"),
+        # issue 29: lines past n, duplicates among them, were accepted
+        ("gpu1\ngpu2\ngpu3\n", 2, r"hosts.txt: places 3 ranks, more than the 2 asked for"),
+        ("gpu1\ngpu2\ngpu1\n", 2, r"hosts.txt: line 3: GPU 'gpu1' is placed twice"),
     ]:
         path.write_text(text)
         with pytest.raises(ConfigError, match=message):

@@ -54,19 +54,23 @@ WHY = (
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("[efficiency]\nnet = 0\n", f"p.toml: efficiency.net: must be in (0, 1], got 0: {WHY}"),
+        ("[efficiency]\nnet = 0\n", f"p.toml: efficiency.net: must be in [0.001, 1], got 0: {WHY}"),
         ("[efficiency]\nnvlink = 4\n",
-         f"p.toml: efficiency.nvlink: must be in (0, 1], got 4: {WHY}"),
+         f"p.toml: efficiency.nvlink: must be in [0.001, 1], got 4: {WHY}"),
         ("[protocol_efficiency]\nLL = 1.5\n",
-         f"p.toml: protocol_efficiency.LL: must be in (0, 1], got 1.5: {WHY}"),
+         f"p.toml: protocol_efficiency.LL: must be in [0.001, 1], got 1.5: {WHY}"),
         ("[efficiency]\nwire = 0.5\n",
          "p.toml: efficiency.wire: unknown key; valid: nvlink, pcie, net"),
-        ("[link_latency_s]\nib = -1e-6\n", "p.toml: link_latency_s.ib: must not be negative, "
+        ("[link_latency_s]\nib = -1e-6\n", "p.toml: link_latency_s.ib: must be a time in [0, 1] s, "
          "got -1e-06"),
         ("[step_latency_s]\nnet = 'fast'\n",
          "p.toml: step_latency_s.net: must be a finite number, got 'fast'"),
         ("launch_s = nan\n", "p.toml: launch_s: must be a finite number, got nan"),
-        ("floor_s = -3e-5\n", "p.toml: floor_s: must not be negative, got -3e-05"),
+        ("floor_s = -3e-5\n", "p.toml: floor_s: must be a time in [0, 1] s, got -3e-05"),
+        # issue 29: 1e-300 and 1e300 were accepted and printed 300-digit times
+        ("[efficiency]\nnvlink = 1e-300\n",
+         f"p.toml: efficiency.nvlink: must be in [0.001, 1], got 1e-300: {WHY}"),
+        ("launch_s = 1e300\n", "p.toml: launch_s: must be a time in [0, 1] s, got 1e+300"),
         ("[efficiency\n", "p.toml: not valid TOML: Expected ']' at the end of a table "
          "declaration (at line 1, column 12)"),
         ("efficiency = 3\n", "p.toml: efficiency: must be a table of numbers"),

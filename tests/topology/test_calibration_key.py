@@ -48,7 +48,7 @@ def test_the_named_params_file_is_attached(tmp_path: Path) -> None:
         (
             '"fit.toml"',
             "schema = 1\n[efficiency]\nnvlink = 2.0\n",
-            "star.toml: calibration: {dir}/fit.toml: efficiency.nvlink: must be in (0, 1]",
+            "star.toml: calibration: {dir}/fit.toml: efficiency.nvlink: must be in [0.001, 1]",
         ),
         (
             '"fit.toml"',
