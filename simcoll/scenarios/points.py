@@ -44,6 +44,7 @@ __all__ = [
     "default_plots",
     "evaluate_point",
     "scenario_topology",
+    "timeline_points",
 ]
 
 _T = TypeVar("_T")
@@ -121,6 +122,17 @@ def _calibration(file: str, version: tuple[int, ...]) -> tuple[Calibration, dict
     with recording_reads() as reads:
         calibration = read_calibration(file)
     return calibration, dict(reads)
+
+
+def timeline_points(scenario: Scenario, points: list[Point]) -> set[int]:
+    """The indices of the points whose timeline is kept: ``[output] timelines`` (first,
+    all or none; collectives none unless asked for)."""
+    choice = scenario.output.get("timelines", "first")
+    if scenario.kind == "collective" and "timelines" not in scenario.output:
+        choice = "none"
+    if choice == "all":
+        return {p.index for p in points}
+    return {points[0].index} if choice == "first" and points else set()
 
 
 def evaluate_point(scenario: Scenario, point: Point, *, timeline: bool = False) -> PointResult:

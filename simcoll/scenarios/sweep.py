@@ -33,7 +33,7 @@ from simcoll.scenarios.outdir import (
     prepare_out_dir,
     run_digest,
 )
-from simcoll.scenarios.points import PointResult, check_scenario, evaluate_point
+from simcoll.scenarios.points import PointResult, check_scenario, evaluate_point, timeline_points
 from simcoll.scenarios.pool import run_in_processes
 from simcoll.scenarios.scenario import (
     Point,
@@ -202,7 +202,7 @@ def _sweep(  # noqa: PLR0917 - run_sweep's own arguments, passed on
     digest = run_digest(scenario) if folder is not None else ""
     if folder is not None:
         done = prepare_out_dir(folder, scenario, len(points), force=force, digest=digest)
-    wanted = _timeline_points(scenario, points)
+    wanted = timeline_points(scenario, points)
     todo = [p for p in points if p.key not in done]
     results: dict[int, PointResult] = {}
     for p in points:
@@ -225,15 +225,6 @@ def _sweep(  # noqa: PLR0917 - run_sweep's own arguments, passed on
     ordered = [results[p.index] for p in points if p.index in results]
     out = folder.path if folder is not None else None
     return SweepResult(scenario, ordered, out, skipped=len(points) - len(todo))
-
-
-def _timeline_points(scenario: Scenario, points: list[Point]) -> set[int]:
-    choice = scenario.output.get("timelines", "first")
-    if scenario.kind == "collective" and "timelines" not in scenario.output:
-        choice = "none"
-    if choice == "all":
-        return {p.index for p in points}
-    return {points[0].index} if choice == "first" and points else set()
 
 
 def _execute(

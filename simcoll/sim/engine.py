@@ -544,12 +544,13 @@ class _Run(FlowRun):
         vias: list[tuple[str, ...]] = [()]
         if self.plan is None or s.n_switches:
             return np.zeros(s.n_transfers, dtype=np.int64), vias
-        key = (s.src * s.n_endpoints + s.dst) * (s.n_channels or 1) + s.channel
+        n_channels = s.n_channels or 1  # a max over every transfer: once, not per connection
+        key = (s.src * s.n_endpoints + s.dst) * n_channels + s.channel
         connections, conn_of = np.unique(key, return_inverse=True)
         index: dict[tuple[str, ...], int] = {(): 0}
         conn_via = np.zeros(len(connections), dtype=np.int64)
         for c, k in enumerate(connections.tolist()):
-            pair, channel = divmod(k, s.n_channels or 1)
+            pair, channel = divmod(k, n_channels)
             src, dst = divmod(pair, s.n_endpoints)
             via = self.plan.waypoints(channel, src, dst)
             if via not in index:

@@ -14,7 +14,7 @@ from simcoll.models.estimate import (
     SECONDS_PER_TRANSFER,
     estimate_point,
 )
-from simcoll.scenarios.cost import check_cost, estimate_sweep
+from simcoll.scenarios.cost import SECONDS_PER_TIMELINE, check_cost, estimate_sweep
 from simcoll.scenarios.scenario import load_scenario
 from simcoll.scenarios.sweep import run_sweep
 
@@ -167,9 +167,10 @@ def test_workload_points_are_estimated_by_the_calls_they_make(tmp_path: Path) ->
     )
     seconds, peak, counted = estimate_sweep(load_scenario(workload_scenario(tmp_path, workload)))
     representatives = 2 * 3
+    decided = representatives * SECONDS_PER_REPRESENTATIVE
     assert (seconds, peak, counted) == pytest.approx(
-        (representatives * SECONDS_PER_REPRESENTATIVE, representatives * BYTES_PER_TRANSFER, 1)
-    )
+        (decided + SECONDS_PER_TIMELINE, representatives * BYTES_PER_TRANSFER, 1)
+    )  # a workload keeps its first point's timeline
 
 
 def test_the_default_protocol_costs_three_simulations(tmp_path: Path) -> None:
@@ -190,7 +191,7 @@ def test_calls_that_may_meet_count_once_more_on_the_general_path(tmp_path: Path)
     seconds, _, _ = estimate_sweep(load_scenario(workload_scenario(tmp_path, workload)))
     decided = 2 * 3 * SECONDS_PER_REPRESENTATIVE  # all-gather and reduce-scatter
     together = 3 * 4 * 3 * SECONDS_PER_TRANSFER
-    assert seconds == pytest.approx(decided + together)
+    assert seconds == pytest.approx(decided + together + SECONDS_PER_TIMELINE)
 
 
 def test_a_workload_too_big_for_memory_is_refused_before_it_runs(tmp_path: Path) -> None:
@@ -215,3 +216,12 @@ def test_a_workload_count_past_its_cap_is_one_line_and_fast(tmp_path: Path) -> N
     assert [p.error for p in result.points] == [
         "ddp: n_layers must be an integer of at most 100000, got 100000000"
     ]
+
+
+def test_timelines_kept_count_in_the_estimate(tmp_path: Path) -> None:
+    # Issue 29: `timelines = "all"` on 12 points was estimated at 484 ms and took about
+    # 70 s: each timeline's trace and plots were not counted.
+    path = ring_scenario(tmp_path, "dgx-h100.toml")
+    without, _, _ = estimate_sweep(load_scenario(path))
+    path.write_text(path.read_text() + '[output]\ntimelines = "all"\n')
+    assert estimate_sweep(load_scenario(path))[0] == pytest.approx(without + SECONDS_PER_TIMELINE)
