@@ -25,7 +25,7 @@ import networkx as nx
 from simcoll.algorithms import PARAM_MAXIMUM
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, SimcollError
-from simcoll.core.limits import MAX_RANKS, check_count
+from simcoll.core.limits import MAX_RANKS, MAX_TRANSFERS, check_count
 from simcoll.core.units import format_bytes, format_time
 from simcoll.models.estimate import (
     BYTES_PER_TRANSFER,
@@ -40,7 +40,12 @@ from simcoll.prediction.choices import candidates, default_algorithm
 from simcoll.prediction.session import RecordedCall
 from simcoll.scenarios.points import scenario_topology, timeline_points
 from simcoll.scenarios.scenario import Scenario
-from simcoll.sim.symmetry import RING_COLLECTIVES, ring_symmetric, symmetric_routes
+from simcoll.sim.symmetry import (
+    RING_COLLECTIVES,
+    representatives_of,
+    ring_symmetric,
+    symmetric_routes,
+)
 from simcoll.topology import Router, gpu_nodes
 
 __all__ = ["DEFAULT_MAX_HOURS", "check_cost", "estimate_sweep"]
@@ -238,6 +243,8 @@ def _symmetric_period(  # noqa: PLR0917 - one candidate of one call, and the swe
     if channels > 1:
         periods.append(n)  # channel copies only, as simulate_ring_fast tries last
     for period in periods:
+        if representatives_of(c.value, n, chunks, period) > MAX_TRANSFERS:
+            return None  # as simulate_ring_fast stops: the general path
         sym = ring_symmetric(c.value, n, call.size_bytes, n_channels=channels, n_chunks=chunks,
                              period_ranks=period)  # fmt: skip
         if sym is None:

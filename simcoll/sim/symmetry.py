@@ -60,6 +60,7 @@ import numpy.typing as npt
 
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
+from simcoll.core.limits import MAX_TRANSFERS
 from simcoll.core.protocols import Protocol
 from simcoll.core.schedule import (
     _OP_CODES,
@@ -85,7 +86,13 @@ from simcoll.sim.routes import (
 )
 from simcoll.topology import Router
 
-__all__ = ["SymmetricSchedule", "ring_symmetric", "simulate_ring_fast", "simulate_symmetric"]
+__all__ = [
+    "SymmetricSchedule",
+    "representatives_of",
+    "ring_symmetric",
+    "simulate_ring_fast",
+    "simulate_symmetric",
+]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -623,6 +630,8 @@ def simulate_ring_fast(
     if n_channels > 1:
         periods.append(n_ranks)
     for period in periods:
+        if representatives_of(collective, n_ranks, n_chunks, period) > MAX_TRANSFERS:
+            break  # this period's one rank per class is more than a schedule may hold
         sym = ring_symmetric(
             collective,
             n_ranks,
@@ -641,6 +650,18 @@ def simulate_ring_fast(
         if result is not None:
             return result, sym
     return None
+
+
+def representatives_of(collective: str, n_ranks: int, n_chunks: int, period_ranks: int) -> int:
+    """How many transfers the symmetric path simulates for a ring of ``period_ranks``:
+    every step's pieces of one channel's ranks in one period (the periods :func:`simulate_
+    ring_fast` tries grow, and at 30,000 GPUs the large ones built for minutes: issue 29).
+
+    >>> representatives_of("allreduce", 8, 2, 1)  # 2 x 7 steps, 2 pieces, one rank
+    28
+    """
+    steps = (2 if collective == "allreduce" else 1) * (n_ranks - 1)
+    return steps * n_chunks * period_ranks
 
 
 def uneven_pieces(

@@ -298,3 +298,22 @@ def test_random_placement_runs_one_ring_per_family_of_channels() -> None:
     schedule = build_schedule("allreduce", "ring", plan, n_ranks=n, size_bytes=size, n_chunks=2)
     full = simulate(topology, schedule, rank_nodes=plan.rank_nodes, plan=plan)
     _assert_same(topology, fast, full)
+
+
+def test_periods_whose_representatives_exceed_a_schedule_are_not_tried(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Issue 29: at 30,000 GPUs the path built and routed ever larger periods for over 12
+    # minutes. Representatives of period p: 2(n-1) steps x pieces x p; with a cap of 200
+    # on 16 ranks (30 steps), periods 1..6 fit, 8 does not: tried in order, it stops there.
+    from simcoll.sim import symmetry  # noqa: PLC0415
+
+    tried: list[int] = []
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        tried.append(kwargs["period_ranks"])
+        # as if no period were a symmetry here
+
+    monkeypatch.setattr(symmetry, "ring_symmetric", spy)
+    monkeypatch.setattr(symmetry, "MAX_TRANSFERS", 200)
+    star = switch_star(16, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+    assert symmetry.simulate_ring_fast(star, "allreduce", 16, 2**20, n_channels=2) is None
+    assert tried == [1, 2, 4]  # divisors of 16 up to 8, each under 200 // 30 = 6
