@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,14 +83,16 @@ def compare(
     protocol: str | None = None,
     model: str = "flow",
     calibration: Calibration | None = None,
+    progress: Callable[[], None] | None = None,
 ) -> list[ComparedPoint]:
     """Simulate every measured point and pair the two; sizes of 0 bytes and sizes too
     small to cut for the algorithm (see :func:`simcoll.calibrate.fit.simulate_points`) are
-    left out."""
+    left out. ``progress`` is called once per distinct size simulated."""
     shown = [p for p in points if p.size_bytes > 0]
     simulated = simulate_points(
-        topology, shown, calibration, recipe=recipe, protocol=protocol, model=model
-    )
+        topology, shown, calibration, recipe=recipe, protocol=protocol, model=model,
+        progress=progress,
+    )  # fmt: skip
     return [
         ComparedPoint(p.source, p.collective, p.n_ranks, p.size_bytes, p.time_s, s)
         for p, s in zip(shown, simulated, strict=True)

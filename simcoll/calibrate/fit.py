@@ -53,9 +53,11 @@ import networkx as nx
 import numpy as np
 
 from simcoll.calibrate.gloo import Recipe
-from simcoll.core.errors import ConfigError
+from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.protocols import link_class
 from simcoll.prediction import predict
+from simcoll.prediction.call import Machine, call_setup
+from simcoll.prediction.call_cost import CallCosts, call_estimates
 from simcoll.topology.calibration import (
     LINK_CLASSES,
     MAX_EFFICIENCY,
@@ -69,8 +71,10 @@ __all__ = [
     "FitPoint",
     "FitResult",
     "Model",
+    "estimate_points",
     "fit",
     "simulate_points",
+    "simulations",
 ]
 
 _TIME_SCALE_S = 1e-6  # scale of a time variable that starts at 0
@@ -151,26 +155,69 @@ def simulate_points(
     recipe: Model,
     protocol: str | None = None,
     model: str = "flow",
+    progress: Callable[[], None] | None = None,
 ) -> list[float]:
     """Simulated seconds for every point (one ``predict`` call per recipe and n);
-    NaN for a size too small to cut into the algorithm's pieces (4 B over 8 ranks)."""
-    groups: dict[tuple[str, int, Recipe, bool], list[int]] = defaultdict(list)
-    for i, p in enumerate(points):
-        found = recipe(p.collective, p.n_ranks, p.size_bytes)
-        chosen = Recipe(found) if isinstance(found, str) else found
-        groups[chosen.simulate_as or p.collective, p.n_ranks, chosen, p.in_place].append(i)
+    NaN for a size too small to cut into the algorithm's pieces (4 B over 8 ranks).
+    ``progress`` is called once per distinct size simulated (:func:`simulations`)."""
     out = [math.nan] * len(points)
-    for (collective, n_ranks, chosen, in_place), members in groups.items():
+    for (collective, n_ranks, chosen, in_place), members in _groups(points, recipe).items():
         sizes = sorted({points[i].size_bytes for i in members})
         rows = predict(
             topology, collective, sizes, algorithm=chosen.algorithm, protocol=protocol,
             model=model, n_ranks=n_ranks, params=dict(chosen.params) or None,
             calibration=calibration, skip_too_small=True, in_place=in_place,
+            progress=progress,
         ).rows  # fmt: skip
         by_size = {row.size_bytes: row.time_s for row in rows}
         for i in members:
             out[i] = by_size.get(points[i].size_bytes, math.nan)
     return out
+
+
+def _groups(
+    points: Sequence[FitPoint], recipe: Model
+) -> dict[tuple[str, int, Recipe, bool], list[int]]:
+    """The points each ``predict`` call of :func:`simulate_points` covers."""
+    groups: dict[tuple[str, int, Recipe, bool], list[int]] = defaultdict(list)
+    for i, p in enumerate(points):
+        found = recipe(p.collective, p.n_ranks, p.size_bytes)
+        chosen = Recipe(found) if isinstance(found, str) else found
+        groups[chosen.simulate_as or p.collective, p.n_ranks, chosen, p.in_place].append(i)
+    return groups
+
+
+def simulations(points: Sequence[FitPoint], recipe: Model) -> int:
+    """How many calls :func:`simulate_points` decides: one per distinct size of a group."""
+    return sum(
+        len({points[i].size_bytes for i in members}) for members in _groups(points, recipe).values()
+    )
+
+
+def estimate_points(
+    topology: nx.DiGraph[str],
+    points: Sequence[FitPoint],
+    calibration: Calibration | None,
+    *,
+    recipe: Model,
+    protocol: str | None = None,
+    model: str = "flow",
+) -> float:
+    """Wall seconds :func:`simulate_points` is expected to take, by the path each call
+    will run (:func:`simcoll.prediction.call_cost.call_estimates`), without simulating."""
+    machine = Machine.of(topology, calibration)
+    costs = CallCosts()
+    seconds = 0.0
+    for (collective, n_ranks, chosen, _), members in _groups(points, recipe).items():
+        try:
+            setup = call_setup(machine, collective, machine.gpus(n_ranks),
+                               algorithm=chosen.algorithm, protocol=protocol, model=model,
+                               params=dict(chosen.params) or None)  # fmt: skip
+            for size in sorted({points[i].size_bytes for i in members}):
+                seconds += sum(e.seconds for e in call_estimates(setup, size, costs))
+        except SimcollError:
+            continue  # the simulation says why
+    return seconds
 
 
 class _Evaluator:
@@ -185,9 +232,11 @@ class _Evaluator:
         protocol: str | None,
         model: str,
         floor_s: float = 0.0,
+        progress: Callable[[], None] | None = None,
     ) -> None:
         self.topology, self.points, self.recipe, self.model = topology, points, recipe, model
         self.floor_s = floor_s
+        self.progress = progress
         # With NCCL's own choice of protocol per size (algorithm "nccl"), one run picks
         # it; otherwise each protocol runs alone and the fastest is kept per size.
         by_nccl = protocol == "auto" and all(
@@ -229,7 +278,12 @@ class _Evaluator:
         _FORKED = None
         for key, found in zip(tasks, results, strict=True):
             self._memo[key] = found
-            self.simulations += 1
+            self._simulated()
+
+    def _simulated(self) -> None:
+        self.simulations += 1
+        if self.progress is not None:
+            self.progress()
 
     def _key(
         self, name: str | None, values: dict[str, float]
@@ -243,7 +297,7 @@ class _Evaluator:
         found = self._memo.get(key)
         if found is None:
             found = self._simulate(key)
-            self.simulations += 1
+            self._simulated()
             self._memo[key] = found
         return found
 
@@ -290,6 +344,7 @@ def fit(
     protocol: str | None = None,
     model: str = "flow",
     parameters: Sequence[str] = PARAMETER_GROUPS,
+    progress: Callable[[], None] | None = None,
 ) -> FitResult:
     """Fit efficiency, link latency and step latency per class/kind to ``points``.
 
@@ -306,6 +361,9 @@ def fit(
         :data:`PARAMETER_GROUPS`). Where two move the times alike (a link latency and a
         launch cost, from one collective's runs), the earlier one is fitted: the order is
         the modeller's statement of which cause is real.
+    progress
+        Called after each pass over the points (one simulation of every point with one
+        set of parameter values and one protocol).
 
     Raises
     ------
@@ -330,7 +388,7 @@ def fit(
     names, start, scale = _parameters(topology)
     order = [i for group in parameters for i, n in enumerate(names) if n.split(".")[0] == group]
     evaluate = _Evaluator(topology, points, recipe=recipe, protocol=protocol, model=model,
-                          floor_s=floor_s)  # fmt: skip
+                          floor_s=floor_s, progress=progress)  # fmt: skip
     kept = np.isfinite(evaluate({}))
     points = [p for p, k in zip(points, kept.tolist(), strict=True) if k]
     if not points:

@@ -15,7 +15,15 @@ from typing import Any
 import networkx as nx
 
 from simcoll.calibrate.compare import REGIMES, compare, format_summary, regime_of, summarise
-from simcoll.calibrate.fit import ALL_GROUPS, PARAMETER_GROUPS, FitPoint, Model, fit
+from simcoll.calibrate.fit import (
+    ALL_GROUPS,
+    PARAMETER_GROUPS,
+    FitPoint,
+    Model,
+    estimate_points,
+    fit,
+    simulations,
+)
 from simcoll.calibrate.gloo import BACKENDS, Recipe, default_protocol, recipe_for
 from simcoll.calibrate.measurements import MeasurementSet, sidecar_path
 from simcoll.calibrate.read import read_measurements
@@ -23,9 +31,12 @@ from simcoll.cli._args import positive_int_at_most
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_RANKS
+from simcoll.core.units import format_duration
 from simcoll.output.folder import OutputFolder
+from simcoll.output.progress import Progress
 from simcoll.topology.calibration import (
     PARAMS_MARK,
+    PROTOCOL_NAMES,
     Calibration,
     read_calibration,
     write_calibration,
@@ -203,8 +214,14 @@ def _calibrate(args: argparse.Namespace) -> int:
             field="--regimes",
         )
     recipe, protocol, backend = _choices(args, sets)
-    result = fit(topology, points, recipe=recipe, protocol=protocol, model=args.model,
-                 parameters=groups)  # fmt: skip
+    _say_estimate("calibrate", topology, points, topology.graph.get("calibration"), recipe,
+                  protocol, args.model, per_pass=True)  # fmt: skip
+    bar = Progress(sys.stderr, None, "passes over the points", tty_only=True)
+    try:
+        result = fit(topology, points, recipe=recipe, protocol=protocol, model=args.model,
+                     parameters=groups, progress=bar.advance)  # fmt: skip
+    finally:
+        bar.close()
     errors = sorted(abs(e) for e in result.relative_errors)
     provenance = {
         "command": shlex.join(["simcoll", *sys.argv[1:]]),
@@ -327,8 +344,15 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
     except SimcollError as error:
         raise ConfigError(f"--min-size: {error.message}") from None
     points = [p for p in _points(sets, args.in_place) if p.size_bytes >= min_size]
-    compared = compare(topology, points, recipe=recipe, protocol=protocol,
-                       model=args.model, calibration=calibration)  # fmt: skip
+    shown = [p for p in points if p.size_bytes > 0]
+    _say_estimate("compare", topology, shown, calibration, recipe, protocol, args.model)
+    bar = Progress(sys.stderr, simulations(shown, recipe), "sizes", tty_only=True)
+    try:
+        compared = compare(topology, points, recipe=recipe, protocol=protocol,
+                           model=args.model, calibration=calibration,
+                           progress=bar.advance)  # fmt: skip
+    finally:
+        bar.close()
     if not compared:
         raise ConfigError(f"{sets[0].source}: no point could be simulated")
     summary = summarise(compared)
@@ -341,6 +365,31 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
     if out is not None:
         _write_outputs(out, compared, summary)
     return 0
+
+
+def _say_estimate(  # noqa: PLR0917 - what the simulations will be
+    command: str,
+    topology: nx.DiGraph[str],
+    points: list[FitPoint],
+    calibration: Calibration | None,
+    recipe: Model,
+    protocol: str | None,
+    model: str,
+    *,
+    per_pass: bool = False,
+) -> None:
+    """Say on stderr what simulating the points will take, before it starts (a table of
+    thousands of rows may take an hour): the calls, and the estimate by the path each
+    will run (:func:`simcoll.calibrate.fit.estimate_points`). A fit makes several passes
+    (``per_pass``): one per protocol, parameter and iteration, each a pass over the
+    points, with a fresh calibration."""
+    calls = simulations(points, recipe)
+    protocols = PROTOCOL_NAMES if protocol == "auto" and per_pass else (protocol,)
+    seconds = sum(estimate_points(topology, points, calibration, recipe=recipe, protocol=p,
+                                  model=model) for p in protocols)  # fmt: skip
+    what = "a pass over them (a fit makes several)" if per_pass else "them"
+    print(f"{command}: {len(points)} measured point(s), {calls} call(s) to simulate; "
+          f"estimated about {format_duration(seconds)} for {what}", file=sys.stderr)  # fmt: skip
 
 
 def _write_outputs(out: OutputFolder, compared: list[Any], summary: list[dict[str, Any]]) -> None:

@@ -15,7 +15,10 @@ Each cap sits far above any real use and below what would overflow or exhaust a 
   symmetric path, which keeps one rank's transfers;
 - :data:`MAX_DEPENDENCIES` (2^25, 33.6 million) dependencies in one schedule: they are
   built as Python integers, about 36 B each (a direct all-reduce on 512 GPUs has 134
-  million and reached a MemoryError at 5.5 GB: issue 29).
+  million and reached a MemoryError at 5.5 GB: issue 29);
+- and below those, what this machine's memory holds: :func:`check_memory` refuses, before
+  anything is built, a schedule whose transfers (:data:`TRANSFER_BYTES` each) and
+  dependencies (:data:`DEPENDENCY_BYTES`) need more than the memory available now.
 
 >>> check_size_bytes(2**60, "size_bytes")
 Traceback (most recent call last):
@@ -31,10 +34,12 @@ simcoll.core.errors.ConfigError: n_channels: must be at most 64, got 100000
 from __future__ import annotations
 
 import numbers
+import os
 
-from simcoll.core.errors import ConfigError
+from simcoll.core.errors import ConfigError, LimitError
 
 __all__ = [
+    "DEPENDENCY_BYTES",
     "MAX_CHANNELS",
     "MAX_CHUNKS",
     "MAX_DEPENDENCIES",
@@ -42,7 +47,10 @@ __all__ = [
     "MAX_RANKS",
     "MAX_SIZE_BYTES",
     "MAX_TRANSFERS",
+    "TRANSFER_BYTES",
+    "available_memory_bytes",
     "check_count",
+    "check_memory",
     "check_size_bytes",
     "whole_number",
 ]
@@ -54,6 +62,61 @@ MAX_CHUNKS = 4096
 MAX_IN_FLIGHT = 2**30
 MAX_TRANSFERS = 2**24
 MAX_DEPENDENCIES = 2**25
+
+
+#: Peak memory per transfer of a schedule built and simulated on the general path:
+#: 0.4 KiB measured on a 256-GPU ring (130,560 transfers, 98 MiB), 1.1 KiB on a 1,024-GPU
+#: all-to-all (1.05 million transfers, 1,128 MiB); the larger is used.
+TRANSFER_BYTES = 1152
+#: Peak memory per dependency while a schedule is built (Python integers in lists, then
+#: an int64 array): about 36 B (issue 29's direct all-reduce on 512 GPUs).
+DEPENDENCY_BYTES = 40
+
+
+def available_memory_bytes() -> int | None:
+    """Memory this machine can give now without swapping (Linux's ``MemAvailable``), or
+    its physical memory elsewhere; None where neither can be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(n_transfers: int, n_dependencies: int, what: str) -> None:
+    """Refuse ``what`` (a schedule, named for the message) in one line if its transfers
+    and dependencies need more memory than is available now, before any is allocated.
+
+    >>> try:
+    ...     check_memory(2**40, 0, "alltoall/direct on 2 ranks")
+    ... except LimitError as error:
+    ...     print(error.message.split(", more than")[0])
+    alltoall/direct on 2 ranks would need about 1152 TiB of memory to build and simulate \
+(1099511627776 transfers)
+    """
+    needed = n_transfers * TRANSFER_BYTES + n_dependencies * DEPENDENCY_BYTES
+    available = available_memory_bytes()
+    if available is None or needed <= available:
+        return
+    counted = f", {n_dependencies} dependencies" if n_dependencies else ""
+    raise LimitError(
+        f"{what} would need about {_tib_or_gib(needed)} of memory to build and simulate "
+        f"({n_transfers} transfers{counted}), more than the "
+        f"{_tib_or_gib(available)} this machine has available; use fewer ranks, chunks or "
+        "channels"
+    )
+
+
+def _tib_or_gib(size_bytes: int) -> str:
+    if size_bytes >= 2**40:
+        return f"{size_bytes / 2**40:.4g} TiB"
+    return f"{size_bytes / 2**30:.4g} GiB"
 
 
 def whole_number(value: object) -> int | None:

@@ -58,6 +58,7 @@ from simcoll.core.limits import (
     MAX_RANKS,
     MAX_TRANSFERS,
     check_count,
+    check_memory,
     check_size_bytes,
     whole_number,
 )
@@ -312,12 +313,16 @@ class ScheduleBuilder:
         transfers or ``n_dependencies`` dependencies where that is more than
         :data:`~simcoll.core.limits.MAX_TRANSFERS` or
         :data:`~simcoll.core.limits.MAX_DEPENDENCIES` (:meth:`add` would refuse it only at
-        the cap, after minutes of building).
+        the cap, after minutes of building), or where building and simulating it would
+        need more memory than this machine has available
+        (:func:`~simcoll.core.limits.check_memory`).
         """
         if n_transfers > MAX_TRANSFERS:
             raise self._too_many()
         if n_dependencies > MAX_DEPENDENCIES:
             raise self._too_many_dependencies()
+        what = f"{self.collective.value}/{self.algorithm} on {self.n_ranks} ranks"
+        check_memory(n_transfers, n_dependencies, what)
 
     def _too_many_dependencies(self) -> LimitError:
         return LimitError(

@@ -47,6 +47,7 @@ __all__ = [
     "bit",
     "format_bandwidth",
     "format_bytes",
+    "format_duration",
     "format_time",
     "ms",
     "ns",
@@ -236,6 +237,20 @@ def format_time(time_s: float) -> str:
         if abs(time_s) >= scale:
             return f"{time_s / scale:.4g} {unit}"
     return f"{time_s / ns:.4g} ns"
+
+
+def format_duration(seconds: float) -> str:
+    """A wall-clock duration in the unit that reads best (days, h, min, or :func:`format_time`).
+
+    >>> format_duration(2013.0), format_duration(9000.0), format_duration(3e5)
+    ('33.5 min', '2.5 h', '3.47 days')
+    >>> format_duration(0.5)
+    '500 ms'
+    """
+    for unit_s, unit in ((86400.0, "days"), (3600.0, "h"), (60.0, "min")):
+        if seconds >= unit_s:
+            return f"{seconds / unit_s:.3g} {unit}"
+    return format_time(seconds)
 
 
 def format_bandwidth(bandwidth_bytes_per_s: float) -> str:

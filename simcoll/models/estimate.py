@@ -14,8 +14,8 @@ estimate that assumed the symmetric path there was 4x short at 4,096 GPUs and le
 its purpose is to stop a sweep that would run for days or exhaust memory before it starts.
 
 >>> e = estimate_point("alltoall", "direct", n_ranks=1024, size_bytes=2**30)
->>> e.transfers, round(e.seconds)  # 1024 x 1023 pairs, 1 KiB each: one piece; x 20 us
-(1047552, 21)
+>>> e.transfers, round(e.seconds, 1)  # 1024 x 1023 pairs, 1 KiB each: one piece; x 4 us
+(1047552, 4.2)
 >>> # the symmetric path: one period (here 1 rank), 2 x 7 steps, 128 MiB blocks in 64 pieces
 >>> estimate_point("allreduce", "ring", n_ranks=8, size_bytes=2**30).transfers
 896
@@ -41,23 +41,28 @@ from simcoll.plan.tuning import ring_chunks
 
 __all__ = [
     "BYTES_PER_TRANSFER",
+    "SECONDS_PER_BUILD",
     "SECONDS_PER_REPRESENTATIVE",
     "SECONDS_PER_TRANSFER",
     "PointEstimate",
     "estimate_point",
 ]
 
-#: Wall seconds per simulated transfer on the general path. ``simcoll bench`` on the
-#: project's 2-core machine (2026-11-26, 4f6a9e3, the compiled event loop): 9.3 us
-#: (alltoall-1024), 6.1 us (ring-ecmp-256); the reference, which small runs take before
-#: the loop is first compiled, 30-60 us. 20 us is used (60 us before the compiled loop,
-#: 100 us before issue 19's fabric work).
-SECONDS_PER_TRANSFER = 20e-6
-#: Wall seconds per representative transfer on the symmetric path, which also routes
-#: every copy and checks the symmetry: 4.5 us (ring-1024-nccl), 6.8 us (ring-16384-nccl),
-#: 14 us (sweep-128), 22-30 us (ring-16384, ring-1024, whose representatives carry the
-#: fixed costs); 20 us (60 us before the compiled loop, 200 us before issue 19).
-SECONDS_PER_REPRESENTATIVE = 20e-6
+#: Wall seconds per simulated transfer on the general path: built, prepared and run on
+#: the compiled loop. Measured on the project's 2-core machine (2026-11-27): 3.5 us on a
+#: 128-GPU ``a100-roce-2to1`` ring all-reduce of 1 MiB (585,216 transfers in 2.06 s, two
+#: protocols), of which 2.2 us building the schedule; 4 us is used (20 us before the
+#: estimate followed the path that runs, which made estimates 3-30x long).
+SECONDS_PER_TRANSFER = 4e-6
+#: Wall seconds per transfer of a schedule built whole but run folded (the channel-copies
+#: path builds every channel, then runs one of each family): the build share above for a
+#: ring (2.2 us), less for the trees' vectorised builders; 1.5 us is used.
+SECONDS_PER_BUILD = 1.5e-6
+#: Wall seconds per representative transfer on the symmetric path: 2.0 us measured on a
+#: 1,024-GPU ``h100-ib-fat-tree`` ring all-reduce of 1 MiB with LL (65,472
+#: representatives in 0.13 s besides its routes); 3 us is used. Routing the copies is
+#: counted apart (:mod:`simcoll.prediction.call_cost`).
+SECONDS_PER_REPRESENTATIVE = 3e-6
 #: Peak memory per simulated transfer: 0.4 KiB measured on a ring (256 GPUs, 130,560
 #: transfers: 98 MiB), 1.1 KiB on alltoall-1024 (1.05 M transfers, 1,128 MiB; 2.1 GiB
 #: before its routes were found per source); 2 KiB is used.
@@ -79,12 +84,13 @@ class PointEstimate:
 
     transfers: int
     seconds_per_transfer: float = SECONDS_PER_TRANSFER
+    other_s: float = 0.0  # what the run spends besides its transfers (routing copies)
 
     @property
     def seconds(self) -> float:
         """Wall seconds: :data:`SECONDS_PER_TRANSFER` each on the general path,
-        :data:`SECONDS_PER_REPRESENTATIVE` on the symmetric one."""
-        return self.transfers * self.seconds_per_transfer
+        :data:`SECONDS_PER_REPRESENTATIVE` on the symmetric one, plus ``other_s``."""
+        return self.transfers * self.seconds_per_transfer + self.other_s
 
     @property
     def peak_bytes(self) -> int:

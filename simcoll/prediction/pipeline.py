@@ -18,7 +18,7 @@ plan, the candidates and protocols, every candidate costed by formula
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -70,6 +70,7 @@ def predict(
     plan: Plan | str = DEFAULTS.plan,
     knobs: NcclKnobs | None = None,
     in_place: bool = False,
+    progress: Callable[[], None] | None = None,
 ) -> Prediction:
     """Simulate one collective at each size; ``"auto"`` keeps the fastest choice per size.
 
@@ -114,6 +115,8 @@ def predict(
         topology gives ``gpu_memory_bandwidth_bytes_per_s``, a call takes that copy's
         reading and writing at the memory's bandwidth longer, in every model, as NCCL's
         kernels copy in the pass that sends (:func:`~simcoll.core.collectives.local_copy_s`).
+    progress
+        Called once per size simulated (a progress bar's ``advance``).
 
     Raises
     ------
@@ -135,7 +138,8 @@ def predict(
         done = [finished(row, setup.topology, machine.calibration, in_place=in_place)
                 for row in rows]  # fmt: skip
         return Prediction(done)
-    return _simulated(setup, sizes_bytes, skip=skip_too_small, in_place=in_place)
+    return _simulated(setup, sizes_bytes, skip=skip_too_small, in_place=in_place,
+                      progress=progress)  # fmt: skip
 
 
 def _place(
@@ -149,7 +153,12 @@ def _place(
 
 
 def _simulated(
-    setup: Setup, sizes_bytes: Sequence[int], *, skip: bool, in_place: bool
+    setup: Setup,
+    sizes_bytes: Sequence[int],
+    *,
+    skip: bool,
+    in_place: bool,
+    progress: Callable[[], None] | None = None,
 ) -> Prediction:
     """The decided row per size (:func:`~simcoll.prediction.call.decide`)."""
     rows: list[Row] = []
@@ -161,6 +170,8 @@ def _simulated(
             if not skip or not isinstance(refusal, ScheduleError):
                 raise
             skipped.append((size, refusal.message))
+        if progress is not None:
+            progress()
     picked = {(row.size_bytes, row.protocol) for row in rows if row.algorithm == "ring"}
     extended = sorted({size for size, proto in setup.extended if (size, proto) in picked})
     return Prediction(rows, skipped, extended, list(setup.unsimulated))

@@ -75,7 +75,7 @@ from simcoll.prediction.record import empty_timeline, timeline_of
 from simcoll.prediction.simulated import Setup
 from simcoll.prediction.workgraph import Comm, Compute, Solo, build, meeting, once
 from simcoll.sim.engine import Run, prepare
-from simcoll.sim.timeline import COMM, Timeline
+from simcoll.sim.timeline import COMM, COMPUTE, Timeline
 from simcoll.topology import gpu_nodes
 from simcoll.topology.calibration import Calibration
 
@@ -99,7 +99,8 @@ class Op:
 
 @dataclass(frozen=True)
 class RecordedCall:
-    """A collective or copy a workload asked for, recorded instead of simulated."""
+    """A collective, copy or compute (``collective`` ``"compute"``) a workload asked for,
+    recorded instead of simulated."""
 
     collective: str
     algorithm: str
@@ -115,9 +116,9 @@ _RECORDING: ContextVar[list[RecordedCall] | None] = ContextVar("_RECORDING", def
 
 @contextmanager
 def recording_calls() -> Iterator[list[RecordedCall]]:
-    """Sessions made inside the block simulate nothing: every collective and copy is
-    recorded (and takes no time), so that a workload's calls can be counted and costed
-    before it runs (:mod:`simcoll.scenarios.cost`)."""
+    """Sessions made inside the block simulate nothing: every collective, copy and compute
+    is recorded (and takes no time), so that a workload's calls and the size of its
+    timeline can be counted and costed before it runs (:mod:`simcoll.scenarios.cost`)."""
     calls: list[RecordedCall] = []
     token = _RECORDING.set(calls)
     try:
@@ -201,6 +202,8 @@ class Session:
                               f"got {duration_s!r}")  # fmt: skip
         group = self._group(ranks, name)
         waits = self._after(after, name)
+        if self._recorded is not None:  # counted, for the timeline's size
+            self._recorded.append(RecordedCall("compute", "", len(group), 0, (), COMPUTE, group))
         previous = tuple(self._last_compute.get(r) for r in group)
         index = len(self._ops)
         self._ops.append(Compute(name, group, float(duration_s), waits, previous))

@@ -57,7 +57,9 @@ __all__ = [
     "Choice",
     "Setup",
     "best_choice",
+    "candidate_choices",
     "choice_schedule",
+    "planned_knobs",
     "zero_bytes_choice",
 ]
 
@@ -162,7 +164,7 @@ def best_choice(setup: Setup, size_bytes: int) -> tuple[Choice | None, SimcollEr
     would go to the best: it could win by no more than that (a pairwise all-to-all
     against the direct one's closed form, on the same links).
     """
-    choices, refusal = _candidates(setup, size_bytes)
+    choices, refusal = candidate_choices(setup, size_bytes)
     best: tuple[Choice, int] | None = None
     failed: set[str] = set()
     too_large: list[tuple[float, str, Protocol | None, LimitError]] = []
@@ -201,7 +203,7 @@ def best_choice(setup: Setup, size_bytes: int) -> tuple[Choice | None, SimcollEr
 Candidate = tuple[float, int, str, "Protocol | None", dict[str, int]]
 
 
-def _candidates(setup: Setup, size_bytes: int) -> tuple[list[Candidate], SimcollError | None]:
+def candidate_choices(setup: Setup, size_bytes: int) -> tuple[list[Candidate], SimcollError | None]:
     """Every (algorithm, protocol) to try, as (lower bound, order, name, protocol, the
     algorithm's parameters), and why an algorithm could not even be set up."""
     n = len(setup.nodes)
@@ -247,10 +249,7 @@ def _choice(  # noqa: PLR0917 - one choice, and the time it must beat
     """The choice, simulated; None if, about to be simulated on the general path, its
     link bound shows it cannot beat ``beat`` (the best time so far, and whether a tie
     goes to that best)."""
-    plan = _plan_of(setup, name)
-    used = None
-    if plan is not None:
-        chosen, used = _tuned(setup, name, proto, size_bytes, chosen, plan)
+    chosen, used = planned_knobs(setup, name, proto, size_bytes, chosen)
     fast: tuple[Row, SimulationResult | Periodic] | None
     fast = _fast_ring(setup, name, proto, size_bytes, chosen, used)
     if fast is None:
@@ -320,6 +319,18 @@ def _built(
         return _schedule(setup.collective, name, len(setup.nodes), size_bytes, chosen)
     user_cut = "n_chunks" in (setup.params or {})
     return _planned_schedule(setup, name, size_bytes, chosen, used, fixed=user_cut)
+
+
+def planned_knobs(
+    setup: Setup, name: str, proto: Protocol | None, size_bytes: int, chosen: dict[str, int]
+) -> tuple[dict[str, int], Plan | None]:
+    """The algorithm's parameters as the choice builds them, and the plan's channels it
+    uses (None: no plan): NCCL's per-call tuning on the plan where the algorithm takes
+    one (:func:`_tuned`), else ``chosen`` as given."""
+    plan = _plan_of(setup, name)
+    if plan is None:
+        return chosen, None
+    return _tuned(setup, name, proto, size_bytes, chosen, plan)
 
 
 def _plan_of(setup: Setup, name: str) -> Plan | None:
@@ -444,7 +455,7 @@ def _fast_ring(  # noqa: PLR0917 - one call's facts
         return simulate_ring_fast(
             setup.topology, setup.collective.value, n, size_bytes, model=setup.model,
             protocol=proto, n_channels=channels, n_chunks=pieces, max_in_flight=window,
-            plan=plan, round_up_pieces=True,
+            plan=plan, round_up_pieces=True, router=setup.router,
         )  # fmt: skip
 
     found = _or_one_piece(run, chunks, fixed="n_chunks" in (setup.params or {}))
@@ -533,7 +544,7 @@ def _channel_copies(
     if sym is None:
         return None
     result = simulate_symmetric(setup.topology, sym, model=setup.model, protocol=proto,
-                                plan=plan)  # fmt: skip
+                                plan=plan, router=setup.router)  # fmt: skip
     return None if result is None else replace(result, schedule=schedule)
 
 

@@ -42,9 +42,12 @@ from simcoll.algorithms import build_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.models.estimate import estimate_point
+from simcoll.plan.placement import place_ranks
 from simcoll.plan.search import search_plan
 from simcoll.plan.tuning import ring_chunks
 from simcoll.prediction import predict, simulated
+from simcoll.prediction.call import Machine, call_setup
+from simcoll.prediction.call_cost import CallCosts, call_estimates
 from simcoll.sim.engine import SimulationResult, simulate
 from simcoll.sim.symmetry import simulate_ring_fast
 from simcoll.topology import gpu_nodes
@@ -85,6 +88,7 @@ class BenchRow:
     estimate_s: float = math.nan
     target_wall_s: float | None = None
     status: str = "ok"
+    estimating_s: float = 0.0  # wall time the case spent estimating, not in wall_s
 
 
 def _topology(
@@ -208,10 +212,15 @@ def _predict_case(  # noqa: PLR0917 - a case's own description
     case's process."""
     simulated.EXTEND_RINGS = extend_rings
     graph = _topology(file, n_nodes, routing=routing, **(overrides or {}))
+    started = time.perf_counter()
+    estimate_s = _predict_estimate(graph, collective, sizes_bytes, algorithm, protocol, placement)
+    estimating_s = time.perf_counter() - started
     rows = predict(graph, collective, sizes_bytes, algorithm=algorithm, protocol=protocol,
                    calibration=None, placement=placement).rows  # fmt: skip
     last = rows[-1]
     return BenchRow(
+        estimate_s=estimate_s,
+        estimating_s=estimating_s,
         case=name if len(sizes_bytes) == 1 else f"{name} ({len(sizes_bytes)} sizes)",
         ranks=last.n_ranks,
         transfers=0,
@@ -223,14 +232,36 @@ def _predict_case(  # noqa: PLR0917 - a case's own description
     )
 
 
+def _predict_estimate(  # noqa: PLR0917 - predict's own arguments
+    graph: nx.DiGraph[str],
+    collective: str,
+    sizes_bytes: list[int],
+    algorithm: str,
+    protocol: str,
+    placement: str,
+) -> float:
+    """What the cost check estimates for this ``predict`` (on a machine of its own, so
+    that the run finds nothing routed ahead of it)."""
+    machine = Machine.of(graph, None)
+    nodes = place_ranks(graph, machine.n_gpus, placement)
+    setup = call_setup(machine, collective, nodes, algorithm=algorithm, protocol=protocol,
+                       placement=placement)  # fmt: skip
+    costs = CallCosts()
+    return sum(e.seconds for size in sizes_bytes for e in call_estimates(setup, size, costs))
+
+
 def _ddp_case(name: str, n_nodes: int) -> BenchRow:
     """The README's DDP step (24 layers, 1.36 GB of gradients, 25 MiB buckets) on
     ``n_nodes`` DGX H100 of h100-ib-fat-tree, with every default: each bucket's all-reduce
     is the call ``predict`` runs (NCCL's plan over the 8 NICs, protocol auto, the file's
     calibration). Busbw: one bucket's all-reduce, from ``allreduce_s``."""
+    from simcoll.scenarios.cost import estimate_run  # noqa: PLC0415 - with the workloads
     from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - the workloads
 
     graph = _topology("h100-ib-fat-tree.toml", n_nodes)
+    started = time.perf_counter()
+    found = estimate_run("ddp", graph, {"bucket_bytes": 25 * MIB})
+    estimating_s = time.perf_counter() - started
     result = run_workload("ddp", graph, bucket_bytes=25 * MIB)
     m = result.metrics
     n = result.timeline.n_ranks
@@ -241,6 +272,7 @@ def _ddp_case(name: str, n_nodes: int) -> BenchRow:
         sim_time_ms=m["time_s"] * 1e3,
         busbw_GBps=bucket / per_call_s * 2 * (n - 1) / n / 1e9,
         path=f"workload ddp: {int(m['n_buckets'])} buckets, step {m['time_s'] * 1e3:.2f} ms",
+        estimate_s=found[0] if found else math.nan, estimating_s=estimating_s,
     )  # fmt: skip
 
 
@@ -460,7 +492,7 @@ def _child(index: int, queue: multiprocessing.Queue[Any]) -> None:  # pragma: no
     except Exception as error:  # reported as the case's status, not lost
         queue.put(("error", f"{type(error).__name__}: {error}"))
         return
-    row.wall_s = time.perf_counter() - start
+    row.wall_s = time.perf_counter() - start - row.estimating_s
     row.peak_MiB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     queue.put(("ok", asdict(row)))
 

@@ -1,92 +1,107 @@
 """What a sweep will cost, said before it starts: summed simulation seconds and the largest
-point's memory, from :mod:`simcoll.models.estimate`; refused over a limit.
+point's memory; refused over a limit.
 
-Each point is estimated by the path it will take. A ring all-reduce, all-gather or
-reduce-scatter is asked the same question its run asks, whether the symmetric path is
-exact on this fabric (:mod:`simcoll.sim.symmetry`, answered once per topology, ranks and
-period); where it is not, every transfer counts. A workload point is run with its
-collectives recorded, not simulated (:func:`simcoll.prediction.session.recording_calls`), and
-each distinct call is estimated as a collective point, as the session decides it; its
-memory is that of all its distinct calls, which one session holds at once. A workload whose
-calls run on two streams of one rank (FSDP's gathers and scatters, concurrent groups) may
-run them together transfer by transfer: each of its calls counts once more on the general
-path. Closed-form models (``analytical``, ``nccl``) cost nothing.
+Each point is estimated by the path it will take: its calls are set up as they will run
+(:func:`simcoll.prediction.call.call_setup`: NCCL's plan for the calling GPUs, the
+protocols) and each is costed by :func:`simcoll.prediction.call_cost.call_estimates`,
+which follows :func:`~simcoll.prediction.call.decide` (per-call tuning, the choices it
+will simulate, the symmetric ring's period and routing, the channel-copies and general
+paths) without simulating. A workload point is run with its collectives recorded, not
+simulated (:func:`simcoll.prediction.session.recording_calls`), and each distinct call
+(the same group, size and knobs once, as a session decides it) is estimated so; its
+memory is that of all its distinct calls, which one session holds at once. A workload
+whose calls run on two streams of one rank (FSDP's gathers and scatters, concurrent
+groups) may run them together transfer by transfer: each of its calls counts once more
+on the general path. Closed-form models (``analytical``, ``nccl``) cost nothing.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
 from simcoll.algorithms import PARAM_MAXIMUM
-from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, SimcollError
-from simcoll.core.limits import MAX_RANKS, MAX_TRANSFERS, check_count
-from simcoll.core.units import format_bytes, format_time
-from simcoll.models.estimate import (
-    BYTES_PER_TRANSFER,
-    SECONDS_PER_TRANSFER,
-    PointEstimate,
-    estimate_point,
-)
-from simcoll.plan.placement import map_ranks
-from simcoll.plan.tuning import ring_chunks
-from simcoll.prediction.call import DEFAULTS
-from simcoll.prediction.choices import candidates, default_algorithm
+from simcoll.core.limits import MAX_RANKS, check_count
+from simcoll.core.units import format_bytes, format_duration
+from simcoll.models.estimate import BYTES_PER_TRANSFER, SECONDS_PER_TRANSFER
+from simcoll.plan.placement import place_ranks
+from simcoll.prediction.call import DEFAULTS, Machine, call_setup
+from simcoll.prediction.call_cost import CallCosts, call_estimates
 from simcoll.prediction.session import RecordedCall
-from simcoll.scenarios.points import scenario_topology, timeline_points
-from simcoll.scenarios.scenario import Scenario
-from simcoll.sim.symmetry import (
-    RING_COLLECTIVES,
-    representatives_of,
-    ring_symmetric,
-    symmetric_routes,
+from simcoll.prediction.simulated import Setup
+from simcoll.scenarios.points import (
+    placement_beside,
+    point_calibration,
+    scenario_topology,
+    timeline_points,
 )
-from simcoll.topology import Router, gpu_nodes
+from simcoll.scenarios.scenario import Scenario
 
-__all__ = ["DEFAULT_MAX_HOURS", "check_cost", "estimate_sweep"]
+__all__ = [
+    "DEFAULT_MAX_HOURS",
+    "SECONDS_PER_RUN",
+    "SECONDS_PER_SPAN",
+    "SECONDS_PER_TIMELINE",
+    "check_cost",
+    "estimate_run",
+    "estimate_sweep",
+]
 
 #: A sweep whose estimate is longer than this is refused unless the caller raises it.
 DEFAULT_MAX_HOURS = 12.0
 _CLOSED_FORMS = ("analytical", "nccl")
-_SYMMETRIC_KNOBS = {"n_channels", "n_chunks", "max_in_flight"}
 
 
 @dataclass
 class _Cache:
-    """What estimating many points of one sweep computes once: routers, exact periods."""
+    """What estimating many points of one sweep computes once: machines, call setups,
+    exact periods and route costs."""
 
-    routers: dict[int, Router]
-    exact: dict[tuple[int, str, int, int], bool]
+    machines: dict[tuple[int, int], Machine] = field(default_factory=dict)
+    setups: dict[tuple[object, ...], Setup] = field(default_factory=dict)
+    costs: CallCosts = field(default_factory=CallCosts)
 
 
 #: What keeping one point's timeline costs besides its simulation: its Perfetto trace and
-#: its three plots (Gantt, links, links over time). Measured: 12 all-reduce points of
+#: its three plots (Gantt, links, links over time), ``SECONDS_PER_TIMELINE`` plus
+#: ``SECONDS_PER_SPAN`` per span (an op on one rank). Measured: 12 all-reduce points of
 #: h100-ib-fat-tree with `timelines = "all"` took 17.1 s where their simulations were
-#: estimated at 5.8 s (issue 29: 484 ms estimated, about 70 s taken, before this count).
-SECONDS_PER_TIMELINE = 1.0
+#: estimated at 5.8 s (issue 29: 484 ms estimated, about 70 s taken, before this count);
+#: ddp-buckets' first point (1 MiB buckets, 18,432 spans) 5.3 s.
+SECONDS_PER_TIMELINE = 0.9
+SECONDS_PER_SPAN = 0.25e-3
+#: What a run costs besides its points: starting, and writing its tables and plots.
+#: Measured: ``simcoll run`` of ring-allreduce-law (8 points simulated in about 61 ms)
+#: took 0.99 s; of scaling-designs (23 ms) 1.0 s.
+SECONDS_PER_RUN = 0.9
 
 
 def estimate_sweep(scenario: Scenario) -> tuple[float, int, int]:
-    """``(seconds, peak_bytes, n_estimated)``: summed simulation seconds over the points
-    it can estimate, plus :data:`SECONDS_PER_TIMELINE` per timeline kept, the largest peak
-    memory of one point, and how many points were estimated (a point whose values are
-    wrong is left to report its own error)."""
+    """``(seconds, peak_bytes, n_estimated)``: the run's own cost (:data:`SECONDS_PER_RUN`)
+    and summed simulation seconds over the points it can estimate, plus each timeline
+    kept (:data:`SECONDS_PER_TIMELINE`, :data:`SECONDS_PER_SPAN`); the largest peak memory
+    of one point, and how many points were estimated (a point whose values are wrong is
+    left to report its own error)."""
     points = scenario.points()
-    seconds = SECONDS_PER_TIMELINE * len(timeline_points(scenario, points))
+    timelines = timeline_points(scenario, points)
+    seconds = SECONDS_PER_RUN
     peak, counted = 0, 0
-    cache = _Cache({}, {})
+    cache = _Cache()
     for point in points:
         file, overrides, params = scenario.setup(point)
         try:
             topology = scenario_topology(scenario, file, overrides)
-            found = _estimate(scenario.kind, topology, dict(params), cache)
+            found = _estimate(scenario.kind, topology, dict(params), cache, scenario.base)
         except SimcollError:
             continue  # the point will report it
+        if point.index in timelines:
+            seconds += SECONDS_PER_TIMELINE + (found[2] if found else 0) * SECONDS_PER_SPAN
         if found is None:
             continue
         seconds += found[0]
@@ -96,52 +111,80 @@ def estimate_sweep(scenario: Scenario) -> tuple[float, int, int]:
 
 
 def _estimate(
-    kind: str, topology: nx.DiGraph[str], params: dict[str, Any], cache: _Cache
-) -> tuple[float, int] | None:
-    """``(seconds, peak_bytes)`` of one point, or None where it cannot tell."""
+    kind: str, topology: nx.DiGraph[str], params: dict[str, Any], cache: _Cache, base: Path
+) -> tuple[float, int, int] | None:
+    """``(seconds, peak_bytes, spans)`` of one point (``spans``: its timeline's, an op on
+    one rank each), or None where it cannot tell."""
     params.pop("kind", None)
     model = str(params.pop("model", "flow"))
-    protocol = params.pop("protocol", DEFAULTS.protocol)
-    for engine_only in ("calibration", "placement", "plan", "in_place"):
+    named = params.pop("protocol", DEFAULTS.protocol)
+    protocol = None if named == "none" else named
+    calibration = point_calibration(topology, params.pop("calibration", "default"), base)
+    placement = placement_beside(params.pop("placement", DEFAULTS.placement), base)
+    for engine_only in ("plan", "in_place"):
         params.pop(engine_only, None)
-    n_protocols = 3 if protocol == "auto" else 1
+    if model in _CLOSED_FORMS:
+        return 0.0, 0, 0
+    machine = cache.machines.get((id(topology), id(calibration)))
+    if machine is None:
+        machine = cache.machines[id(topology), id(calibration)] = Machine.of(topology, calibration)
     calls: list[_Call | None]
     meet = False
     if kind == "collective":
-        calls = [_collective_call(params, len(gpu_nodes(topology)))]
+        calls = [_collective_call(params, machine, placement)]
+        spans = len(calls[0].nodes) if calls[0] else 0
     else:
-        calls, meet = _workload_calls(kind, topology, model, protocol, params)
+        calls, meet, spans = _workload_calls(kind, machine, model, protocol, params)
     if None in calls:
         return None
     # A session decides each distinct call once, as predict does (fast paths included);
     # calls on two streams of one rank may meet on a link and run again in its graph.
     distinct = list({_key(call): call for call in calls if call}.values())
-    estimates = [e for call in distinct for e in _call_estimates(topology, call, model, cache)]
+    setups = [_setup(machine, call, model, protocol, cache) for call in distinct]
+    estimates = [e for setup, call in zip(setups, distinct, strict=True)
+                 for e in call_estimates(setup, call.size_bytes, cache.costs)]  # fmt: skip
     if meet:
         for call in calls:  # each once more, transfer by transfer
             if call:
-                estimates += _call_estimates(topology, call, model, cache, general=True)
-    seconds = sum(e.seconds for e in estimates) * n_protocols
+                setup = _setup(machine, call, model, protocol, cache)
+                estimates += call_estimates(setup, call.size_bytes, cache.costs, general=True)
+    seconds = sum(e.seconds for e in estimates)
     if kind == "collective":  # one candidate's schedule at a time
-        return seconds, max((e.peak_bytes for e in estimates), default=0)
-    return seconds, sum(e.peak_bytes for e in estimates)  # a session holds all its calls
+        return seconds, max((e.peak_bytes for e in estimates), default=0), spans
+    return seconds, sum(e.peak_bytes for e in estimates), spans  # a session holds all calls
+
+
+def estimate_run(
+    kind: str,
+    topology: nx.DiGraph[str],
+    params: Mapping[str, Any],
+    *,
+    base: Path | None = None,
+) -> tuple[float, int] | None:
+    """``(seconds, peak_bytes)`` one scenario point of ``kind`` (``collective`` or a
+    workload) with these workload parameters is expected to take, or None where it
+    cannot tell; files named in ``params`` are relative to ``base`` (default: here)."""
+    found = _estimate(kind, topology, dict(params), _Cache(), base or Path.cwd())
+    return None if found is None else found[:2]
 
 
 @dataclass(frozen=True)
 class _Call:
     collective: str
-    algorithm: str
-    n_ranks: int
+    algorithm: str | None
+    nodes: tuple[str, ...]
     size_bytes: int
     params: Mapping[str, int]
 
 
-def _collective_call(params: dict[str, Any], n_gpus: int) -> _Call | None:
+def _collective_call(params: dict[str, Any], machine: Machine, placement: object) -> _Call | None:
     collective, size, n = params.get("collective"), params.get("size_bytes"), params.get("n_ranks")
-    n = n or n_gpus
+    n = n or machine.n_gpus
     knobs = {k: v for k, v in params.items() if k not in ("collective", "size_bytes", "n_ranks",
              "algorithm", "kind")}  # fmt: skip
     if not isinstance(collective, str) or not isinstance(n, int) or not isinstance(size, int):
+        return None
+    if not isinstance(placement, str) or n > machine.n_gpus:
         return None
     for key, value in knobs.items():  # a bad one is the point's own error, not the estimate's
         try:
@@ -149,34 +192,51 @@ def _collective_call(params: dict[str, Any], n_gpus: int) -> _Call | None:
         except ConfigError:
             return None
     named = params.get("algorithm")
-    algorithm = str(named) if named is not None else default_algorithm(Collective.parse(collective))
-    return _Call(collective, algorithm, n, size, knobs)
+    nodes = place_ranks(machine.topology, n, placement)
+    return _Call(collective, None if named is None else str(named), nodes, size, knobs)
 
 
 def _workload_calls(
-    kind: str, topology: nx.DiGraph[str], model: str, protocol: Any, params: dict[str, Any]
-) -> tuple[list[_Call | None], bool]:
-    """The calls a workload point makes, recorded without simulating them, and whether
-    calls on two streams of one rank may run at once (:func:`_streams_meet`)."""
+    kind: str, machine: Machine, model: str, protocol: Any, params: dict[str, Any]
+) -> tuple[list[_Call | None], bool, int]:
+    """The calls a workload point makes, recorded without simulating them, whether calls
+    on two streams of one rank may run at once (:func:`_streams_meet`), and its ops' spans
+    (one per op and rank)."""
     from simcoll.prediction.session import recording_calls  # noqa: PLC0415 - with the workloads
     from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - pulls in SimPy
 
     with recording_calls() as recorded:
         try:
-            run_workload(kind, topology, model=model, protocol=protocol, **params)
+            run_workload(kind, machine.topology, model=model, protocol=protocol, **params)
         except SimcollError:
             raise  # bad parameters: the point will say so
         except (ArithmeticError, ValueError):
             pass  # metrics of calls that took no time: only the calls are needed
+    gpus = machine.gpus(machine.n_gpus)
+    comms = [r for r in recorded if r.collective != "compute"]
     calls: list[_Call | None] = [
-        _Call(r.collective, r.algorithm, r.n_ranks, r.size_bytes, dict(r.params)) for r in recorded
-    ]
-    return calls, _streams_meet(recorded)
+        _Call(r.collective, r.algorithm, tuple(gpus[i] for i in r.ranks), r.size_bytes,
+              dict(r.params))
+        for r in comms
+    ]  # fmt: skip
+    return calls, _streams_meet(comms), sum(len(r.ranks) for r in recorded)
 
 
 def _key(call: _Call) -> tuple[object, ...]:
-    return (call.collective, call.algorithm, call.n_ranks, call.size_bytes,
+    return (call.collective, call.algorithm, call.nodes, call.size_bytes,
             tuple(sorted(call.params.items())))  # fmt: skip
+
+
+def _setup(machine: Machine, call: _Call, model: str, protocol: str | None, cache: _Cache) -> Setup:
+    """The call as :func:`~simcoll.prediction.call.call_setup` sets it up (once per group
+    and knobs: the plan is the group's)."""
+    key = (id(machine), call.collective, call.algorithm, call.nodes, model, protocol,
+           tuple(sorted(call.params.items())))  # fmt: skip
+    if key not in cache.setups:
+        cache.setups[key] = call_setup(machine, call.collective, call.nodes,
+                                       algorithm=call.algorithm, protocol=protocol, model=model,
+                                       params=dict(call.params) or None)  # fmt: skip
+    return cache.setups[key]
 
 
 def _streams_meet(recorded: Sequence[RecordedCall]) -> bool:
@@ -187,74 +247,6 @@ def _streams_meet(recorded: Sequence[RecordedCall]) -> bool:
             if streams.setdefault(rank, call.stream) != call.stream:
                 return True
     return False
-
-
-def _call_estimates(
-    topology: nx.DiGraph[str], call: _Call, model: str, cache: _Cache, *, general: bool = False
-) -> list[PointEstimate]:
-    """One estimate per algorithm the call simulates (``auto``: each candidate);
-    ``general``: every transfer on the general path (run with others in a session)."""
-    if model in _CLOSED_FORMS:
-        return []
-    c = Collective.parse(call.collective)
-    estimates = []
-    for name in candidates(c, call.algorithm):
-        period = None if general else _symmetric_period(topology, c, name, call, model, cache)
-        estimates.append(
-            estimate_point(
-                c,
-                name,
-                n_ranks=call.n_ranks,
-                size_bytes=call.size_bytes,
-                n_chunks=call.params.get("n_chunks"),
-                n_channels=call.params.get("n_channels", 1),
-                symmetric=period is not None,
-                period_ranks=period or 1,
-            )
-        )
-    return estimates
-
-
-def _symmetric_period(  # noqa: PLR0917 - one candidate of one call, and the sweep's cache
-    topology: nx.DiGraph[str],
-    c: Collective,
-    name: str,
-    call: _Call,
-    model: str,
-    cache: _Cache,
-) -> int | None:
-    """The period of ranks the symmetric path will simulate, or None for the general path
-    (the same search :func:`simcoll.sim.symmetry.simulate_ring_fast` makes, without
-    simulating: the routes of every copy are checked, once per period)."""
-    n = call.n_ranks
-    if (
-        name != "ring"
-        or model not in ("flow", "ideal")
-        or c.value not in RING_COLLECTIVES
-        or not set(call.params) <= _SYMMETRIC_KNOBS
-        or n > len(gpu_nodes(topology))
-    ):
-        return None
-    channels = call.params.get("n_channels", 1)
-    chunks = call.params.get("n_chunks") or ring_chunks(c, n, call.size_bytes, channels)
-    router = cache.routers.setdefault(id(topology), Router(topology))
-    nodes = map_ranks(topology, n)
-    periods = [p for p in range(1, n // 2 + 1) if n % p == 0]
-    if channels > 1:
-        periods.append(n)  # channel copies only, as simulate_ring_fast tries last
-    for period in periods:
-        if representatives_of(c.value, n, chunks, period) > MAX_TRANSFERS:
-            return None  # as simulate_ring_fast stops: the general path
-        sym = ring_symmetric(c.value, n, call.size_bytes, n_channels=channels, n_chunks=chunks,
-                             period_ranks=period)  # fmt: skip
-        if sym is None:
-            return None  # uneven pieces: the general path
-        key = (id(topology), c.value, n, period)
-        if key not in cache.exact:
-            cache.exact[key] = symmetric_routes(topology, sym, nodes, router=router) is not None
-        if cache.exact[key]:
-            return period
-    return None
 
 
 def check_cost(
@@ -273,7 +265,7 @@ def check_cost(
     n_points = scenario.n_points
     if wall_s > max_hours * 3600:
         raise ConfigError(
-            f"this sweep would take about {_duration(wall_s)} on {workers} worker(s) "
+            f"this sweep would take about {format_duration(wall_s)} on {workers} worker(s) "
             f"({n_points} points, estimated from their transfers at "
             f"{SECONDS_PER_TRANSFER * 1e6:.0f} us each), over the {max_hours:g} h limit; sweep "
             "fewer or smaller points, or raise --max-hours",
@@ -291,21 +283,9 @@ def check_cost(
         return "no estimate for these points"
     what = "collective" if scenario.kind == "collective" else scenario.kind
     return (
-        f"estimated about {_duration(wall_s)} on {workers} worker(s) for the {counted} {what} "
-        "point(s)"
+        f"estimated about {format_duration(wall_s)} on {workers} worker(s) for the {counted} "
+        f"{what} point(s)"
     )
-
-
-def _duration(seconds: float) -> str:
-    """A long duration in the unit that reads best.
-
-    >>> _duration(2013.0), _duration(9000.0), _duration(3e5), _duration(0.5)
-    ('33.5 min', '2.5 h', '3.47 days', '500 ms')
-    """
-    for unit_s, unit in ((86400.0, "days"), (3600.0, "h"), (60.0, "min")):
-        if seconds >= unit_s:
-            return f"{seconds / unit_s:.3g} {unit}"
-    return format_time(seconds)
 
 
 def _ram_bytes() -> int:

@@ -177,9 +177,9 @@ def _evaluate(
     if not isinstance(named, str):
         raise ConfigError(f"must be a protocol name, got {named!r}", field="workload.protocol")
     protocol = None if named == "none" else named
-    calibration = _point_calibration(topology, params.pop("calibration", "default"),
+    calibration = point_calibration(topology, params.pop("calibration", "default"),
                                      scenario.base)  # fmt: skip
-    placement = _placement_beside(params.pop("placement", "linear"), scenario.base)
+    placement = placement_beside(params.pop("placement", "linear"), scenario.base)
     plan = params.pop("plan", "nccl")
     in_place = params.pop("in_place", False)
     if kind == "collective":
@@ -205,7 +205,7 @@ def _evaluate(
     return [row], result.timeline if timeline else None
 
 
-def _point_calibration(topology: nx.DiGraph[str], named: object, base: Path) -> Calibration | None:
+def point_calibration(topology: nx.DiGraph[str], named: object, base: Path) -> Calibration | None:
     """A point's parameters: the topology file's (``default``), none, or a params file
     (relative to the scenario's folder)."""
     if named == "default":
@@ -222,7 +222,7 @@ def _point_calibration(topology: nx.DiGraph[str], named: object, base: Path) -> 
     return calibration
 
 
-def _placement_beside(placement: object, base: Path) -> object:
+def placement_beside(placement: object, base: Path) -> object:
     """A placement file named relative to the scenario's folder, as every path in a
     scenario is; ``linear`` and ``random[:SEED]`` as they are."""
     if not isinstance(placement, str) or placement in ("linear", "random"):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import IO, Any
 
 from simcoll.core.errors import ConfigError
 from simcoll.output.folder import OutputFolder
+from simcoll.output.progress import Progress
 from simcoll.scenarios.cost import DEFAULT_MAX_HOURS, check_cost
 from simcoll.scenarios.outdir import (
     RESULTS_JSONL,
@@ -208,7 +208,7 @@ def _sweep(  # noqa: PLR0917 - run_sweep's own arguments, passed on
     for p in points:
         if p.key in done:
             results[p.index] = replace(done[p.key], point=p)
-    bar = _Progress(progress, len(todo))
+    bar = Progress(progress, len(todo))
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(folder.appending(RESULTS_JSONL)) if folder else None
         stack.callback(bar.close)
@@ -221,7 +221,7 @@ def _sweep(  # noqa: PLR0917 - run_sweep's own arguments, passed on
                 os.fsync(log.fileno())
             if on_point is not None:
                 on_point(result)
-            bar.advance(result)
+            bar.advance(failed=not result.ok)
     ordered = [results[p.index] for p in points if p.index in results]
     out = folder.path if folder is not None else None
     return SweepResult(scenario, ordered, out, skipped=len(points) - len(todo))
@@ -270,41 +270,3 @@ def _on_dask(
         ]
         for future in as_completed(futures):  # type: ignore[no-untyped-call]
             yield future.result()
-
-
-class _Progress:
-    """A one-line progress bar on a terminal; a line per tenth of the points otherwise."""
-
-    def __init__(self, stream: IO[str] | None, total: int) -> None:
-        self.stream = stream
-        self.total = total
-        self.count = 0
-        self.failed = 0
-        self.started = time.perf_counter()
-        self.tty = bool(stream is not None and stream.isatty())
-        self.shown_tenth = -1
-
-    def advance(self, result: PointResult) -> None:
-        self.count += 1
-        self.failed += not result.ok
-        if self.stream is None or not self.total:
-            return
-        tenth = 10 * self.count // self.total
-        if not self.tty and tenth == self.shown_tenth:
-            return
-        self.shown_tenth = tenth
-        filled = 30 * self.count // self.total
-        elapsed = time.perf_counter() - self.started
-        left = elapsed / self.count * (self.total - self.count)
-        failed = f", {self.failed} failed" if self.failed else ""
-        text = (
-            f"[{'#' * filled}{'.' * (30 - filled)}] {self.count}/{self.total} points"
-            f"{failed}, {elapsed:.1f} s elapsed, ~{left:.0f} s left"
-        )
-        self.stream.write(("\r" + text) if self.tty else text + "\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.stream is not None and self.tty and self.count:
-            self.stream.write("\n")
-            self.stream.flush()

@@ -598,6 +598,7 @@ def simulate_ring_fast(
     protocol: Protocol | None = None,
     plan: Plan | None = None,
     round_up_pieces: bool = False,
+    router: Router | None = None,
 ) -> tuple[SimulationResult, SymmetricSchedule] | None:
     """A ring collective on the symmetric path, with the smallest period that is exact.
 
@@ -623,7 +624,7 @@ def simulate_ring_fast(
                                                   n_channels, n_chunks) * ROUND_UP_TOLERANCE >= 1
     ):  # fmt: skip
         return None
-    router = Router(topology)
+    router = router or Router(topology)  # a caller's: routes found for other calls serve
     known: CopyRoutes = {}  # every period routes the same copies: once
     # The whole ring as the period leaves the channel copies only: worth it with several.
     periods = [p for p in range(1, n_ranks // 2 + 1) if n_ranks % p == 0]

@@ -246,3 +246,20 @@ def test_a_prediction_read_back_compares_exactly_in_its_own_half(tmp_path, capsy
     capsys.readouterr()
     rows = list(csv.DictReader(io.StringIO((tmp_path / "cmp" / "points.csv").read_text())))
     assert [float(r["time_error"]) for r in rows] == [0.0, 0.0]
+
+
+def test_compare_and_calibrate_say_what_they_will_simulate_before_they_start(files, capsys):
+    # Issue 29: on a 5,000-row table both ran for minutes without a word. Each says, on
+    # standard error, the measured points, the distinct calls (one per size here) and an
+    # estimate; the bar itself shows only on a terminal.
+    tmp, topo, p2p, ag = files
+    assert main(["compare", str(ag), "--topology", str(topo), "--algorithm", "ring"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"compare: {len(SIZES)} measured point(s), {len(SIZES)} call(s) "
+                             "to simulate; estimated about ")  # fmt: skip
+    assert err[0].endswith(" for them")
+    assert len(err) == 1  # not a terminal: no bar
+    assert main(["calibrate", str(p2p), "--topology", str(topo), "-o", str(tmp / "p.toml")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"calibrate: {len(SIZES)} measured point(s), {len(SIZES)} call(s)")
+    assert err[0].endswith(" for a pass over them (a fit makes several)")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from simcoll.calibrate.fit import FitPoint, fit, simulate_points
+from simcoll.calibrate.fit import FitPoint, estimate_points, fit, simulate_points, simulations
 from simcoll.core.errors import ConfigError
+from simcoll.models.estimate import SECONDS_PER_REPRESENTATIVE
+from simcoll.prediction import call_cost
 from simcoll.topology import LinkKind, NodeKind, switch_star
 from simcoll.topology.explicit import from_document
 
@@ -198,3 +200,28 @@ def test_nccls_own_choice_is_simulated_once_per_point():
                    calibration=None).rows  # fmt: skip
     assert evaluate({}) == pytest.approx([row.time_s for row in rows], rel=1e-12)
     assert evaluate.simulations == 1
+
+
+def test_simulations_and_their_estimate_are_counted_before_any_runs(monkeypatch):
+    # Issue 29: compare and calibrate on a 5,000-row table said nothing for an hour. The
+    # estimate follows the path each call takes: on a star of 4 GPUs (no servers: no plan,
+    # one channel) a ring all-reduce of 4 KiB or 8 KiB is one piece per block, on the
+    # symmetric path with a period of one rank: 2 x 3 representative transfers per size;
+    # the router routes each rank's connection once for both sizes, and each size looks
+    # the 4 copies up for the one period it checks.
+    route_s = 1e-4
+    monkeypatch.setattr(call_cost, "seconds_per_route", lambda setup, costs=None: route_s)
+    points = [FitPoint("allreduce", 4, s, 1.0) for s in (4096, 8192, 8192)]
+    ring = lambda c, n, s: "ring"  # noqa: E731 - the recipe
+    assert simulations(points, ring) == 2  # two distinct sizes
+    seconds = estimate_points(star(4), points, None, recipe=ring, protocol="simple")
+    looked_up = 2 * 4 * call_cost.SECONDS_PER_LOOKUP
+    assert seconds == pytest.approx(2 * 6 * SECONDS_PER_REPRESENTATIVE + 4 * route_s + looked_up)
+
+
+def test_a_fit_reports_every_pass():
+    passes = []
+    points = [FitPoint("sendrecv", 4, s, sendrecv_s(s, 0.93, 30e-6)) for s in SIZES]
+    fit(star(4), points, recipe=lambda c, n, s: "direct", progress=lambda: passes.append(1))
+    # at least one pass per parameter fitted (the Jacobian's) and the first evaluation
+    assert len(passes) >= 3

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 import simcoll
+from simcoll.algorithms import build_schedule
 from simcoll.cli import main
-from simcoll.core.errors import ConfigError, UnitError
+from simcoll.core import limits
+from simcoll.core.errors import ConfigError, LimitError, UnitError
 from simcoll.core.limits import MAX_SIZE_BYTES, MAX_TRANSFERS
 from simcoll.core.sizes import parse_sizes
 from simcoll.core.units import parse_size_bytes
@@ -194,3 +196,23 @@ def test_a_direct_allreduce_with_cubic_dependencies_is_refused_before_it_is_buil
 
     with pytest.raises(LimitError, match="would have more than 33554432 dependencies"):
         build_schedule("allreduce", "direct", n_ranks=512, size_bytes=2**20)
+
+
+def test_a_schedule_too_large_for_this_machines_memory_is_refused_before_it_is_built(
+    monkeypatch,
+):
+    # Issue 29: memory was checked only by the sweep's estimate. Every schedule now asks
+    # for its memory before any transfer is built: a ring all-reduce on 16 ranks, 4 pieces
+    # per block, has 16 x 2 x 15 x 4 = 1,920 transfers, about 2.1 MiB at 1,152 B each.
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda: 2**20)
+    with pytest.raises(LimitError) as info:
+        build_schedule("allreduce", "ring", n_ranks=16, size_bytes=2**20, n_chunks=4)
+    needed_gib = 1920 * limits.TRANSFER_BYTES / 2**30
+    assert info.value.message == (
+        f"allreduce/ring on 16 ranks would need about {needed_gib:.4g} GiB of memory to build "
+        "and simulate (1920 transfers), more than the 0.0009766 GiB this "
+        "machine has available; use fewer ranks, chunks or channels"
+    )
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda: 2**30)
+    assert build_schedule("allreduce", "ring", n_ranks=16, size_bytes=2**20,
+                          n_chunks=4).n_transfers == 1920  # fmt: skip

@@ -7,6 +7,7 @@ import io
 import pytest
 
 from simcoll.cli import main
+from simcoll.models.estimate import SECONDS_PER_REPRESENTATIVE
 from simcoll.scenarios.bench import CASES, print_rows, run_bench
 
 
@@ -23,8 +24,8 @@ def test_bench_ring_8_counts_the_whole_schedule_and_its_representatives() -> Non
     print_rows(iter([row]), "csv", out)
     header, line = out.getvalue().splitlines()
     assert header.startswith("case,ranks,transfers,simulated,events,sim_time_ms,wall_s,estimate_s")
-    # the cost check's estimate, by the path taken: 14 representatives at 20 us each
-    assert row.estimate_s == pytest.approx(14 * 20e-6)
+    # the cost check's estimate, by the path taken: 14 representatives
+    assert row.estimate_s == pytest.approx(14 * SECONDS_PER_REPRESENTATIVE)
     assert line.startswith("ring-8,8,896,14,")
 
 

@@ -1,0 +1,76 @@
+"""Progress of a long command on standard error: a bar redrawn in place on a terminal, a
+line per tenth of the work otherwise (a log keeps ten lines, not thousands).
+
+>>> import io
+>>> out = io.StringIO()
+>>> bar = Progress(out, 4, "sizes")
+>>> for _ in range(4):
+...     bar.advance()
+>>> out.getvalue().splitlines()[-1].split(",")[0]
+'[##############################] 4/4 sizes'
+"""
+
+from __future__ import annotations
+
+import time
+from typing import IO
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """Counts ``total`` steps of work (``unit``: what a step is) and shows how far it got,
+    how long it took and about how long is left; with ``total`` None (not known ahead, as
+    a fit's passes), the count and the time only, on a terminal; ``tty_only``: nothing but
+    on a terminal (a command whose standard error is a log says its estimate only)."""
+
+    def __init__(
+        self,
+        stream: IO[str] | None,
+        total: int | None,
+        unit: str = "points",
+        *,
+        tty_only: bool = False,
+    ) -> None:
+        self.stream = None if tty_only and not (stream is not None and stream.isatty()) else stream
+        self.total = total
+        self.unit = unit
+        self.count = 0
+        self.failed = 0
+        self.started = time.perf_counter()
+        self.tty = bool(stream is not None and stream.isatty())
+        self.shown_tenth = -1
+
+    def advance(self, *, failed: bool = False) -> None:
+        """One more step done (``failed``: it failed, and the bar says how many did)."""
+        self.count += 1
+        self.failed += failed
+        if self.stream is None:
+            return
+        elapsed = time.perf_counter() - self.started
+        if self.total is None:
+            if self.tty:
+                self.stream.write(f"\r{self.count} {self.unit}, {elapsed:.1f} s elapsed")
+                self.stream.flush()
+            return
+        if not self.total:
+            return
+        tenth = 10 * self.count // self.total
+        if not self.tty and tenth == self.shown_tenth:
+            return
+        self.shown_tenth = tenth
+        filled = 30 * min(self.count, self.total) // self.total
+        left = elapsed / self.count * max(0, self.total - self.count)
+        shown = f", {self.failed} failed" if self.failed else ""
+        text = (
+            f"[{'#' * filled}{'.' * (30 - filled)}] {self.count}/{self.total} {self.unit}"
+            f"{shown}, {elapsed:.1f} s elapsed, ~{left:.0f} s left"
+        )
+        self.stream.write(("\r" + text) if self.tty else text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the bar's line on a terminal."""
+        if self.stream is not None and self.tty and self.count:
+            self.stream.write("\n")
+            self.stream.flush()
