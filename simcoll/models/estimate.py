@@ -60,9 +60,10 @@ SECONDS_PER_TRANSFER = 4e-6
 SECONDS_PER_BUILD = 1.5e-6
 #: Wall seconds per representative transfer on the symmetric path: 2.0 us measured on a
 #: 1,024-GPU ``h100-ib-fat-tree`` ring all-reduce of 1 MiB with LL (65,472
-#: representatives in 0.13 s besides its routes); 3 us is used. Routing the copies is
-#: counted apart (:mod:`simcoll.prediction.call_cost`).
-SECONDS_PER_REPRESENTATIVE = 3e-6
+#: representatives in 0.13 s besides its routes), about 1.8 us on a 16,384-GPU
+#: ``h100-rail-optimized`` one of 1 GiB (two protocols, 8.4 million each); 2 us is used.
+#: Routing the copies is counted apart (:mod:`simcoll.prediction.call_cost`).
+SECONDS_PER_REPRESENTATIVE = 2e-6
 #: Peak memory per simulated transfer: 0.4 KiB measured on a ring (256 GPUs, 130,560
 #: transfers: 98 MiB), 1.1 KiB on alltoall-1024 (1.05 M transfers, 1,128 MiB; 2.1 GiB
 #: before its routes were found per source); 2 KiB is used.

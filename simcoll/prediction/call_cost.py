@@ -57,9 +57,11 @@ from simcoll.topology.schema import NodeKind
 
 __all__ = ["SECONDS_PER_LOOKUP", "CallCosts", "call_estimates", "seconds_per_route"]
 
-#: Wall seconds per copy looked up (its route known) for each period the symmetric path
-#: tries: 2 us measured on h100-ib-fat-tree at 128 GPUs (92,160 lookups, 0.2 s).
-SECONDS_PER_LOOKUP = 2e-6
+#: Wall seconds per copy checked, for each period the symmetric path tries (its route
+#: looked up, its link classes and loads counted): 10-12 us under a profiler on
+#: h100-ib-fat-tree at 128 and 1,024 GPUs (15,360 copies in 0.15 s; 92,160 in 1.1 s,
+#: their routing apart); 5 us is used.
+SECONDS_PER_LOOKUP = 5e-6
 _ROUTE_SAMPLE = 8
 _IN_NETWORK = ("nvls", "sharp")  # need a switch that reduces
 
@@ -70,7 +72,7 @@ class CallCosts:
     is exact, and what a route costs."""
 
     exact: dict[tuple[object, ...], bool] = field(default_factory=dict)
-    route_s: dict[int, float] = field(default_factory=dict)
+    route_s: dict[int, tuple[float, float]] = field(default_factory=dict)
     routed: dict[tuple[object, ...], int] = field(default_factory=dict)  # channels routed
 
 
@@ -133,7 +135,7 @@ def _choice_estimate(  # noqa: PLR0917 - one choice's facts, and the cache
         setup.collective, name, n_ranks=n, size_bytes=size_bytes, n_chunks=knobs.get("n_chunks"),
         n_channels=channels, symmetric=period is not None, period_ranks=period or 1,
     )  # fmt: skip
-    other_s = _new_routes(setup, name, channels, costs) * seconds_per_route(setup, costs)
+    other_s = _routing_s(setup, name, channels, costs)
     if tried is not None:  # each period checked looks every copy up
         other_s += n * channels * tried[1] * SECONDS_PER_LOOKUP
     if period is not None:
@@ -148,14 +150,24 @@ def _choice_estimate(  # noqa: PLR0917 - one choice's facts, and the cache
     return replace(estimate, other_s=other_s)
 
 
-def _new_routes(setup: Setup, name: str, channels: int, costs: CallCosts) -> int:
-    """Connections (a rank to its neighbour, per channel) the machine's router has not
-    routed for an earlier call or size: a plan's first channels are every call's, so only
-    channels beyond the most used so far are new."""
+def _routing_s(setup: Setup, name: str, channels: int, costs: CallCosts) -> float:
+    """Seconds to route the connections (a rank to its neighbour, per channel) that the
+    machine's router has not routed for an earlier call or size: a plan's first channels
+    are every call's, so only channels beyond the most used so far are new. Of each new
+    channel's connections, one per server crosses the fabric (its ring or tree enters
+    and leaves each server once); the others stay in their server."""
     key = (id(setup.router), setup.nodes, name)
     before = costs.routed.get(key, 0)
     costs.routed[key] = max(before, channels)
-    return len(setup.nodes) * max(0, channels - before)
+    new = max(0, channels - before)
+    near_s, far_s = seconds_per_route(setup, costs)
+    far = new * _servers(setup)
+    return (len(setup.nodes) * new - far) * near_s + far * far_s
+
+
+def _servers(setup: Setup) -> int:
+    """How many servers (``host``) the call's GPUs are on."""
+    return len({setup.topology.nodes[node].get("host") for node in setup.nodes})
 
 
 def _copies_exact(  # noqa: PLR0917 - one choice's facts, and the cache
@@ -286,30 +298,36 @@ def _ring_periods(  # noqa: PLR0917 - one choice's facts, and the cache
     return None, checked
 
 
-def seconds_per_route(setup: Setup, costs: CallCosts | None = None) -> float:
-    """Wall seconds to route one connection on this fabric, measured on a few of them
-    with a fresh router (after a first one that sets the router up): half to the next
-    rank, half across the fabric, as a plan's rings and trees mix them (a star of 4,096
-    GPUs takes 4 ms a route, a 1,024-GPU fat tree 30 us to a neighbour and 250 us across).
-    Cached per topology in ``costs``."""
+def seconds_per_route(setup: Setup, costs: CallCosts | None = None) -> tuple[float, float]:
+    """Wall seconds to route one connection on this fabric: ``(to a GPU of the same
+    server, across the fabric)``, each measured on a few of the call's GPUs with a fresh
+    router, after a first route that sets the router up (a 1,024-GPU fat tree: about 30
+    and 250 us; a star of 4,096 GPUs 4 ms). Cached per topology in ``costs``."""
     key = id(setup.topology)
     if costs is not None and key in costs.route_s:
         return costs.route_s[key]
-    n = len(setup.nodes)
-    router = Router(setup.topology)
+    nodes = setup.nodes
+    n = len(nodes)
+    host = [setup.topology.nodes[node].get("host") for node in nodes]
     starts = [i * n // (_ROUTE_SAMPLE + 1) for i in range(min(n, _ROUTE_SAMPLE + 1))]
-    # a plan's connections: most to a neighbour in the server, some across the fabric
-    sample = [(a, (a + (1 if i % 2 else n // 2)) % n) for i, a in enumerate(starts)]
-    seconds = 0.0
-    for index, (a, b) in enumerate(sample):
-        start = time.perf_counter()
-        try:
-            route_pair(router, setup.nodes, a, b)
-        except SimcollError:
-            break  # the run says why
-        if index:
-            seconds += time.perf_counter() - start
-    seconds /= max(1, len(sample) - 1)
+    near = [(a, (a + 1) % n) for a in starts if host[a] == host[(a + 1) % n]]
+    far = [(a, (a + n // 2) % n) for a in starts if host[a] != host[(a + n // 2) % n]]
+    router = Router(setup.topology)
+    if near:
+        _timed(router, nodes, near[:1])  # sets the router up
+    found = _timed(router, nodes, near) if near else 0.0
+    found_far = _timed(router, nodes, far) if far else found
     if costs is not None:
-        costs.route_s[key] = seconds
-    return seconds
+        costs.route_s[key] = (found, found_far)
+    return found, found_far
+
+
+def _timed(router: Router, nodes: tuple[str, ...], pairs: list[tuple[int, int]]) -> float:
+    """Mean wall seconds of routing ``pairs``."""
+    start = time.perf_counter()
+    for a, b in pairs:
+        try:
+            route_pair(router, nodes, a, b)
+        except SimcollError:
+            return 0.0  # the run says why
+    return (time.perf_counter() - start) / len(pairs)

@@ -210,7 +210,8 @@ def test_simulations_and_their_estimate_are_counted_before_any_runs(monkeypatch)
     # the router routes each rank's connection once for both sizes, and each size looks
     # the 4 copies up for the one period it checks.
     route_s = 1e-4
-    monkeypatch.setattr(call_cost, "seconds_per_route", lambda setup, costs=None: route_s)
+    both = (route_s, route_s)  # within a server and across the fabric
+    monkeypatch.setattr(call_cost, "seconds_per_route", lambda setup, costs=None: both)
     points = [FitPoint("allreduce", 4, s, 1.0) for s in (4096, 8192, 8192)]
     ring = lambda c, n, s: "ring"  # noqa: E731 - the recipe
     assert simulations(points, ring) == 2  # two distinct sizes

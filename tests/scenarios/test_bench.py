@@ -74,3 +74,20 @@ def test_unknown_case_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) ->
         f"simcoll bench: error: argument --cases: unknown case ring-9; valid: {valid} "
         "(see simcoll bench --help)"
     )
+
+
+#: The bench cases whose estimate is that of the cost check of ``run``, ``compare`` and
+#: ``calibrate`` (prediction.call_cost): what ``predict`` and a workload take.
+ESTIMATED = ["ring-1024-ecmp", "ring-1024-random-ib", "auto-128", "ddp-128", "ddp-1024"]
+
+
+@pytest.mark.slow
+def test_estimates_are_within_a_factor_of_two_of_the_time_taken() -> None:
+    # Issue 29: estimates were 3-30x off (16,384 GPUs: 5.2 s estimated, 35 s taken; a
+    # 5,000-row compare: none). Measured here, on the machine the constants were fitted
+    # on (the project's 2-core one): each case's wall time against its estimate.
+    rows = list(run_bench(ESTIMATED, timeout_s=300))
+    ratios = {row.case: row.wall_s / row.estimate_s for row in rows}
+    print("wall / estimate:", {case: round(r, 2) for case, r in ratios.items()})
+    assert all(row.status == "ok" for row in rows)
+    assert all(0.5 <= r <= 2.0 for r in ratios.values()), ratios
