@@ -16,6 +16,9 @@ Each cap sits far above any real use and below what would overflow or exhaust a 
 - :data:`MAX_DEPENDENCIES` (2^25, 33.6 million) dependencies in one schedule: they are
   built as Python integers, about 36 B each (a direct all-reduce on 512 GPUs has 134
   million and reached a MemoryError at 5.5 GB: issue 29);
+- :data:`MAX_LOG_BYTES` (512 MiB) of NCCL log read for a plan (``NCCL_DEBUG=INFO`` logs
+  of thousands of ranks stay well below); a log's trees are checked to reach every rank
+  once from one root, so their depth is below :data:`MAX_RANKS`;
 - and below those, what this machine's memory holds: :func:`check_memory` refuses, before
   anything is built, a schedule whose transfers (:data:`TRANSFER_BYTES` each) and
   dependencies (:data:`DEPENDENCY_BYTES`) need more than the memory available now.
@@ -44,6 +47,7 @@ __all__ = [
     "MAX_CHUNKS",
     "MAX_DEPENDENCIES",
     "MAX_IN_FLIGHT",
+    "MAX_LOG_BYTES",
     "MAX_RANKS",
     "MAX_SIZE_BYTES",
     "MAX_TRANSFERS",
@@ -62,6 +66,7 @@ MAX_CHUNKS = 4096
 MAX_IN_FLIGHT = 2**30
 MAX_TRANSFERS = 2**24
 MAX_DEPENDENCIES = 2**25
+MAX_LOG_BYTES = 512 * 2**20
 
 
 #: Peak memory per transfer of a schedule built and simulated on the general path:

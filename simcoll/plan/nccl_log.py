@@ -43,6 +43,7 @@ import networkx as nx
 
 from simcoll.core.errors import ConfigError
 from simcoll.core.files import read_input_text
+from simcoll.core.limits import MAX_LOG_BYTES
 from simcoll.plan.channels import Channel, NetHop, Plan
 from simcoll.plan.placement import place_ranks
 from simcoll.plan.trees import Tree
@@ -57,10 +58,6 @@ __all__ = [
     "plan_from_log",
     "read_nccl_log",
 ]
-
-#: A log bigger than this is refused before it is read (NCCL_DEBUG=INFO logs of thousands
-#: of ranks stay well below).
-MAX_LOG_BYTES = 512 * 2**20
 
 _INFO = re.compile(r"NCCL INFO (?P<text>.*)$")
 _RING_DUMP = re.compile(
