@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from simcoll import __version__
 from simcoll.cli._args import Parser
 from simcoll.cli.bench import add_bench
 from simcoll.cli.calibrate import add_calibrate, add_compare
@@ -24,6 +25,7 @@ from simcoll.cli.predict import add_predict
 from simcoll.cli.run import add_run
 from simcoll.cli.topo import add_topo
 from simcoll.core.errors import SimcollError, SimulationError
+from simcoll.core.shipped import shipped_names
 
 __all__ = ["main"]
 
@@ -32,8 +34,11 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="simcoll",
         description="Simulate GPU collective communication (NCCL-style algorithms) on a "
-        "cluster topology, with link-level contention.",
+        "cluster topology, with link-level contention. A TOPOLOGY or SCENARIO is a file, "
+        f"or the name of a shipped one (topologies: {', '.join(shipped_names('topologies'))}; "
+        f"scenarios: {', '.join(shipped_names('scenarios'))}).",
     )
+    parser.add_argument("--version", action="version", version=f"simcoll {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     add_predict(sub)

@@ -41,6 +41,7 @@ import numpy as np
 from simcoll.algorithms import build_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
+from simcoll.core.shipped import data_root
 from simcoll.models.estimate import estimate_point
 from simcoll.plan.placement import place_ranks
 from simcoll.plan.search import search_plan
@@ -55,7 +56,7 @@ from simcoll.topology import load as load_topology
 
 __all__ = ["CASES", "BenchRow", "Case", "run_bench"]
 
-TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+TOPOLOGIES = data_root() / "topologies"
 GIB = 2**30
 MIB = 2**20
 

@@ -59,6 +59,7 @@ from typing import Any
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.files import TOO_DEEP, check_nesting, read_input_bytes
 from simcoll.core.limits import MAX_SIZE_BYTES
+from simcoll.core.shipped import find, is_bare_name, shipped_names
 from simcoll.core.sizes import parse_sizes
 from simcoll.core.units import parse_bandwidth_bytes_per_s, parse_size_bytes, parse_time_s
 
@@ -192,7 +193,15 @@ class Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; errors name the file and the field."""
+    """Read and validate a scenario file (or a shipped scenario, by name:
+    ``ddp-buckets``); errors name the file and the field."""
+    if is_bare_name(path):
+        found = find(path, "scenarios")
+        if not found.exists():
+            raise ConfigError(f"no such scenario file, nor a shipped scenario of that name "
+                              f"(shipped: {', '.join(shipped_names('scenarios'))})",
+                              source=str(path))  # fmt: skip
+        path = found
     source = str(path)
     raw = read_input_bytes(path, missing="no such scenario file", max_bytes=MAX_SCENARIO_BYTES)
     try:

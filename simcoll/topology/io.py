@@ -36,6 +36,7 @@ import networkx as nx
 
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.files import TOO_DEEP, check_nesting, read_input_bytes, read_input_text
+from simcoll.core.shipped import find, is_bare_name, shipped_names
 from simcoll.topology.builder_params import (
     Param,
     builder_params,
@@ -73,7 +74,8 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     Parameters
     ----------
     path
-        The TOML file. It is named, as given, in every error.
+        The TOML file, named as given in every error; or the name of a shipped topology
+        (``dgx-a100``: :func:`simcoll.core.shipped.find`).
     overrides
         ``[params]`` values from the command line (``--set KEY=VALUE``, see
         :func:`parse_overrides`), keyed as in the file and given as strings: digits for
@@ -101,6 +103,13 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ConfigError(f"overrides must be a mapping of names to strings, got "
                           f"{type(overrides).__name__}")  # fmt: skip
+    if is_bare_name(path):  # a shipped topology by name: dgx-a100
+        found = find(path, "topologies")
+        if not found.exists():
+            names = ", ".join(shipped_names("topologies"))
+            raise ConfigError(f"no such file, nor a shipped topology of that name (shipped: "
+                              f"{names})", source=str(path))  # fmt: skip
+        path = found
     source = str(path)
     if Path(path).suffix.lower() == ".json":
         _refuse_overrides(overrides, source, "a node-link JSON file")

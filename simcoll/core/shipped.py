@@ -1,0 +1,54 @@
+"""The files simcoll ships (topologies, their parameters, scenarios, public measurements),
+found by name wherever simcoll is installed.
+
+In a clone they are the repository's own folders; in a wheel they are packaged under
+``simcoll/_data`` with the same layout (``pyproject.toml``'s ``force-include``), so that a
+scenario's ``../topologies/...`` and a topology's ``calibration/...`` still resolve.
+
+>>> data_root().joinpath("topologies", "dgx-a100.toml").is_file()
+True
+>>> find("dgx-a100", "topologies").name
+'dgx-a100.toml'
+>>> find("no/such/thing.toml", "topologies")  # a path is taken as given
+PosixPath('no/such/thing.toml')
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["KINDS", "data_root", "find", "is_bare_name", "shipped_names"]
+
+#: The folders of shipped files a name may be looked up in.
+KINDS = ("topologies", "scenarios")
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def data_root() -> Path:
+    """The folder holding ``topologies/``, ``scenarios/`` and ``validation/data/public/``:
+    the installed package's ``_data`` in a wheel, else the repository."""
+    packaged = _PACKAGE / "_data"
+    return packaged if packaged.is_dir() else _PACKAGE.parent
+
+
+def is_bare_name(path: str | Path) -> bool:
+    """Whether ``path`` is a bare name (``dgx-a100``): no folder and no suffix."""
+    text = str(path)
+    return bool(text) and "/" not in text and "\\" not in text and not Path(text).suffix
+
+
+def shipped_names(kind: str) -> list[str]:
+    """The names of the shipped files of ``kind`` (``topologies`` or ``scenarios``)."""
+    folder = data_root() / kind
+    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+
+
+def find(path: str | Path, kind: str) -> Path:
+    """``path`` itself where it names a file, or is more than a bare name; else the
+    shipped file of ``kind`` of that name, if there is one (else ``path`` unchanged, for
+    the caller to report as missing)."""
+    given = Path(path)
+    if given.exists() or not is_bare_name(path):
+        return given
+    shipped = data_root() / kind / f"{given.name}.toml"
+    return shipped if shipped.is_file() else given
