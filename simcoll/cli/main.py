@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout = _ClosedStdout()
     parser = _build_parser()
     args = parser.parse_args(argv)
+    _notice_compiling()
     real_stdout = sys.stdout
     sys.stdout = _NamedStdout(real_stdout)  # a full disk names standard output
     try:
@@ -97,6 +98,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if isinstance(sys.stdout, _NamedStdout):
             sys.stdout = real_stdout
+
+
+def _notice_compiling() -> None:
+    """On a terminal, say so when the event loop is being compiled (its first run after
+    install, 10-15 s of silence otherwise)."""
+    from simcoll.network import kernel  # noqa: PLC0415 - numba loads with the network layer
+
+    if sys.stderr is not None and sys.stderr.isatty():
+        kernel.COMPILE_NOTICE = lambda: print(
+            "simcoll: compiling the flow model's event loop (once after install, about "
+            "15 s; cached after)", file=sys.stderr, flush=True)  # fmt: skip
 
 
 class _StdoutWriteError(OSError):

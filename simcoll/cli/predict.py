@@ -19,6 +19,7 @@ from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_CHANNELS, MAX_CHUNKS, MAX_IN_FLIGHT, MAX_RANKS, MAX_TRANSFERS
 from simcoll.core.sizes import align_size_bytes, parse_sizes
 from simcoll.core.units import format_bandwidth, format_bytes
+from simcoll.output.progress import Progress
 from simcoll.output.results import Row, format_table, to_csv, to_json
 from simcoll.plan.channels import Plan
 from simcoll.plan.nccl_log import log_plan, read_nccl_log
@@ -198,11 +199,15 @@ def _predict(args: argparse.Namespace) -> int:
     calibration = _calibration(args.params)
     knobs = parse_nccl_knobs(args.nccl)
     plan = _plan(args.plan, topology, n_ranks, args.placement)
-    result = predict(topology, collective, sizes, algorithm=algorithm, protocol=protocol,
-                     model=args.model, n_ranks=n_ranks, params=params,
-                     skip_too_small=is_range, calibration=calibration,
-                     placement=args.placement, plan=plan, knobs=knobs,
-                     in_place=args.in_place)  # fmt: skip
+    bar = Progress(sys.stderr, len(sizes), "sizes", tty_only=True)
+    try:
+        result = predict(topology, collective, sizes, algorithm=algorithm, protocol=protocol,
+                         model=args.model, n_ranks=n_ranks, params=params,
+                         skip_too_small=is_range, calibration=calibration,
+                         placement=args.placement, plan=plan, knobs=knobs,
+                         in_place=args.in_place, progress=bar.advance)  # fmt: skip
+    finally:
+        bar.close()
     title = _title(args, topology, collective, algorithm, n_ranks=n_ranks,
                    calibration=calibration, rows=result.rows)  # fmt: skip
     if args.format == "csv":

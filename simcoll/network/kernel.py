@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import math
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,6 +136,7 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
     left = np.array(deps_left, dtype=np.int64)
     busy_s = np.zeros(len(capacity_bytes_per_s))
     stats = np.zeros(3, dtype=np.int64)
+    notice = _compile_notice()
     _simulate(
         np.asarray(pair_of, dtype=np.int64),
         np.asarray(wire_bytes, dtype=np.float64),
@@ -155,8 +158,27 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
         busy_s,
         stats,
     )
+    if notice is not None:
+        notice.cancel()
     instants, reshares, updates = stats.tolist()
     return KernelRun(left, busy_s, instants, reshares, updates)
+
+
+#: Called (by a timer) when the event loop's first call in this process has not returned
+#: after :data:`COMPILE_NOTICE_AFTER_S`: numba is compiling it (10-15 s once, then read from
+#: its cache). The command line sets it to a line on a terminal's standard error.
+COMPILE_NOTICE: Callable[[], None] | None = None
+COMPILE_NOTICE_AFTER_S = 1.0
+
+
+def _compile_notice() -> threading.Timer | None:
+    """A started timer for :data:`COMPILE_NOTICE`, before the loop's first call here."""
+    if COMPILE_NOTICE is None or numba is None or getattr(_simulate, "signatures", [1]):
+        return None
+    timer = threading.Timer(COMPILE_NOTICE_AFTER_S, COMPILE_NOTICE)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def _jit(function):  # type: ignore[no-untyped-def]
