@@ -32,7 +32,7 @@ PUBLIC = "validation/data/public"
 OUT = REPO / "validation" / "results" / "loo"
 #: The size regimes reported: from 64 MiB (bandwidth) and from 1 KiB (all but the tiniest).
 FROM_BYTES = {"from 64 MiB": 64 * 2**20, "from 1 KiB": 2**10}
-#: What each fit fits (as the shipped parameter files were fitted).
+#: What each fit fits (as the shipped parameter files were fitted), unless the machine says.
 FIT = ["--fit", "efficiency,protocol_efficiency,launch_s"]
 
 
@@ -56,6 +56,7 @@ class Machine:
     topology: str
     fit_on: Table
     predict: list[Table] = field(default_factory=list)
+    fit: list[str] = field(default_factory=lambda: list(FIT))  # calibrate's fit arguments
 
 
 def _table(stem: str, *args: str) -> Table:
@@ -129,6 +130,13 @@ MACHINES = [
                 "8",
             ),
         ],
+        # the servers' own parameters held (the hardware file), the network's fitted
+        fit=[
+            "--base",
+            "topologies/calibration/hardware/h100-sxm-nvlink4.params.toml",
+            "--fit",
+            "efficiency.net,step_latency_s.net",
+        ],
     ),
     Machine(
         "rtx4090",
@@ -200,7 +208,18 @@ def predict_machine(machine: Machine, out: Path = OUT) -> list[tuple[Table, dict
     folder.mkdir(parents=True, exist_ok=True)
     params = _shown(folder / "params.toml")
     fit = machine.fit_on
-    run(["calibrate", "--topology", machine.topology, *fit.args, *FIT, "-o", params, fit.file])
+    run(
+        [
+            "calibrate",
+            "--topology",
+            machine.topology,
+            *fit.args,
+            *machine.fit,
+            "-o",
+            params,
+            fit.file,
+        ]
+    )
     found = []
     for table in machine.predict:
         target = folder / table.name

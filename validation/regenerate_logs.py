@@ -41,6 +41,26 @@ LOGS: dict[str, tuple[Layout, LogHeader]] = {
         "new",
         LogHeader(n_gpus=1, hosts=("node0", "node1"), device_name="NVIDIA H100 80GB HBM3"),
     ),
+    # "mpirun -np 32 -N 8 ./build/all_reduce_perf -b 1M -e 8G -f 2 -g 1"
+    "nccl_allreduce_4x8xH100_ndr_nccltests309_gjaion.csv": (
+        "new",
+        LogHeader(
+            n_gpus=1,
+            hosts=("node0", "node1", "node2", "node3"),
+            device_name="NVIDIA H100 80GB HBM3",
+        ),
+    ),
+    # "all_reduce_perf -g 8", 128M to 4G, warm-up 5, 2 iterations
+    "nccl_allreduce_8xH100_nvswitch_nccltests290.csv": (
+        "new",
+        LogHeader(
+            min_bytes=2**27,
+            max_bytes=2**32,
+            iters=2,
+            hosts=("node005",),
+            device_name="NVIDIA H100 80GB HBM3",
+        ),
+    ),
     "nccl_allreduce_8xRTX4090_pcie_P2Pdriver_chlc.csv": ("new", _RTX4090),
     "nccl_allreduce_8xRTX4090_pcie_noP2P_chlc.csv": ("new", _RTX4090),
     # "./build/all_reduce_perf -b 1G -e 1G -f 2 -t 1 -g 8"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import os
 import re
 import shlex
 import sys
@@ -94,6 +95,10 @@ def add_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("-o", "--output", required=True, metavar="PARAMS.toml",
                    help="params file to write (not an input, nor an existing file simcoll "
                    "did not write)")  # fmt: skip
+    p.add_argument("--base", metavar="PARAMS.toml", action="append", default=[],
+                   help="hardware parameters to build on (repeatable): held at their values "
+                   "while the others are fitted, and named as the written file's base, so "
+                   "that every topology of that hardware shares them")  # fmt: skip
     p.add_argument("--fit", default=",".join(PARAMETER_GROUPS), metavar="GROUPS",
                    help="parameter groups that may be fitted, in priority order where two "
                    f"move the times alike (default {','.join(PARAMETER_GROUPS)}; also "
@@ -192,8 +197,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise ConfigError(f"names no parameter group; valid: {', '.join(ALL_GROUPS)}",
                           field="--fit")  # fmt: skip
     for group in groups:
-        if group not in ALL_GROUPS:
-            raise ConfigError(f"--fit: unknown parameter group {group!r}; valid: "
+        if group.split(".")[0] not in ALL_GROUPS:
+            raise ConfigError(f"--fit: unknown parameter group {group!r}; valid (or one of a "
+                              "group's parameters, as efficiency.net): "
                               f"{', '.join(ALL_GROUPS)}")  # fmt: skip
     names = [name for name, _, _ in REGIMES]
     regimes = [r.strip() for r in args.regimes.split(",") if r.strip()]
@@ -214,12 +220,13 @@ def _calibrate(args: argparse.Namespace) -> int:
             field="--regimes",
         )
     recipe, protocol, backend = _choices(args, sets)
-    _say_estimate("calibrate", topology, points, topology.graph.get("calibration"), recipe,
-                  protocol, args.model, per_pass=True)  # fmt: skip
+    held = _held(args.base)
+    _say_estimate("calibrate", topology, points, held, recipe, protocol, args.model,
+                  per_pass=True)  # fmt: skip
     bar = Progress(sys.stderr, None, "passes over the points", tty_only=True)
     try:
         result = fit(topology, points, recipe=recipe, protocol=protocol, model=args.model,
-                     parameters=groups, progress=bar.advance)  # fmt: skip
+                     parameters=groups, progress=bar.advance, held=held)  # fmt: skip
     finally:
         bar.close()
     errors = sorted(abs(e) for e in result.relative_errors)
@@ -241,7 +248,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         "max_abs_error": errors[-1],
     }
     calibration = Calibration(**{**_sections(result.calibration), "provenance": provenance})
-    write_calibration(args.output, calibration, result.residual_rows())
+    out_dir = Path(args.output).resolve().parent
+    bases = [os.path.relpath(Path(b).resolve(), out_dir) for b in args.base]
+    write_calibration(args.output, calibration, result.residual_rows(), base=bases)
     print(f"fitted on {len(result.points)} points ({backend}, protocol {protocol or 'none'}):")
     for name, value in result.calibration.values.items():
         unit = "" if "efficiency" in name else " s"
@@ -270,6 +279,7 @@ def _input_files(args: argparse.Namespace) -> list[str]:
     files += [str(sidecar_path(m)) for m in args.measurements]
     if getattr(args, "params", None) not in (None, "none"):
         files.append(str(args.params))
+    files += list(getattr(args, "base", []))
     return files
 
 
@@ -365,6 +375,14 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
     if out is not None:
         _write_outputs(out, compared, summary)
     return 0
+
+
+def _held(bases: list[str]) -> Calibration | None:
+    """The parameters of the ``--base`` files, later ones over earlier ones."""
+    values: dict[str, float] = {}
+    for base in bases:
+        values.update(read_calibration(base).values)
+    return Calibration.from_values(values) if bases else None
 
 
 def _say_estimate(  # noqa: PLR0917 - what the simulations will be

@@ -14,9 +14,9 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from typing import TextIO
 
-from simcoll import __version__
 from simcoll.cli._args import Parser
 from simcoll.cli.bench import add_bench
 from simcoll.cli.calibrate import add_calibrate, add_compare
@@ -38,7 +38,7 @@ def _build_parser() -> argparse.ArgumentParser:
         f"or the name of a shipped one (topologies: {', '.join(shipped_names('topologies'))}; "
         f"scenarios: {', '.join(shipped_names('scenarios'))}).",
     )
-    parser.add_argument("--version", action="version", version=f"simcoll {__version__}")
+    parser.add_argument("--version", action="version", version=f"simcoll {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     add_predict(sub)
@@ -49,6 +49,14 @@ def _build_parser() -> argparse.ArgumentParser:
     add_compare(sub)
     add_bench(sub)
     return parser
+
+
+def _version() -> str:
+    """The installed package's version (its metadata, from ``pyproject.toml``)."""
+    try:
+        return metadata.version("simcoll")
+    except metadata.PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown (not installed)"
 
 
 #: The exit status of a process that wrote into a pipe closed by its reader (128 +

@@ -42,8 +42,8 @@ from __future__ import annotations
 import math
 import sys
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,7 @@ class Calibration:
     launch_s: float = 0.0
     provenance: Mapping[str, Any] = field(default_factory=dict)
     floor_s: float = 0.0
+    base: Calibration | None = field(default=None, compare=False)  # the base files', merged above
 
     def __post_init__(self) -> None:
         for section, valid in _SECTIONS.items():
@@ -160,7 +161,10 @@ class Calibration:
                 section, _, key = name.partition(".")
                 sections[section][key] = float(value)
         return cls(
-            **sections,
+            efficiency=sections["efficiency"],
+            step_latency_s=sections["step_latency_s"],
+            link_latency_s=sections["link_latency_s"],
+            protocol_efficiency=sections["protocol_efficiency"],
             launch_s=float(values.get("launch_s", 0.0)),
             floor_s=float(values.get("floor_s", 0.0)),
             provenance=dict(provenance or {}),
@@ -190,8 +194,14 @@ def _check(section: str, key: str, value: object, valid: tuple[str, ...]) -> Non
                           field=where)  # fmt: skip
 
 
-def read_calibration(path: str | Path) -> Calibration:
+def read_calibration(path: str | Path, *, _seen: tuple[str, ...] = ()) -> Calibration:
     """Read a params TOML written by :func:`write_calibration` (or by hand).
+
+    ``base`` (a path or a list of paths, relative to the file) names the parameters of
+    the hardware the file builds on (a GPU and its NVLink, a NIC): theirs are taken first
+    and the file's own override them, so every topology built from the same hardware gets
+    the same intra-node numbers. :attr:`Calibration.base` keeps them (what a fit on top
+    holds fixed).
 
     Raises
     ------
@@ -210,7 +220,7 @@ def read_calibration(path: str | Path) -> Calibration:
     except RecursionError:
         raise ConfigError(TOO_DEEP, source=source) from None
     check_nesting(document, source=source)
-    known = {"schema", *_CALL_KEYS, "fit", "residuals", *_SECTIONS}
+    known = {"schema", "base", *_CALL_KEYS, "fit", "residuals", *_SECTIONS}
     for name in document:
         if name not in known:
             raise ConfigError(f"unknown section; valid: {', '.join(sorted(known))}",
@@ -225,22 +235,70 @@ def read_calibration(path: str | Path) -> Calibration:
     if not isinstance(provenance, dict):
         raise ConfigError("must be a table", source=source, field="fit")
     try:
-        return Calibration(
-            **sections,
+        own = Calibration(
+            efficiency=sections["efficiency"],
+            step_latency_s=sections["step_latency_s"],
+            link_latency_s=sections["link_latency_s"],
+            protocol_efficiency=sections["protocol_efficiency"],
             launch_s=document.get("launch_s", 0.0),
             floor_s=document.get("floor_s", 0.0),
             provenance=provenance,
         )
     except ConfigError as error:
         raise error.located(source=source) from None
+    held = _bases(document.get("base", []), Path(path), source, _seen)
+    if held is None:
+        return own
+    values = {**held.values, **own.values}
+    for key in _CALL_KEYS:  # a call key the file leaves out (0) is the base's
+        if key not in document and key in held.values:
+            values[key] = held.values[key]
+    return replace(Calibration.from_values(values, provenance), base=held)
+
+
+#: How deep ``base`` files may nest (a file's base's base...).
+MAX_BASE_DEPTH = 4
+
+
+def _bases(named: object, path: Path, source: str, seen: tuple[str, ...]) -> Calibration | None:
+    """The parameters of the files ``base`` names (relative to ``path``'s folder), later
+    ones overriding earlier ones; None where it names none."""
+    names = [named] if isinstance(named, str) else named
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError("must be a params file's path or a list of them", source=source,
+                          field="base")  # fmt: skip
+    if not names:
+        return None
+    if len(seen) >= MAX_BASE_DEPTH:
+        raise ConfigError(f"bases nest more than {MAX_BASE_DEPTH} deep ({' -> '.join(seen)})",
+                          source=source, field="base")  # fmt: skip
+    values: dict[str, float] = {}
+    files = []
+    for name in names:
+        file = path.parent / name
+        if str(file.resolve()) in seen:
+            raise ConfigError(f"{name} is its own base ({' -> '.join(seen)})", source=source,
+                              field="base")  # fmt: skip
+        try:
+            values.update(read_calibration(file, _seen=(*seen, str(file.resolve()))).values)
+        except ConfigError as error:
+            raise ConfigError(f"{name}: {error.message}", source=source,
+                              field="base") from None  # fmt: skip
+        files.append(name)
+    return Calibration.from_values(values, {"files": files})
 
 
 def write_calibration(
-    path: str | Path, calibration: Calibration, residuals: list[dict[str, Any]] | None = None
+    path: str | Path,
+    calibration: Calibration,
+    residuals: list[dict[str, Any]] | None = None,
+    *,
+    base: Sequence[str] = (),
 ) -> Path:
     """Write ``calibration`` (with its provenance and residuals) as a params TOML.
 
-    The file is written whole; an existing file is replaced only if simcoll wrote it
+    ``base``: the params files (relative to ``path``) it builds on, written as its
+    ``base``. The file is written whole; an existing file is replaced only if simcoll wrote it
     (its first line is :data:`PARAMS_MARK`), see :func:`simcoll.core.files.write_output`.
     """
     lines = [
@@ -252,7 +310,19 @@ def write_calibration(
         "# launch_s: added once to every collective call, seconds;",
         "# floor_s: the least time of a call timed back to back (0-byte calls), seconds.",
         "schema = 1",
-        f"launch_s = {_toml(float(calibration.launch_s))}",
+        *(
+            [
+                f"base = {_toml(list(base))}  # the hardware this builds on: its parameters, "
+                "then these"
+            ]
+            if base
+            else []
+        ),
+        *(
+            [f"launch_s = {_toml(float(calibration.launch_s))}"]
+            if calibration.launch_s or not base
+            else []
+        ),  # with a base, 0 is the base's
         *([f"floor_s = {_toml(float(calibration.floor_s))}"] if calibration.floor_s else []),
         "",
     ]

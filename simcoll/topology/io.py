@@ -140,12 +140,15 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
 
 
 def source_files(path: str | Path, overrides: Mapping[str, str] | None = None) -> list[Path]:
-    """The files :func:`load` reads for ``path``: the file itself and, for an importer
-    (an NCCL XML dump, an ``nvidia-smi`` matrix), the file its ``params.file`` names.
+    """The files :func:`load` reads for ``path``: the file itself, for an importer (an
+    NCCL XML dump, an ``nvidia-smi`` matrix) the file its ``params.file`` names, and its
+    params file with the files that one builds on (``base``).
 
     A file that cannot be read is still listed (loading it will say why); nothing here
     raises.
     """
+    if is_bare_name(path):
+        path = find(path, "topologies")
     files = [Path(path)]
     if Path(path).suffix.lower() == ".json":
         return files
@@ -159,8 +162,24 @@ def source_files(path: str | Path, overrides: Mapping[str, str] | None = None) -
     if document.get("builder") in IMPORTERS and isinstance(named, str):
         files.append(Path(path).parent / named)
     if isinstance(document.get("calibration"), str):
-        files.append(Path(path).parent / document["calibration"])
+        params = Path(path).parent / document["calibration"]
+        files += [params, *_base_files(params)]
     return files
+
+
+def _base_files(params: Path, depth: int = 0) -> list[Path]:
+    """The ``base`` files a params file builds on, and theirs (unreadable ones skipped:
+    reading the params file will say why)."""
+    try:
+        document = tomllib.loads(params.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    named = document.get("base", [])
+    names = [named] if isinstance(named, str) else named
+    if not isinstance(names, list) or depth >= 4:
+        return []
+    found = [params.parent / n for n in names if isinstance(n, str)]
+    return found + [f for base in found for f in _base_files(base, depth + 1)]
 
 
 def _build(

@@ -107,7 +107,7 @@ def test_calibrate_then_compare_end_to_end(files, capsys):
     assert code == 0
     table = capsys.readouterr().out
     assert "allgather" in table
-    assert "+0.0 %" in table
+    assert "+0.0 %" in table or "-0.0 %" in table  # exact to rounding, either side
     summary = (out_dir / "summary.csv").read_text().splitlines()
     assert summary[0].startswith("source,collective,n_ranks,regime,points")
     assert (out_dir / "compare.png").stat().st_size > 10_000
@@ -186,8 +186,9 @@ def test_option_errors_name_the_option_and_come_before_any_work(files, capsys):
     assert main(["calibrate", str(p2p), "--topology", str(topo), "--fit", "bogus",
                  "-o", str(tmp / "x.toml")]) == 2  # fmt: skip
     assert capsys.readouterr().err == (
-        "simcoll: error: --fit: unknown parameter group 'bogus'; valid: efficiency, "
-        "link_latency_s, step_latency_s, launch_s, protocol_efficiency, floor_s\n"
+        "simcoll: error: --fit: unknown parameter group 'bogus'; valid (or one of a group's "
+        "parameters, as efficiency.net): efficiency, link_latency_s, step_latency_s, launch_s, "
+        "protocol_efficiency, floor_s\n"
     )
     out = tmp / "missing" / "x.toml"
     assert main(["calibrate", str(p2p), "--topology", str(topo), "-o", str(out)]) == 2

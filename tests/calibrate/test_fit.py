@@ -226,3 +226,29 @@ def test_a_fit_reports_every_pass():
     fit(star(4), points, recipe=lambda c, n, s: "direct", progress=lambda: passes.append(1))
     # at least one pass per parameter fitted (the Jacobian's) and the first evaluation
     assert len(passes) >= 3
+
+
+def test_held_parameters_stay_and_one_parameter_of_a_group_is_fitted():
+    # issue 32: a fit on top of a hardware base holds the base's parameters and fits only
+    # those named (efficiency.net, not the whole efficiency group). Star of 4 over
+    # "ethernet" links (class net): sendrecv is two hops of hop_s plus size/(e B).
+    from simcoll.topology.calibration import Calibration  # noqa: PLC0415
+
+    points = [FitPoint("sendrecv", 4, s, sendrecv_s(s, 0.93, 30e-6)) for s in SIZES]
+    held = Calibration(link_latency_s={"ethernet": 30e-6})
+    result = fit(star(4), points, recipe=lambda c, n, s: "direct", parameters=["efficiency.net"],
+                 held=held)  # fmt: skip
+    assert result.fitted == ["efficiency.net"]
+    assert result.calibration.values == {"efficiency.net": pytest.approx(0.93, rel=1e-6)}
+    assert max(abs(e) for e in result.relative_errors) < 1e-6
+    with pytest.raises(ConfigError, match=r"^unknown parameter group 'bogus.net'"):
+        fit(star(4), points, recipe=lambda c, n, s: "direct", parameters=["bogus.net"])
+
+
+def test_a_latency_far_from_zero_is_found(monkeypatch):
+    # The least squares start at 0 s for a latency; the fit first tries SCAN_S and starts
+    # from the best. A ring all-gather on 4 ranks whose every step pays 40 us more: each of
+    # its 3 steps is 2 hops of 200 us + 40 us + size/4/B.
+    points = [FitPoint("allgather", 4, s, 3 * (2 * 2e-4 + 40e-6 + s / 4 / B)) for s in SIZES]
+    result = fit(star(4), points, recipe=lambda c, n, s: "ring", parameters=["step_latency_s"])
+    assert result.calibration.values["step_latency_s.net"] == pytest.approx(40e-6, rel=1e-4)

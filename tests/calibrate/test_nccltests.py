@@ -448,6 +448,8 @@ def _regenerate_script() -> ModuleType:
 REGENERATED = {
     "nccl_allgather_8xA100_nvswitch_superbench": ("allgather", 8, "old"),
     "nccl_allreduce_2x8xH100_ndr_ring_mincta24_nccltests309_gjaion": ("allreduce", 16, "new"),
+    "nccl_allreduce_4x8xH100_ndr_nccltests309_gjaion": ("allreduce", 32, "new"),
+    "nccl_allreduce_8xH100_nvswitch_nccltests290": ("allreduce", 8, "new"),
     "nccl_allreduce_8xA100_nvswitch_superbench": ("allreduce", 8, "old"),
     "nccl_allreduce_8xRTX4090_pcie_P2Pdriver_chlc": ("allreduce", 8, "new"),
     "nccl_allreduce_8xRTX4090_pcie_noP2P_chlc": ("allreduce", 8, "new"),

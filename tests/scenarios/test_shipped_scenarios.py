@@ -113,16 +113,17 @@ def test_designs_scale_as_their_links_say() -> None:
     assert by_design["dgx-h100"][8] == pytest.approx(e_nvlink * nvlink, rel=0.01)
     assert by_design["pcie-8x-rtx4090"][8] <= 31.5e9  # PCIe Gen4 x16
     # 4 servers, NCCL's 16 channels: each leaves every server once, so a server's 8 NICs
-    # (400 Gbit/s = 50 GB/s each) carry the ring's 2(n-1)/n S: busbw <= 8 x 50 GB/s; each
-    # GPU sends and receives 2(n-1)/n S over its NVLinks (450 GB/s): the NICs bind.
-    # The file's calibration scales the data rate by its Simple protocol factor and adds
-    # its cost per call to the time of 2(n-1)/n S at that rate.
+    # (400 Gbit/s = 50 GB/s each) carry the ring's 2(n-1)/n S: busbw <= 8 x 50 GB/s x the
+    # file's net efficiency. Each GPU sends over NVLink in 7 of each channel's 8 hops
+    # through its server: 7/8 x 2(n-1)/n S at 450 GB/s x the NVLink efficiency, a bound
+    # above the NICs' (8/7 x 370 GB/s = 423 GB/s), so the NICs bind; the rest is latency
+    # per call and per transfer over the net.
     net, nvl = efficiency("h100-ib-fat-tree", "net"), efficiency("h100-ib-fat-tree", "nvlink")
-    calibration = load_topology(REPO / "topologies" / "h100-ib-fat-tree.toml").graph["calibration"]
-    rate = min(8 * 50e9 * net, nvlink * nvl) * calibration.protocol_efficiency.get("simple", 1.0)
-    moved = 2 * 31 / 32 * 2**30
-    expected = moved / (moved / rate + calibration.launch_s)
-    assert by_design["h100-ib-fat-tree"][32] == pytest.approx(expected, rel=0.02)
+    nic_bound = 8 * 50e9 * net
+    assert nic_bound < 8 / 7 * nvlink * nvl
+    assert 0.93 * nic_bound <= by_design["h100-ib-fat-tree"][32] <= nic_bound
+    # the same server, alone, whatever the file: the hardware's parameters (issue 32)
+    assert by_design["h100-ib-fat-tree"][8] == pytest.approx(by_design["dgx-h100"][8], rel=1e-12)
 
 
 def test_ddp_step_time_falls_then_rises_with_bucket_size(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from simcoll.topology.schema import LinkKind, NodeKind
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY_FILES = sorted(
-    p for p in (REPO / "topologies").rglob("*.toml") if p.parent.name != "calibration"
+    p for p in (REPO / "topologies").rglob("*.toml") if "calibration" not in p.parts
 )
 LINK: dict[str, Any] = {"link_bandwidth_bytes_per_s": 3e11, "link_latency_s": 5e-7}
 
