@@ -178,3 +178,14 @@ def test_one_server_gives_one_answer_in_every_file() -> None:
                      n_ranks=8).rows  # fmt: skip
     assert [r.busbw_bytes_per_s for r in box] == [r.busbw_bytes_per_s for r in fabric]
     assert len(box) == 31
+
+
+def test_one_a100_server_gives_one_answer_in_both_files() -> None:
+    from simcoll.prediction import predict  # noqa: PLC0415 - a layer above
+    from simcoll.topology import load  # noqa: PLC0415
+
+    sizes = [2**k for k in range(3, 34, 3)]
+    box = predict(load("dgx-a100"), "allreduce", sizes).rows
+    fabric = predict(load("a100-roce-2to1", overrides={"n_nodes": "2"}), "allreduce", sizes,
+                     n_ranks=8).rows  # fmt: skip
+    assert [r.time_s for r in box] == [r.time_s for r in fabric]
