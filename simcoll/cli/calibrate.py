@@ -58,7 +58,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="library that made the runs: decides the algorithm per collective "
                    "(gloo: gloo's fixed ones; nccl: auto) and the protocol (gloo: none; "
                    "nccl: auto). Default: the sidecar's 'backend', else nccl")  # fmt: skip
-    p.add_argument("--algorithm", metavar="NAME|auto", default=None,
+    p.add_argument("--algorithm", metavar="NAME|auto|nccl|all", default=None,
                    help="simulate every collective with this algorithm instead")  # fmt: skip
     p.add_argument("--protocol", metavar="NAME|auto|none", default=None,
                    help="NCCL protocol to simulate (default from --backend)")  # fmt: skip
@@ -260,7 +260,7 @@ def _calibrate(args: argparse.Namespace) -> int:
               + ", ".join(result.not_identifiable))  # fmt: skip
     print(f"  |error| median {100 * provenance['median_abs_error']:.1f} %, "
           f"max {100 * provenance['max_abs_error']:.1f} %")  # fmt: skip
-    print(f"wrote {args.output}")
+    print(f"simcoll: wrote {args.output}", file=sys.stderr)
     return 0
 
 
@@ -430,4 +430,4 @@ def _write_outputs(out: OutputFolder, compared: list[Any], summary: list[dict[st
         writer.writerows(table)
         written.append(out.write_text(name, text.getvalue()))
     written.append(plot_comparison(compared, out.reserve("compare.png")))
-    print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)
+    print(f"simcoll: wrote {', '.join(map(str, written))}", file=sys.stderr)

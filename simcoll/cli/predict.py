@@ -54,14 +54,14 @@ def add_predict(sub: SubParsers) -> None:
                    help="one of: " + ", ".join(c.value for c in Collective))  # fmt: skip
     p.add_argument(
         "--algorithm",
-        metavar="NAME|auto",
+        metavar="NAME|auto|nccl|all",
         default=None,
         help=f"algorithm (default: {DEFAULT_ALGORITHM} where the collective has it, "
         "else direct); 'auto' simulates NCCL's algorithms (ring, tree, nvls, sharp) where "
         "the topology can run them and keeps the fastest per size; 'nccl' simulates the "
         "(algorithm, protocol) NCCL's own tuning model picks per size; 'all' tries every one",
     )
-    p.add_argument("--protocol", metavar="NAME|auto", default="auto",
+    p.add_argument("--protocol", metavar="NAME|auto|none", default="auto",
                    help="NCCL protocol: LL (half the wire is data, lowest per-step latency), "
                    "LL128 (120 of 128 bytes), simple (full bandwidth, highest per-step "
                    "latency), 'auto' (default: the fastest per size), or 'none' (the links "

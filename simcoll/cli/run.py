@@ -80,9 +80,10 @@ def _run(args: argparse.Namespace) -> int:
     print(format_results(result))
     if result.skipped:
         print(f"# {result.skipped} point(s) were already in {out} and were not run again")
-    print(f"# wrote {', '.join(str(p) for p in written)}")
+    print(f"simcoll: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
     if has_timelines:
-        print(f"# timelines (Perfetto: ui.perfetto.dev; Gantt; link load): {out / 'timelines'}/")
+        print(f"simcoll: timelines (Perfetto: ui.perfetto.dev; Gantt; link load): "
+              f"{out / 'timelines'}/", file=sys.stderr)  # fmt: skip
     if result.failures:
         print(f"simcoll: {len(result.failures)} of {n_points} point(s) failed; see table.txt",
               file=sys.stderr)  # fmt: skip

@@ -261,6 +261,10 @@ def test_compare_and_calibrate_say_what_they_will_simulate_before_they_start(fil
     assert err[0].endswith(" for them")
     assert len(err) == 1  # not a terminal: no bar
     assert main(["calibrate", str(p2p), "--topology", str(topo), "-o", str(tmp / "p.toml")]) == 0
-    err = capsys.readouterr().err.splitlines()
+    printed = capsys.readouterr()
+    err = printed.err.splitlines()
     assert err[0].startswith(f"calibrate: {len(SIZES)} measured point(s), {len(SIZES)} call(s)")
     assert err[0].endswith(" for a pass over them (a fit makes several)")
+    # issue 31: what it wrote is said on stderr, as every command says it
+    assert err[-1] == f"simcoll: wrote {tmp / 'p.toml'}"
+    assert "wrote" not in printed.out

@@ -723,3 +723,11 @@ def test_set_is_refused_on_a_dumped_json(
         f"simcoll: error: {dumped}: --set n_gpus: --set only changes builder parameters, "
         "and a node-link JSON file has none"
     )
+
+
+def test_help_names_every_algorithm_choice_and_where_files_go(capsys) -> None:
+    # issue 31: the metavar left out nccl and all
+    for command in ("predict", "calibrate", "compare"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "--algorithm NAME|auto|nccl|all" in " ".join(capsys.readouterr().out.split())

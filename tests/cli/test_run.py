@@ -60,7 +60,9 @@ def test_run_writes_csv_json_table_and_plot(
     image = matplotlib.image.imread(out / "busbw-vs-size.png")
     assert image.shape[0] > 100
     assert f"results in {out}/" in printed.err
-    assert "wrote" in printed.out
+    # issue 31: every command says what it wrote on stderr, as predict and topo do
+    assert "wrote" not in printed.out
+    assert f"simcoll: wrote {out}/results.csv, " in printed.err
 
 
 def test_run_again_skips_what_is_done(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
