@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import NoReturn, TypeAlias
 
-__all__ = ["Parser", "SubParsers", "positive_int", "positive_int_at_most"]
+import networkx as nx
+
+from simcoll.topology.calibration import Calibration, foreign_parameters
+
+__all__ = ["Parser", "SubParsers", "positive_int", "positive_int_at_most", "warn_foreign"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -48,3 +53,15 @@ def positive_int_at_most(maximum: int) -> Callable[[str], int]:
 
 #: What ``add_parser`` is called on (a string: argparse's class is not subscriptable at run time).
 SubParsers: TypeAlias = "argparse._SubParsersAction[Parser]"
+
+
+def warn_foreign(calibration: Calibration, topology: nx.DiGraph[str], params: str,
+                 name: str) -> None:  # fmt: skip
+    """Say on stderr when ``--params`` calibrates no link of the topology (another
+    machine's file: every link stays bare)."""
+    foreign = foreign_parameters(calibration, topology)
+    if foreign:
+        kinds = sorted({attrs["kind"].value for _, _, attrs in topology.edges(data=True)})
+        print(f"simcoll: warning: --params {params}: {', '.join(foreign)} apply to no link "
+              f"of {name} (its links: {', '.join(kinds)}); its links stay bare: is it "
+              "another machine's file?", file=sys.stderr)  # fmt: skip

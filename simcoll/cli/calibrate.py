@@ -28,7 +28,7 @@ from simcoll.calibrate.fit import (
 from simcoll.calibrate.gloo import BACKENDS, Recipe, default_protocol, recipe_for
 from simcoll.calibrate.measurements import MeasurementSet, sidecar_path
 from simcoll.calibrate.read import read_measurements
-from simcoll.cli._args import positive_int_at_most
+from simcoll.cli._args import positive_int_at_most, warn_foreign
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_RANKS
@@ -348,6 +348,8 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
     calibration = topology.graph.get("calibration")  # the topology file's own, by default
     if args.params is not None:
         calibration = None if args.params == "none" else read_calibration(args.params)
+        if calibration is not None:
+            warn_foreign(calibration, topology, args.params, args.topology)
     recipe, protocol, _ = _choices(args, sets)
     try:
         min_size = parse_size_bytes(args.min_size)

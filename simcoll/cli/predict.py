@@ -12,7 +12,7 @@ import networkx as nx
 
 from simcoll.algorithms import algorithm_names
 from simcoll.algorithms.ring import PREFIX_STEPS
-from simcoll.cli._args import SubParsers, positive_int_at_most
+from simcoll.cli._args import SubParsers, positive_int_at_most, warn_foreign
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.files import check_output
@@ -196,7 +196,7 @@ def _predict(args: argparse.Namespace) -> int:
     params = {k: v for k, v in (("n_channels", args.channels), ("n_chunks", args.chunks),
               ("max_in_flight", args.window), ("root", args.root)) if v is not None}  # fmt: skip
     protocol = None if args.protocol == "none" else args.protocol
-    calibration = _calibration(args.params)
+    calibration = _calibration(args.params, topology, args.topology)
     knobs = parse_nccl_knobs(args.nccl)
     plan = _plan(args.plan, topology, n_ranks, args.placement)
     bar = Progress(sys.stderr, len(sizes), "sizes", tty_only=True)
@@ -242,13 +242,18 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _calibration(value: str | None) -> Calibration | Literal["default"] | None:
-    """``--params``: a file, ``none`` (bare links) or, when absent, the topology's own."""
+def _calibration(
+    value: str | None, topology: nx.DiGraph[str], name: str
+) -> Calibration | Literal["default"] | None:
+    """``--params``: a file (a warning if it calibrates no link of the topology), ``none``
+    (bare links) or, when absent, the topology's own."""
     if value is None:
         return "default"
     if value == "none":
         return None
-    return read_calibration(value)
+    calibration = read_calibration(value)
+    warn_foreign(calibration, topology, value, name)
+    return calibration
 
 
 def _plan(

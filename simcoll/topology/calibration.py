@@ -51,7 +51,7 @@ import networkx as nx
 
 from simcoll.core.errors import ConfigError
 from simcoll.core.files import TOO_DEEP, check_nesting, read_input_text, write_output
-from simcoll.core.protocols import Protocol
+from simcoll.core.protocols import Protocol, link_class
 from simcoll.topology.schema import LinkKind
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "MAX_EFFICIENCY",
     "PARAMS_MARK",
     "Calibration",
+    "foreign_parameters",
     "read_calibration",
     "write_calibration",
 ]
@@ -169,6 +170,28 @@ class Calibration:
             floor_s=float(values.get("floor_s", 0.0)),
             provenance=dict(provenance or {}),
         )
+
+
+def foreign_parameters(calibration: Calibration, topology: nx.DiGraph[str]) -> list[str]:
+    """The calibration's per-link parameters, where none of them applies to a link of
+    ``topology`` (a params file of another machine: an RTX 4090's ``efficiency.pcie`` on
+    an NVLink-only DGX H100 leaves every link bare); else ``[]``.
+
+    >>> from simcoll.topology import switch_star
+    >>> star = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)  # NVLink
+    >>> foreign_parameters(Calibration(efficiency={"pcie": 0.5}), star)
+    ['efficiency.pcie']
+    >>> foreign_parameters(Calibration(efficiency={"pcie": 0.5, "nvlink": 0.9}), star)
+    []
+    """
+    kinds = {attrs["kind"].value for _, _, attrs in topology.edges(data=True)}
+    classes = {link_class([kind]) for kind in kinds}
+    per_link = [(f"{section}.{key}", key in (kinds if section == "link_latency_s" else classes))
+                for section in ("efficiency", "step_latency_s", "link_latency_s")
+                for key in getattr(calibration, section)]  # fmt: skip
+    if not per_link or any(applies for _, applies in per_link):
+        return []
+    return [name for name, _ in per_link]
 
 
 def _check(section: str, key: str, value: object, valid: tuple[str, ...]) -> None:

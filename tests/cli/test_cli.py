@@ -731,3 +731,19 @@ def test_help_names_every_algorithm_choice_and_where_files_go(capsys) -> None:
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert "--algorithm NAME|auto|nccl|all" in " ".join(capsys.readouterr().out.split())
+
+
+def test_params_of_another_machine_are_named(capsys) -> None:
+    # issue 31: the RTX 4090's parameters on a DGX H100 silently gave bare links
+    rtx = str(REPO / "topologies" / "calibration" / "pcie-8x-rtx4090.params.toml")
+    assert main(["predict", "dgx-h100", "--collective", "allreduce", "--sizes", "1G",
+                 "--params", rtx]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert err == (
+        f"simcoll: warning: --params {rtx}: efficiency.pcie apply to no link of dgx-h100 "
+        "(its links: nvlink); its links stay bare: is it another machine's file?\n"
+    )
+    own = str(REPO / "topologies" / "calibration" / "dgx-h100.params.toml")
+    assert main(["predict", "dgx-h100", "--collective", "allreduce", "--sizes", "1G",
+                 "--params", own]) == 0  # fmt: skip
+    assert capsys.readouterr().err == ""
