@@ -67,7 +67,7 @@ import numpy.typing as npt
 from simcoll.core.files import write_output
 from simcoll.sim.timeline import COMPUTE, Timeline
 
-__all__ = ["PID", "chrome_trace", "write_chrome_trace"]
+__all__ = ["MAX_TRACE_TRANSFERS", "PID", "chrome_trace", "write_chrome_trace"]
 
 PID = 1
 """The one process of the trace (not 0, which Perfetto reserves for the idle task)."""
@@ -91,8 +91,14 @@ class _Transfers:
     omitted: int
 
 
+#: Transfers a trace holds by default, the earliest first: about 0.5 KB each in the file
+#: (ddp-buckets' first point, 92,160 transfers, wrote 45 MB; issue 31 saw 90 MB), so
+#: about 10 MB; every span (compute, calls) is kept whatever the count.
+MAX_TRACE_TRANSFERS = 20_000
+
+
 def chrome_trace(
-    timeline: Timeline, *, title: str = "simcoll", max_transfers: int = 200_000
+    timeline: Timeline, *, title: str = "simcoll", max_transfers: int = MAX_TRACE_TRANSFERS
 ) -> dict[str, Any]:
     """The timeline as a Chrome Trace Event Format object (see the module docstring).
 

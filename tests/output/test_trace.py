@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from simcoll.core.errors import ConfigError
-from simcoll.output.trace import PID, chrome_trace, write_chrome_trace
+from simcoll.output.trace import MAX_TRACE_TRANSFERS, PID, chrome_trace, write_chrome_trace
 from simcoll.scenarios.workloads import run_workload
 from simcoll.sim.timeline import Span, Timeline, TransferBatch
 from simcoll.topology import switch_star
@@ -283,3 +283,17 @@ def test_a_simulated_workload_exports_a_valid_trace_whose_slices_sum_to_busy_tim
         lanes = [n for n in names.values() if n.startswith(f"rank {rank} send")]
         assert sum(busy_us[n] for n in lanes) == pytest.approx(sent_s * 1e6, rel=1e-9, abs=1e-3)
     assert trace["otherData"]["n_transfers"] == timeline.n_transfers()
+
+
+def test_by_default_a_trace_keeps_the_first_20000_transfers() -> None:
+    # issue 31: each DDP point wrote a 90 MB trace (every one of its 92,160 transfers at
+    # about 0.5 KB); by default the earliest 20,000 are kept, and every span
+    n = MAX_TRACE_TRANSFERS + 3
+    ranks = np.zeros(n, dtype=np.int64)
+    starts = np.arange(n, dtype=np.float64) * US
+    transfers = TransferBatch("ring", ranks, ranks + 1, np.full(n, 8), starts, starts + US / 2)
+    timeline = Timeline(n_ranks=2, time_s=n * US, transfers=(transfers,))
+    trace = chrome_trace(timeline)
+    assert MAX_TRACE_TRANSFERS == 20_000
+    assert trace["otherData"]["transfers_omitted"] == 3
+    assert sum(e["ph"] == "s" for e in trace["traceEvents"]) == MAX_TRACE_TRANSFERS
