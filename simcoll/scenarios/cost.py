@@ -73,9 +73,10 @@ class _Cache:
 #: ``SECONDS_PER_SPAN`` per span (an op on one rank). Measured: 12 all-reduce points of
 #: h100-ib-fat-tree with `timelines = "all"` took 17.1 s where their simulations were
 #: estimated at 5.8 s (issue 29: 484 ms estimated, about 70 s taken, before this count);
-#: ddp-buckets' first point (1 MiB buckets, 18,432 spans) 5.3 s.
+#: ddp-buckets' first point (1 MiB buckets, 18,432 spans) about 1.8 s since a trace keeps
+#: at most 20,000 transfers (5.3 s before, with all 92,160).
 SECONDS_PER_TIMELINE = 0.9
-SECONDS_PER_SPAN = 0.25e-3
+SECONDS_PER_SPAN = 0.06e-3
 #: What a run costs besides its points: starting, and writing its tables and plots.
 #: Measured: ``simcoll run`` of ring-allreduce-law (8 points simulated in about 61 ms)
 #: took 0.99 s; of scaling-designs (23 ms) 1.0 s.
