@@ -10,17 +10,28 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from simcoll.algorithms import algorithm_names
 from simcoll.core.errors import ConfigError
 from simcoll.core.protocols import Protocol
 from simcoll.models.nccl import NCCL_ALGORITHMS, nccl_time_s
 from simcoll.plan.tuning import protocol_allowed
 from simcoll.prediction.simulated import Setup
 
-__all__ = ["nccl_choice"]
+__all__ = ["P2P_LL_THRESHOLD_BYTES", "nccl_choice"]
+
+
+#: NCCL runs a point-to-point operation of at most this many bytes per peer with LL, a
+#: larger one with Simple (``NCCL_P2P_LL_THRESHOLD``, 16384 by default, ``enqueue.cc``).
+P2P_LL_THRESHOLD_BYTES = 16384
 
 
 def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
     """``setup`` narrowed to the one algorithm and protocol NCCL's model picks at this size.
+
+    Collectives that NCCL's model does not cost (all-to-all, send/recv, gather, scatter:
+    nccl-tests runs them as grouped sends and receives) take NCCL's point-to-point path:
+    the direct algorithm, with LL where each peer's block is at most
+    :data:`P2P_LL_THRESHOLD_BYTES`, else Simple.
 
     Raises
     ------
@@ -29,6 +40,8 @@ def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
         one was refused).
     """
     n = len(setup.nodes)
+    if not any(setup.collective in NCCL_ALGORITHMS.get(name, frozenset()) for name in setup.names):
+        return _p2p(setup, size_bytes)
     channels = setup.knobs.channels(setup.plan.n_channels if setup.plan else 1)
     best: tuple[float, str, Protocol | None] | None = None
     refusal: ConfigError | None = None
@@ -52,3 +65,17 @@ def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
             f"NCCL's model costs none of {', '.join(setup.names)} for {setup.collective.value}"
         )
     return replace(setup, names=[best[1]], protocols=[best[2]])
+
+
+def _p2p(setup: Setup, size_bytes: int) -> Setup:
+    """NCCL's point-to-point path for ``setup`` (see :func:`nccl_choice`)."""
+    if "direct" not in algorithm_names(setup.collective):
+        raise ConfigError(f"NCCL's model costs none of {', '.join(setup.names)} for "
+                          f"{setup.collective.value}, and its send/receive path is the "
+                          "direct algorithm")  # fmt: skip
+    per_peer = setup.collective.block_bytes(size_bytes, len(setup.nodes))
+    wanted = "LL" if per_peer <= P2P_LL_THRESHOLD_BYTES else "simple"
+    protocol = next((p for p in setup.protocols if p is not None and p.name == wanted), None)
+    if protocol is None:
+        protocol = next((p for p in setup.protocols if protocol_allowed(p, "direct")), None)
+    return replace(setup, names=["direct"], protocols=[protocol])

@@ -64,3 +64,20 @@ def test_auto_on_a_4_node_fat_tree_picks_tree_small_and_ring_large() -> None:
     picks = _picks("topologies/h100-ib-fat-tree.toml", [4096, 2**28], n_nodes="4")
     assert picks[0] == ("tree", "LL")
     assert picks[1] == ("ring", "simple")
+
+
+def test_nccls_choice_covers_point_to_point_collectives() -> None:
+    # issue 32: --algorithm nccl failed for all-to-all and send/recv ("NCCL's model costs
+    # none of direct, pairwise"). nccl-tests runs them as grouped sends and receives, which
+    # NCCL sends with LL up to NCCL_P2P_LL_THRESHOLD (16384 B per peer), else Simple.
+    from simcoll.prediction import predict  # noqa: PLC0415
+    from simcoll.topology import load  # noqa: PLC0415
+
+    a100 = load("dgx-a100")
+    at, above = 8 * 16384, 8 * 16384 + 8 * 4  # each of 8 peers' blocks: 16384 B, 16388 B
+    rows = predict(a100, "alltoall", [at, above], algorithm="nccl").rows
+    assert [(r.algorithm, r.protocol) for r in rows] == [("direct", "LL"), ("direct", "simple")]
+    (row,) = predict(a100, "sendrecv", [2**20], algorithm="nccl").rows
+    assert (row.algorithm, row.protocol) == ("direct", "simple")
+    (row,) = predict(a100, "gather", [8 * 1024], algorithm="nccl").rows
+    assert (row.algorithm, row.protocol) == ("direct", "LL")
