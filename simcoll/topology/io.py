@@ -103,20 +103,20 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ConfigError(f"overrides must be a mapping of names to strings, got "
                           f"{type(overrides).__name__}")  # fmt: skip
-    if is_bare_name(path):  # a shipped topology by name: dgx-a100
-        found = find(path, "topologies")
-        if not found.exists():
-            names = ", ".join(shipped_names("topologies"))
-            raise ConfigError(f"no such file, nor a shipped topology of that name (shipped: "
-                              f"{names})", source=str(path))  # fmt: skip
-        path = found
+    path = _resolved(path)
     source = str(path)
-    if Path(path).suffix.lower() == ".json":
+    detected = _detected(Path(path))
+    if detected == "json":
         _refuse_overrides(overrides, source, "a node-link JSON file")
         graph = from_node_link(_read_json(Path(path), source), source=source)
         graph.graph["source"] = source
         return graph
-    document = _read_toml(Path(path), source)
+    document: dict[str, Any]
+    if detected is not None:  # a dump an importer reads, as if a TOML file named it
+        document = {"schema": 1, "builder": detected, "params": {"file": Path(path).name},
+                    "description": f"{Path(path).name}, read as {_DUMPS[detected]}"}  # fmt: skip
+    else:
+        document = _read_toml(Path(path), source)
     _check_schema(document, source)
     if "builder" not in document and ("nodes" in document or "links" in document):
         _check_keys(document, _EXPLICIT_KEYS, source)
@@ -124,7 +124,7 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
         graph = from_document(document, source=source)
     else:
         _check_keys(document, _BUILDER_KEYS, source)
-        graph = _build(document, overrides or {}, source, Path(path).parent)
+        graph = _built(document, overrides or {}, source, Path(path).parent, dump=detected)
     _apply_routing(graph, document.get("routing", {}), source)
     graph.graph["source"] = source
     graph.graph["description"] = _description(document, source)
@@ -137,6 +137,62 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
         graph.graph["calibration"] = _calibration(document["calibration"], source, Path(path))
         graph.graph["calibration_file"] = str(Path(path).parent / document["calibration"])
     return graph
+
+
+def _resolved(path: str | Path) -> str | Path:
+    """``path``, or the shipped topology a bare name names (``dgx-a100``)."""
+    if not is_bare_name(path):
+        return path
+    found = find(path, "topologies")
+    if not found.exists():
+        names = ", ".join(shipped_names("topologies"))
+        raise ConfigError(f"no such file, nor a shipped topology of that name (shipped: "
+                          f"{names})", source=str(path))  # fmt: skip
+    return found
+
+
+def _built(
+    document: dict[str, Any],
+    overrides: Mapping[str, str],
+    source: str,
+    folder: Path,
+    *,
+    dump: str | None,
+) -> nx.DiGraph[str]:
+    """:func:`_build`; for a dump read directly, a missing parameter says how to give it."""
+    try:
+        return _build(document, overrides, source, folder)
+    except ConfigError as error:
+        if dump is None or "missing" not in error.message:
+            raise
+        raise ConfigError(f"{error.message}; a dump does not say it: give it with --set "
+                          "KEY=VALUE, or write a TOML file that names the dump (see "
+                          "topologies/examples/)", source=source,
+                          field=error.field) from None  # fmt: skip
+
+
+#: The dumps a TOPOLOGY may be, by their importer (:data:`simcoll.topology.catalog.IMPORTERS`).
+_DUMPS = {"nccl_xml": "an NCCL topology dump (NCCL_TOPO_DUMP_FILE)",
+          "nvidia_smi": "an nvidia-smi topo -m matrix"}  # fmt: skip
+_NVSMI_ROW = re.compile(r"^GPU0\s+X\s", re.MULTILINE)  # the matrix's first row
+
+
+def _detected(path: Path) -> str | None:
+    """What a topology file is, from its content (not its name): ``"json"`` (node-link
+    JSON), an importer's name (an NCCL XML dump, an ``nvidia-smi topo -m`` matrix), or
+    None (TOML, read as such; a missing or unreadable file is reported there)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(2**16).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    except OSError:
+        return None
+    if path.suffix.lower() == ".json" or head.startswith("{"):
+        return "json"
+    if head.startswith(("<?xml", "<system", "<!--")) and "<system" in head:
+        return "nccl_xml"
+    if _NVSMI_ROW.search(head):
+        return "nvidia_smi"
+    return None
 
 
 def source_files(path: str | Path, overrides: Mapping[str, str] | None = None) -> list[Path]:

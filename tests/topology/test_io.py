@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import networkx as nx
@@ -439,3 +440,36 @@ def test_malformed_override_items(items: list[str], expected: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_overrides(items)
     assert str(info.value) == expected
+
+
+def _wrapper_params(wrapper: Path) -> dict[str, str]:
+    """The [params] of an example wrapper, but its file: as --set would give them."""
+    params = tomllib.loads(wrapper.read_text())["params"]
+    return {k: str(v) for k, v in params.items() if k != "file"}
+
+
+@pytest.mark.parametrize(
+    ("dump", "wrapper"),
+    [
+        ("dgx1-v100.nccl.xml", "dgx1-v100-from-nccl.toml"),
+        ("h100-vm-1gpu.nccl.xml", "h100-vm-1gpu-from-nccl.toml"),
+        ("dgx1-v100.nvsmi.txt", "dgx1-v100-from-nvidia-smi.toml"),
+        ("h100-vm-1gpu.nvsmi.txt", "h100-vm-1gpu-from-nvidia-smi.toml"),
+    ],
+)
+def test_a_dump_is_a_topology_detected_by_its_content(dump: str, wrapper: str) -> None:
+    # issue 31: an NCCL XML dump or an nvidia-smi matrix needed a TOML wrapper; read
+    # directly, with what it does not say given as overrides, it is the wrapper's machine
+    examples = Path(__file__).resolve().parents[2] / "topologies" / "examples"
+    direct = load(examples / dump, overrides=_wrapper_params(examples / wrapper))
+    wrapped = load(examples / wrapper)
+    assert list(direct.nodes(data=True)) == list(wrapped.nodes(data=True))
+    assert list(direct.edges(data=True)) == list(wrapped.edges(data=True))  # (source differs)
+    with pytest.raises(ConfigError) as info:
+        load(examples / dump)
+    message = str(info.value)
+    assert message.startswith(f"{examples / dump}: params.")
+    assert message.endswith(
+        "; a dump does not say it: give it with --set KEY=VALUE, or write a TOML file that "
+        "names the dump (see topologies/examples/)"
+    )
