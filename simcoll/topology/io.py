@@ -71,6 +71,9 @@ _EXPLICIT_KEYS = ("schema", "description", "calibration", "gpu_memory_bandwidth"
 def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiGraph[str]:
     """Read a topology file, build its graph and validate it.
 
+    ``overrides`` named ``routing.rule`` and ``routing.ecmp_seed`` replace the file's
+    ``[routing]`` table (what-if: the same fabric routed by hashed ECMP or d-mod-k).
+
     Parameters
     ----------
     path
@@ -105,9 +108,11 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
                           f"{type(overrides).__name__}")  # fmt: skip
     path = _resolved(path)
     source = str(path)
+    routing = {k: v for k, v in (overrides or {}).items() if k.startswith("routing.")}
+    overrides = {k: v for k, v in (overrides or {}).items() if not k.startswith("routing.")}
     detected = _detected(Path(path))
     if detected == "json":
-        _refuse_overrides(overrides, source, "a node-link JSON file")
+        _refuse_overrides({**overrides, **routing}, source, "a node-link JSON file")
         graph = from_node_link(_read_json(Path(path), source), source=source)
         graph.graph["source"] = source
         return graph
@@ -125,7 +130,7 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     else:
         _check_keys(document, _BUILDER_KEYS, source)
         graph = _built(document, overrides or {}, source, Path(path).parent, dump=detected)
-    _apply_routing(graph, document.get("routing", {}), source)
+    _apply_routing(graph, _routing_table(document, routing, source), source)
     graph.graph["source"] = source
     graph.graph["description"] = _description(document, source)
     graph = validate(graph, source=source)
@@ -399,6 +404,21 @@ def _memory_bandwidth(value: object, source: str) -> float:
         message = f"must be positive, got {bandwidth_bytes_per_s!r} bytes/s"
         raise ConfigError(message, source=source, field=field)
     return bandwidth_bytes_per_s
+
+
+def _routing_table(document: dict[str, Any], overrides: Mapping[str, str], source: str) -> object:
+    """The file's ``[routing]`` table with the ``routing.KEY=VALUE`` ``overrides`` over it
+    (``--set routing.rule=ecmp``, ``--set routing.ecmp_seed=3``)."""
+    table = document.get("routing", {})
+    given = {
+        k.removeprefix("routing."): v for k, v in overrides.items() if k.startswith("routing.")
+    }
+    if not given or not isinstance(table, dict):
+        return table
+    merged = dict(table)
+    for key, text in given.items():
+        merged[key] = int(text) if key == "ecmp_seed" and text.lstrip("-").isdigit() else text
+    return merged
 
 
 def _apply_routing(graph: nx.DiGraph[str], table: object, source: str) -> None:

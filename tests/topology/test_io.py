@@ -473,3 +473,17 @@ def test_a_dump_is_a_topology_detected_by_its_content(dump: str, wrapper: str) -
         "; a dump does not say it: give it with --set KEY=VALUE, or write a TOML file that "
         "names the dump (see topologies/examples/)"
     )
+
+
+def test_the_routing_rule_is_a_what_if_knob() -> None:
+    # issue 31: --set routing=ecmp answered "unknown parameter of builder 'rail_optimized'"
+    base = {"n_nodes": "2"}
+    assert load("h100-rail-optimized", overrides=base).graph["routing"] == "dmodk"  # its file's
+    ecmp = load("h100-rail-optimized", overrides={**base, "routing.rule": "ecmp",
+                                                   "routing.ecmp_seed": "7"})  # fmt: skip
+    assert (ecmp.graph["routing"], ecmp.graph["ecmp_seed"]) == ("ecmp", 7)
+    assert load("dgx-a100", overrides={"routing.rule": "lowest_ids"}).graph["routing"] == (
+        "lowest_ids"
+    )
+    with pytest.raises(ConfigError, match=r"routing\.rule: expected one of ecmp, lowest_ids"):
+        load("h100-rail-optimized", overrides={"routing.rule": "bogus"})
