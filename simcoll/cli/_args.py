@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 from typing import NoReturn, TypeAlias
 
 import networkx as nx
 
+from simcoll.core.errors import ConfigError
 from simcoll.topology.calibration import Calibration, foreign_parameters
+from simcoll.topology.whatif import degrade, fail
 
-__all__ = ["Parser", "SubParsers", "positive_int", "positive_int_at_most", "warn_foreign"]
+__all__ = [
+    "Parser",
+    "SubParsers",
+    "add_what_if",
+    "positive_int",
+    "positive_int_at_most",
+    "warn_foreign",
+    "what_if",
+]
 
 
 class Parser(argparse.ArgumentParser):
@@ -65,3 +76,31 @@ def warn_foreign(calibration: Calibration, topology: nx.DiGraph[str], params: st
         print(f"simcoll: warning: --params {params}: {', '.join(foreign)} apply to no link "
               f"of {name} (its links: {', '.join(kinds)}); its links stay bare: is it "
               "another machine's file?", file=sys.stderr)  # fmt: skip
+
+
+def add_what_if(p: argparse.ArgumentParser) -> None:
+    """``--degrade`` and ``--fail``: what-if changes to the topology once it is loaded."""
+    p.add_argument("--degrade", metavar="TARGET=FACTOR", action="append", default=[],
+                   help="run links at FACTOR (0 < FACTOR <= 1) of their bandwidth; TARGET is a "
+                   "link kind (nvlink, pcie, cpu_link, ib, ethernet), a link A-B (both "
+                   "directions) or a node (all its links) (repeatable)")  # fmt: skip
+    p.add_argument("--fail", metavar="TARGET", action="append", default=[],
+                   help="remove a link A-B (both directions), a node's links, or every link "
+                   "of a kind; refused if a GPU could then not reach another "
+                   "(repeatable)")  # fmt: skip
+
+
+def what_if(topology: nx.DiGraph[str], args: argparse.Namespace) -> nx.DiGraph[str]:
+    """``topology`` with the ``--degrade`` and ``--fail`` of ``args`` applied, in order."""
+    for item in getattr(args, "degrade", []):
+        target, sep, text = item.rpartition("=")
+        try:
+            factor = float(text)
+        except ValueError:
+            factor = math.nan
+        if not sep or not target:
+            raise ConfigError(f"expected TARGET=FACTOR, got {item!r}", field="--degrade")
+        topology = degrade(topology, target, factor)
+    for target in getattr(args, "fail", []):
+        topology = fail(topology, target)
+    return topology

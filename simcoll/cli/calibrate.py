@@ -28,7 +28,7 @@ from simcoll.calibrate.fit import (
 from simcoll.calibrate.gloo import BACKENDS, Recipe, default_protocol, recipe_for
 from simcoll.calibrate.measurements import MeasurementSet, sidecar_path
 from simcoll.calibrate.read import read_measurements
-from simcoll.cli._args import positive_int_at_most, warn_foreign
+from simcoll.cli._args import add_what_if, positive_int_at_most, warn_foreign, what_if
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_RANKS
@@ -124,6 +124,7 @@ def add_compare(sub: argparse._SubParsersAction[Any]) -> None:
         "--params a100.params.toml --out compare-a100",
     )
     _common(p)
+    add_what_if(p)
     p.add_argument("--params", metavar="PARAMS.toml|none",
                    help="calibration from `simcoll calibrate`, or none for the bare links "
                    "(default: the topology file's own calibration, if it names one)")  # fmt: skip
@@ -345,6 +346,7 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
     from simcoll.core.units import parse_size_bytes  # noqa: PLC0415
 
     topology, sets = _inputs(args)
+    topology = what_if(topology, args)
     calibration = topology.graph.get("calibration")  # the topology file's own, by default
     if args.params is not None:
         calibration = None if args.params == "none" else read_calibration(args.params)

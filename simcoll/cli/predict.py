@@ -12,7 +12,7 @@ import networkx as nx
 
 from simcoll.algorithms import algorithm_names
 from simcoll.algorithms.ring import PREFIX_STEPS
-from simcoll.cli._args import SubParsers, positive_int_at_most, warn_foreign
+from simcoll.cli._args import SubParsers, add_what_if, positive_int_at_most, warn_foreign, what_if
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.files import check_output
@@ -50,6 +50,7 @@ def add_predict(sub: SubParsers) -> None:
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                    help="override a builder parameter of the topology file, e.g. n_gpus=4 or "
                    "'link_bandwidth=100 GB/s' (repeatable)")  # fmt: skip
+    add_what_if(p)
     p.add_argument("--collective", required=True, metavar="NAME",
                    help="one of: " + ", ".join(c.value for c in Collective))  # fmt: skip
     p.add_argument(
@@ -189,7 +190,7 @@ def _predict(args: argparse.Namespace) -> int:
     if args.plot is not None:
         _check_plot(args)
     sizes, is_range = parse_sizes(args.sizes)
-    topology = load(args.topology, parse_overrides(args.set))
+    topology = what_if(load(args.topology, parse_overrides(args.set)), args)
     n_ranks = args.ranks or len(gpu_nodes(topology))
     if is_range:  # round like nccl-tests does; explicit sizes must divide as given
         sizes = sorted({align_size_bytes(collective, n_ranks, s) for s in sizes})

@@ -747,3 +747,34 @@ def test_params_of_another_machine_are_named(capsys) -> None:
     assert main(["predict", "dgx-h100", "--collective", "allreduce", "--sizes", "1G",
                  "--params", own]) == 0  # fmt: skip
     assert capsys.readouterr().err == ""
+
+
+def _busbw_at_1g(capsys, *extra: str) -> float:
+    assert main(["predict", "h100-ib-fat-tree", "--set", "n_nodes=2", "--collective",
+                 "allreduce", "--sizes", "1G", "--format", "csv", *extra]) == 0  # fmt: skip
+    header, row = capsys.readouterr().out.strip().splitlines()[-2:]
+    return (
+        float(dict(zip(header.split(","), row.split(","), strict=True))["busbw_bytes_per_s"]) / 1e9
+    )
+
+
+def test_what_if_a_link_is_slower_or_down(capsys) -> None:
+    # issue 31: no way to ask "what if one NIC is down, or the network runs at half rate".
+    # Two DGX H100 on NDR: the NICs bind (8 x 50 GB/s x the file's net efficiency, 0.990).
+    net = 50 * 0.9895352305294548
+    half = _busbw_at_1g(capsys, "--degrade", "ib=0.5")
+    assert 0.93 * 8 * net / 2 <= half <= 8 * net / 2
+    one_down = _busbw_at_1g(capsys, "--fail", "node0.nic0")  # NCCL plans over the other 7
+    assert 0.93 * 7 * net <= one_down <= 7 * net
+    assert main(["predict", "dgx-a100", "--collective", "allreduce", "--sizes", "1G",
+                 "--fail", "gpu0"]) == 2  # fmt: skip
+    assert capsys.readouterr().err == (
+        "simcoll: error: --fail gpu0: gpu0 and gpu1 can no longer reach each other (the fabric "
+        "is cut)\n"
+    )
+    for bad in ("nvlink=0", "nvlink=1.5", "nvlink=x", "=0.5"):
+        assert main(["predict", "dgx-a100", "--collective", "allreduce", "--sizes", "1G",
+                     "--degrade", bad]) == 2  # fmt: skip
+        err = capsys.readouterr().err
+        assert err.startswith("simcoll: error: --degrade: ")
+        assert err.count("\n") == 1

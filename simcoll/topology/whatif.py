@@ -1,0 +1,89 @@
+"""What-if changes to a loaded topology: links slowed down, links or nodes failed.
+
+A *target* names links in one of three ways: a link kind (``nvlink``, ``pcie``,
+``cpu_link``, ``ib``, ``ethernet``: every link of that kind), a link ``A-B`` (both
+directions between nodes A and B), or a node ``A`` (every link into or out of it). Both
+functions return a new graph and leave the given one as it was; a target that names
+nothing is an error, and so is a failure that leaves some GPU unable to reach another.
+
+>>> from simcoll.topology import switch_star
+>>> star = switch_star(3, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
+>>> slow = degrade(star, "gpu0-sw", 0.25)
+>>> [slow.edges[e]["bandwidth_bytes_per_s"] for e in (("gpu0", "sw"), ("sw", "gpu1"))]
+[25000000000.0, 100000000000.0]
+>>> try:
+...     fail(star, "gpu0-sw")
+... except TopologyError as error:
+...     print(error.message)
+--fail gpu0-sw: gpu0 and gpu1 can no longer reach each other (the fabric is cut)
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+from simcoll.core.errors import ConfigError, TopologyError
+from simcoll.topology.schema import LinkKind, gpu_nodes
+
+__all__ = ["degrade", "fail", "links_of"]
+
+_KINDS = tuple(kind.value for kind in LinkKind)
+
+
+def links_of(graph: nx.DiGraph[str], target: str, what: str) -> list[tuple[str, str]]:
+    """The directed links ``target`` names (see the module docstring)."""
+    if target in _KINDS:
+        found = [(u, v) for u, v, a in graph.edges(data=True) if a["kind"].value == target]
+    elif target in graph:
+        found = [*graph.in_edges(target), *graph.out_edges(target)]
+    elif "-" in target:
+        found = _pair(graph, target)
+    else:
+        found = []
+    if not found:
+        raise ConfigError(f"{target!r} names no link: give a link kind ({', '.join(_KINDS)}), "
+                          "a link A-B or a node", field=what)  # fmt: skip
+    return found
+
+
+def _pair(graph: nx.DiGraph[str], target: str) -> list[tuple[str, str]]:
+    """Both directions of the link ``A-B``, splitting at the dash that names two nodes."""
+    for at in [i for i, ch in enumerate(target) if ch == "-"]:
+        a, b = target[:at], target[at + 1 :]
+        if a in graph and b in graph:
+            return [e for e in ((a, b), (b, a)) if graph.has_edge(*e)]
+    return []
+
+
+def degrade(graph: nx.DiGraph[str], target: str, factor: float) -> nx.DiGraph[str]:
+    """A copy of ``graph`` whose links named by ``target`` carry ``factor`` (0 < factor
+    <= 1) of their bandwidth."""
+    if not (isinstance(factor, int | float) and math.isfinite(factor) and 0 < factor <= 1):
+        raise ConfigError(f"{target}: the factor must be in (0, 1], got {factor!r}",
+                          field="--degrade")  # fmt: skip
+    found = links_of(graph, target, "--degrade")
+    out = graph.copy()
+    for u, v in found:
+        attrs = out.edges[u, v]
+        attrs["bandwidth_bytes_per_s"] = float(attrs["bandwidth_bytes_per_s"]) * factor
+    return out
+
+
+def fail(graph: nx.DiGraph[str], target: str) -> nx.DiGraph[str]:
+    """A copy of ``graph`` without the links named by ``target`` (a node: all of its links,
+    and the node, unless it is a GPU); refused if some GPU can then not reach another."""
+    found = links_of(graph, target, "--fail")
+    out = graph.copy()
+    out.remove_edges_from(found)
+    if target in out and not any(target == g for g in gpu_nodes(out)):
+        out.remove_node(target)
+    gpus = gpu_nodes(out)
+    if gpus:
+        component = next(c for c in nx.strongly_connected_components(out) if gpus[0] in c)
+        cut = next((g for g in gpus if g not in component), None)
+        if cut is not None:
+            raise TopologyError(f"--fail {target}: {gpus[0]} and {cut} can no longer reach "
+                                "each other (the fabric is cut)")  # fmt: skip
+    return out
