@@ -97,3 +97,16 @@ def test_the_numbers_of_scenarios_readme_are_what_its_commands_print() -> None:
     quoted += [t(row["time_s"]) for row in rows if row["n_groups"] in (4, 8)]
     missing = [q for q in quoted if q not in text]
     assert not missing, f"scenarios/README.md does not quote {missing}"
+
+
+def test_the_readme_what_if_numbers() -> None:
+    # README, "Using it": 1 GiB all-reduce on two DGX H100 of h100-ib-fat-tree, as is,
+    # with the network at half rate, and with one NIC down
+    from simcoll.prediction import predict  # noqa: PLC0415
+    from simcoll.topology.whatif import degrade, fail  # noqa: PLC0415
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    graph = load_topology("h100-ib-fat-tree", overrides={"n_nodes": "2"})
+    for variant in (graph, degrade(graph, "ib", 0.5), fail(graph, "node0.nic0")):
+        (row,) = predict(variant, "allreduce", [2**30]).rows
+        assert f"{row.busbw_bytes_per_s / 1e9:.1f}" in readme
