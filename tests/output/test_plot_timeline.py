@@ -85,3 +85,24 @@ def test_link_utilisation_of_idle_links_says_so(tmp_path: Path) -> None:
 def test_link_utilisation_refuses_a_timeline_without_links(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no links"):
         plot_link_utilisation(Timeline(n_ranks=2, time_s=1.0), tmp_path / "links.png")
+
+
+def test_the_gantt_legend_names_only_what_it_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 31: the p2p Gantt listed "compute" though it has none
+    import matplotlib.axes  # noqa: PLC0415
+
+    labels: list[list[str]] = []
+    original = matplotlib.axes.Axes.legend
+
+    def legend(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        labels.append([h.get_label() for h in kwargs.get("handles", [])])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "legend", legend)
+    copy = Span(rank=0, stream="copy 1", name="c", start_s=0.0, end_s=1.0)
+    copies = Timeline(n_ranks=2, time_s=1.0, spans=(copy,))
+    plot_gantt(copies, tmp_path / "copies.png")
+    plot_gantt(overlapped(2), tmp_path / "both.png")
+    assert labels == [["communication"], ["compute", "communication"]]

@@ -65,9 +65,10 @@ def plot_gantt(
         ax.set_xlim(0, end_s / scale)
         ax.set_xlabel(f"time ({unit})")
         ax.grid(True, axis="x", alpha=0.3)
-        ax.legend(handles=[Patch(color=_COMPUTE_COLOUR, label="compute"),
-                           Patch(color=_COMM_COLOUR, label="communication")],
-                  loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)  # fmt: skip
+        kinds = {stream == COMPUTE for _, stream in rows}  # only what the chart shows
+        handles = [Patch(color=_COMPUTE_COLOUR, label="compute")] if True in kinds else []
+        handles += [Patch(color=_COMM_COLOUR, label="communication")] if False in kinds else []
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
         heading = title or f"timeline: {timeline.n_ranks} ranks, {format_time(end_s)}"
         if len(shown) < len(ranks):
             omitted = len(ranks) - len(shown)
