@@ -146,9 +146,10 @@ def format_table(rows: Sequence[Row], *, title: str = "") -> str:
     # Avg bus bandwidth    : 0.0896 GB/s
     """
     lines = [f"# {line}" for line in title.splitlines()]
+    width = max([len("algorithm"), *(len(r.algorithm) for r in rows)])  # columns stay aligned
     lines.append(
         f"#{'size':>11} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} "
-        f"{'time':>8} {'algbw':>7} {'busbw':>7}  algorithm  protocol"
+        f"{'time':>8} {'algbw':>7} {'busbw':>7}  {'algorithm':<{width}}  protocol"
     )
     lines.append(
         f"#{'(B)':>11} {'(elements)':>13} {'':>9} {'':>7} {'':>7} "
@@ -158,7 +159,7 @@ def format_table(rows: Sequence[Row], *, title: str = "") -> str:
         lines.append(
             f"{r.size_bytes:>12} {r.count:>13} {r.type:>9} {r.redop:>7} {r.root:>7} "
             f"{_time_us(r.time_s):>8} {r.algbw_bytes_per_s / 1e9:>7.2f} "
-            f"{r.busbw_bytes_per_s / 1e9:>7.2f}  {r.algorithm:<9}  {r.protocol}"
+            f"{r.busbw_bytes_per_s / 1e9:>7.2f}  {r.algorithm:<{width}}  {r.protocol}"
         )
     if rows:
         mean = sum(r.busbw_bytes_per_s for r in rows) / len(rows) / 1e9

@@ -546,6 +546,18 @@ COLUMNS = (
 )
 
 
+#: The table's columns: COLUMNS with the path moved last (the CSV keeps COLUMNS' order).
+_TABLE = tuple(c for c in COLUMNS if c[0] != "path") + tuple(c for c in COLUMNS if c[0] == "path")
+
+
+def _aligned(text: str, key: str) -> str:
+    """A table cell: the case name left-aligned in 28 characters, the path as it is, the
+    numbers right-aligned in 14."""
+    if key == "case":
+        return f"{text:<28}"
+    return text if key == "path" else f"{text:>14}"
+
+
 def _cell(row: BenchRow, key: str, fmt: str) -> str:
     value = getattr(row, key)
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -563,8 +575,8 @@ def print_rows(rows: Iterator[BenchRow], fmt: str, out: TextIO = sys.stdout) -> 
     if fmt == "csv":
         writer = csv.writer(out)
         writer.writerow([key for key, _, _ in COLUMNS])
-    elif fmt == "table":
-        out.write("  ".join(f"{title:>14}" for _, title, _ in COLUMNS) + "\n")
+    elif fmt == "table":  # the case's name first and its path last: free-width text
+        out.write("  ".join(_aligned(title, key) for key, title, _ in _TABLE) + "\n")
     for row in rows:
         done.append(row)
         if fmt == "csv":
@@ -572,6 +584,6 @@ def print_rows(rows: Iterator[BenchRow], fmt: str, out: TextIO = sys.stdout) -> 
         elif fmt == "json":
             out.write(json.dumps(asdict(row)) + "\n")
         else:
-            out.write("  ".join(f"{_cell(row, k, f):>14}" for k, _, f in COLUMNS) + "\n")
+            out.write("  ".join(_aligned(_cell(row, k, f), k) for k, _, f in _TABLE) + "\n")
         out.flush()
     return done

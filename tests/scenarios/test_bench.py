@@ -9,7 +9,7 @@ import pytest
 from simcoll.cli import main
 from simcoll.models.estimate import SECONDS_PER_REPRESENTATIVE
 from simcoll.prediction import predict
-from simcoll.scenarios.bench import CASES, print_rows, run_bench
+from simcoll.scenarios.bench import CASES, BenchRow, print_rows, run_bench
 from simcoll.topology import load as load_topology
 
 
@@ -96,3 +96,20 @@ def test_estimates_are_within_a_factor_of_two_of_the_time_taken() -> None:
     print("wall / estimate:", {case: round(r, 2) for case, r in ratios.items()})
     assert all(row.status == "ok" for row in rows)
     assert all(0.5 <= r <= 2.0 for r in ratios.values()), ratios
+
+
+def test_the_table_keeps_its_columns_aligned_and_the_path_last() -> None:
+    # issue 31: the table's columns misaligned after a long path
+    row = BenchRow(case="auto-128 (31 sizes)", ranks=128, transfers=0, simulated=0, events=0,
+                   sim_time_ms=1.0, path="predict: ring/simple, routing dmodk")  # fmt: skip
+    short = BenchRow(case="ring-8", ranks=8, transfers=896, simulated=14, events=28,
+                     sim_time_ms=4.19, path="symmetric")  # fmt: skip
+    out = io.StringIO()
+    print_rows(iter([row, short]), "table", out)
+    header, first, second = out.getvalue().splitlines()
+    assert header.rstrip().endswith("path")
+    assert first.endswith("predict: ring/simple, routing dmodk")
+    assert second.endswith("symmetric")
+    at = header.index("status") + len("status")  # every column before the path ends here
+    assert first[:at].rstrip().endswith("ok")
+    assert second[:at].rstrip().endswith("ok")
