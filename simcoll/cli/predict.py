@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -17,7 +18,7 @@ from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_CHANNELS, MAX_CHUNKS, MAX_IN_FLIGHT, MAX_RANKS, MAX_TRANSFERS
-from simcoll.core.sizes import align_size_bytes, parse_sizes
+from simcoll.core.sizes import DTYPE_BYTES, REDOPS, align_size_bytes, parse_sizes
 from simcoll.core.units import format_bandwidth, format_bytes
 from simcoll.output.progress import Progress
 from simcoll.output.results import Row, format_table, to_csv, to_json
@@ -26,6 +27,7 @@ from simcoll.plan.nccl_log import log_plan, read_nccl_log
 from simcoll.plan.tuning import parse_nccl_knobs
 from simcoll.prediction import predict
 from simcoll.prediction.choices import DEFAULT_ALGORITHM, default_algorithm
+from simcoll.prediction.pipeline import Prediction
 from simcoll.topology import gpu_nodes, load, parse_overrides
 from simcoll.topology.calibration import Calibration, read_calibration
 from simcoll.topology.io import source_files
@@ -133,8 +135,16 @@ def add_predict(sub: SubParsers) -> None:
                    help="time in-place calls (nccl-tests' second half); by default calls are "
                    "out-of-place, and an all-gather or a broadcast also copies each GPU's own "
                    "block from input to output at the topology's gpu_memory_bandwidth")  # fmt: skip
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                   help="output format (default table)")  # fmt: skip
+    p.add_argument("--format", choices=("table", "csv", "json", "nccl-tests"), default="table",
+                   help="output format (default table); nccl-tests: the log nccl-tests prints, "
+                   "out-of-place and in-place side by side with #wrong (always 0: simcoll "
+                   "moves no data), which simcoll compare and calibrate read back")  # fmt: skip
+    p.add_argument("-d", "--dtype", choices=tuple(DTYPE_BYTES), default="float",
+                   help="data type, as nccl-tests' -d: sets the count and type columns and "
+                   "the element sizes are rounded to (default float)")  # fmt: skip
+    p.add_argument("-o", "--op", choices=REDOPS, default="sum",
+                   help="reduction, as nccl-tests' -o: printed in the redop column; the "
+                   "simulated time does not depend on it (default sum)")  # fmt: skip
     p.add_argument(
         "--plot",
         metavar="PNG",
@@ -193,7 +203,8 @@ def _predict(args: argparse.Namespace) -> int:
     topology = what_if(load(args.topology, parse_overrides(args.set)), args)
     n_ranks = args.ranks or len(gpu_nodes(topology))
     if is_range:  # round like nccl-tests does; explicit sizes must divide as given
-        sizes = sorted({align_size_bytes(collective, n_ranks, s) for s in sizes})
+        element = DTYPE_BYTES[args.dtype]
+        sizes = sorted({align_size_bytes(collective, n_ranks, s, element) for s in sizes})
     params = {k: v for k, v in (("n_channels", args.channels), ("n_chunks", args.chunks),
               ("max_in_flight", args.window), ("root", args.root)) if v is not None}  # fmt: skip
     protocol = None if args.protocol == "none" else args.protocol
@@ -209,9 +220,17 @@ def _predict(args: argparse.Namespace) -> int:
                          in_place=args.in_place, progress=bar.advance)  # fmt: skip
     finally:
         bar.close()
+    result = replace(result, rows=[_typed(row, args.dtype, args.op) for row in result.rows])
     title = _title(args, topology, collective, algorithm, n_ranks=n_ranks,
                    calibration=calibration, rows=result.rows)  # fmt: skip
-    if args.format == "csv":
+    if args.format == "nccl-tests":
+        in_place = predict(topology, collective, [r.size_bytes for r in result.rows],
+                           algorithm=algorithm, protocol=protocol, model=args.model,
+                           n_ranks=n_ranks, params=params, calibration=calibration,
+                           placement=args.placement, plan=plan, knobs=knobs,
+                           in_place=True).rows  # fmt: skip
+        sys.stdout.write(_nccl_tests_log(result.rows, in_place, args.dtype, args.op, title))
+    elif args.format == "csv":
         sys.stdout.write(to_csv(result.rows))
     elif args.format == "json":
         sys.stdout.write(to_json(result.rows))
@@ -224,6 +243,14 @@ def _predict(args: argparse.Namespace) -> int:
             if algorithm == "nccl":
                 how = "NCCL's tuning model, then simulated"
             print(f"# Picked by {how}: {_picks(result.rows)}")
+    _notes(result)
+    if args.plot is not None:
+        _plot(args, result.rows, topology, collective)
+    return 0
+
+
+def _notes(result: Prediction) -> None:
+    """What the rows do not say, on stderr: sizes skipped, rings extended, choices too large."""
     if result.skipped:
         smallest = max(size for size, _ in result.skipped)
         print(f"simcoll: note: skipped {len(result.skipped)} sizes up to {smallest} B: "
@@ -238,9 +265,38 @@ def _predict(args: argparse.Namespace) -> int:
               f"simulated (over one schedule's {MAX_TRANSFERS} transfers, and no fast path "
               "folds it) and might have been faster; the row is the fastest of the others",
               file=sys.stderr)  # fmt: skip
-    if args.plot is not None:
-        _plot(args, result.rows, topology, collective)
-    return 0
+
+
+def _typed(row: Row, dtype: str, op: str) -> Row:
+    """``row`` with nccl-tests' count, type and redop columns for ``-d`` and ``-o``."""
+    c = Collective.parse(row.collective)
+    count = c.count(row.size_bytes, row.n_ranks, DTYPE_BYTES[dtype])
+    return replace(row, count=count, type=dtype, redop=op if c.reduces else "none")
+
+
+def _nccl_tests_log(
+    out_of_place: list[Row], in_place: list[Row], dtype: str, op: str, title: str
+) -> str:
+    """The rows as the log nccl-tests prints (:func:`format_log`, its new layout): each
+    size's out-of-place and in-place times side by side, ``#wrong`` 0."""
+    from simcoll.calibrate.measurements import Measurement  # noqa: PLC0415 - this format only
+    from simcoll.calibrate.nccltests.write import LogHeader, format_log  # noqa: PLC0415
+
+    if not out_of_place:
+        return ""
+    first = out_of_place[0]
+
+    def measured(r: Row, ip: bool) -> Measurement:
+        return Measurement(collective=r.collective, n_ranks=r.n_ranks, size_bytes=r.size_bytes,
+                           time_s=r.time_s, in_place=ip, count=r.count, dtype=dtype,
+                           redop=r.redop, root=r.root)  # fmt: skip
+
+    pairs = [(measured(o, False), measured(i, True))
+             for o, i in zip(out_of_place, in_place, strict=True)]  # fmt: skip
+    header = LogHeader(n_gpus=first.n_ranks, device_name="simcoll (simulated)")
+    lines = "".join(f"# {line}\n" for line in title.splitlines())
+    return lines + format_log(pairs, collective=first.collective, n_ranks=first.n_ranks,
+                              layout="new", header=header)  # fmt: skip
 
 
 def _calibration(

@@ -9,10 +9,16 @@ from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, UnitError
 from simcoll.core.units import parse_size_bytes
 
-__all__ = ["TYPE_SIZE_BYTES", "align_size_bytes", "parse_sizes"]
+__all__ = ["DTYPE_BYTES", "REDOPS", "TYPE_SIZE_BYTES", "align_size_bytes", "parse_sizes"]
 
 #: Element size nccl-tests uses for float, the type it prints by default.
 TYPE_SIZE_BYTES = 4
+#: nccl-tests' data types (``-d``) and their element sizes (``common.cu``'s test_typenames).
+DTYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
+               "half": 2, "float": 4, "double": 8, "bfloat16": 2, "f8e4m3": 1,
+               "f8e5m2": 1}  # fmt: skip
+#: nccl-tests' reduction operations (``-o``).
+REDOPS = ("sum", "prod", "max", "min", "avg")
 _RANGE = re.compile(r"^([^:]+):([^:]+)(?::([^:]*))?$")
 
 
@@ -63,14 +69,19 @@ of 2 or more, got '1.5'
     return sizes, True
 
 
-def align_size_bytes(collective: Collective, n_ranks: int, size_bytes: int) -> int:
-    """Round a size down the way nccl-tests does: to whole float elements per block.
+def align_size_bytes(
+    collective: Collective, n_ranks: int, size_bytes: int, type_size_bytes: int = TYPE_SIZE_BYTES
+) -> int:
+    """Round a size down the way nccl-tests does: to whole elements (float by default) per
+    block.
 
     >>> align_size_bytes(Collective.ALLGATHER, 3, 1000)
     996
     >>> align_size_bytes(Collective.ALLREDUCE, 3, 1001)
     1000
+    >>> align_size_bytes(Collective.ALLGATHER, 3, 1000, type_size_bytes=8)
+    984
     """
     per = 1 if collective.n_blocks(n_ranks) == 1 or collective is Collective.SENDRECV else n_ranks
-    unit = per * TYPE_SIZE_BYTES
+    unit = per * type_size_bytes
     return size_bytes // unit * unit

@@ -778,3 +778,32 @@ def test_what_if_a_link_is_slower_or_down(capsys) -> None:
         err = capsys.readouterr().err
         assert err.startswith("simcoll: error: --degrade: ")
         assert err.count("\n") == 1
+
+
+def test_the_nccl_tests_format_reads_back_through_the_nccl_tests_parser(tmp_path, capsys) -> None:
+    # issue 31: output nccl-tests users can read as nccl-tests: both halves side by side,
+    # #wrong, -d and -o; read back by the parser simcoll reads real logs with
+    from simcoll.calibrate.read import read_measurements  # noqa: PLC0415
+
+    assert main(["predict", "dgx-a100", "--collective", "allgather", "--sizes", "1M,1G",
+                 "--format", "nccl-tests", "-d", "half"]) == 0  # fmt: skip
+    log = tmp_path / "all_gather_perf.log"
+    log.write_text(capsys.readouterr().out)
+    assert main(["predict", "dgx-a100", "--collective", "allgather", "--sizes", "1M,1G",
+                 "--format", "csv", "-d", "half"]) == 0  # fmt: skip
+    header, *lines = capsys.readouterr().out.strip().splitlines()
+    oop = [dict(zip(header.split(","), line.split(","), strict=True)) for line in lines]
+    assert main(["predict", "dgx-a100", "--collective", "allgather", "--sizes", "1M,1G",
+                 "--format", "csv", "-d", "half", "--in-place"]) == 0  # fmt: skip
+    header, *lines = capsys.readouterr().out.strip().splitlines()
+    ip = [dict(zip(header.split(","), line.split(","), strict=True)) for line in lines]
+    rows = read_measurements(log).rows
+    assert [(m.size_bytes, m.in_place) for m in rows] == [
+        (2**20, False), (2**20, True), (2**30, False), (2**30, True)]  # fmt: skip
+    for m, simulated in zip(rows, [oop[0], ip[0], oop[1], ip[1]], strict=True):
+        # nccl-tests prints microseconds to 2, 1 or 0 decimals
+        assert m.time_s == pytest.approx(float(simulated["time_s"]), rel=1e-3)
+        assert (m.dtype, m.count) == ("half", m.size_bytes // 2 // 8)
+    text = log.read_text()
+    assert "#wrong" in text
+    assert " half " in text
