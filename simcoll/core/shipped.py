@@ -48,7 +48,10 @@ def find(path: str | Path, kind: str) -> Path:
     shipped file of ``kind`` of that name, if there is one (else ``path`` unchanged, for
     the caller to report as missing)."""
     given = Path(path)
-    if given.exists() or not is_bare_name(path):
+    try:
+        if given.exists() or not is_bare_name(path):
+            return given
+        shipped = data_root() / kind / f"{given.name}.toml"
+        return shipped if shipped.is_file() else given
+    except OSError:  # a name too long for the file system: the caller's read says so
         return given
-    shipped = data_root() / kind / f"{given.name}.toml"
-    return shipped if shipped.is_file() else given

@@ -186,9 +186,9 @@ def _detected(path: Path) -> str | None:
     """What a topology file is, from its content (not its name): ``"json"`` (node-link
     JSON), an importer's name (an NCCL XML dump, an ``nvidia-smi topo -m`` matrix), or
     None (TOML, read as such; a missing or unreadable file is reported there)."""
-    if not path.is_file():  # a FIFO or a device would block here: the read says why
-        return None
     try:
+        if not path.is_file():  # a FIFO or a device would block here: the read says why
+            return None
         with path.open("rb") as handle:
             head = handle.read(2**16).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
     except OSError:

