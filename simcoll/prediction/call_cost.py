@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from simcoll.core.errors import SimcollError
-from simcoll.core.limits import MAX_TRANSFERS
 from simcoll.core.protocols import Protocol
 from simcoll.core.schedule import ROUND_UP_TOLERANCE
 from simcoll.models.estimate import (
@@ -48,7 +47,7 @@ from simcoll.sim.oneshot import OneShot
 from simcoll.sim.routes import route_pair
 from simcoll.sim.symmetry import (
     RING_COLLECTIVES,
-    representatives_of,
+    ring_periods,
     ring_symmetric,
     symmetric_routes,
 )
@@ -274,13 +273,8 @@ def _ring_periods(  # noqa: PLR0917 - one choice's facts, and the cache
     c = setup.collective.value
     channels = used.n_channels if used is not None else knobs.get("n_channels", 1)
     chunks = knobs.get("n_chunks") or ring_chunks(setup.collective, n, size_bytes, channels)
-    periods = [p for p in range(1, n // 2 + 1) if n % p == 0]
-    if channels > 1:
-        periods.append(n)
     checked = 0
-    for period in periods:
-        if representatives_of(c, n, chunks, period) > MAX_TRANSFERS:
-            break
+    for period in ring_periods(c, n, chunks, channels):
         sym = ring_symmetric(c, n, size_bytes, n_channels=channels, n_chunks=chunks,
                              period_ranks=period, round_up_pieces=True,
                              rings=None if used is None else used.rings)  # fmt: skip

@@ -89,6 +89,7 @@ from simcoll.topology import Router
 __all__ = [
     "SymmetricSchedule",
     "representatives_of",
+    "ring_periods",
     "ring_symmetric",
     "simulate_ring_fast",
     "simulate_symmetric",
@@ -626,13 +627,7 @@ def simulate_ring_fast(
         return None
     router = router or Router(topology)  # a caller's: routes found for other calls serve
     known: CopyRoutes = {}  # every period routes the same copies: once
-    # The whole ring as the period leaves the channel copies only: worth it with several.
-    periods = [p for p in range(1, n_ranks // 2 + 1) if n_ranks % p == 0]
-    if n_channels > 1:
-        periods.append(n_ranks)
-    for period in periods:
-        if representatives_of(collective, n_ranks, n_chunks, period) > MAX_TRANSFERS:
-            break  # this period's one rank per class is more than a schedule may hold
+    for period in ring_periods(collective, n_ranks, n_chunks, n_channels):
         sym = ring_symmetric(
             collective,
             n_ranks,
@@ -651,6 +646,21 @@ def simulate_ring_fast(
         if result is not None:
             return result, sym
     return None
+
+
+def ring_periods(collective: str, n_ranks: int, n_chunks: int, n_channels: int) -> list[int]:
+    """The periods :func:`simulate_ring_fast` tries, in order: the divisors of ``n_ranks``
+    up to ``n_ranks / 2``, then (with several channels) ``n_ranks`` itself (the channel
+    copies only), up to the first whose representatives are more than a schedule may hold.
+
+    >>> ring_periods("allreduce", 8, 1, 1), ring_periods("allreduce", 8, 1, 4)
+    ([1, 2, 4], [1, 2, 4, 8])
+    """
+    periods = [p for p in range(1, n_ranks // 2 + 1) if n_ranks % p == 0]
+    if n_channels > 1:
+        periods.append(n_ranks)
+    fits = [representatives_of(collective, n_ranks, n_chunks, p) <= MAX_TRANSFERS for p in periods]
+    return periods[: fits.index(False)] if False in fits else periods
 
 
 def representatives_of(collective: str, n_ranks: int, n_chunks: int, period_ranks: int) -> int:
