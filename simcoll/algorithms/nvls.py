@@ -1,33 +1,49 @@
 """In-network reduction on an NVSwitch: NCCL's NVLS algorithms (NVLink SHARP).
 
 On a third-generation NVSwitch (DGX H100 and later) the switch itself adds up what the
-GPUs send it and multicasts results (NVIDIA/nccl ``src/device/all_reduce.h``,
-``runRing``'s NVLS sibling ``runNvls``; the NVLS rows of the tuning model in
+GPUs hold and multicasts what one GPU stores (NVIDIA/nccl ``src/device/all_reduce.h``,
+the NVLS variant of ``runRing``; the NVLS rows of the tuning model in
 ``shared/reference/state-of-the-art.md``). The schedule names the switch as an extra
 endpoint, number ``n_ranks`` (see :mod:`simcoll.core.schedule`), and the engine places it on a
-switch whose ``reduces`` attribute is true::
+switch whose ``reduces`` attribute is true.
 
-    gpu0   gpu1   gpu2   gpu3         up:   every GPU sends each piece once, the switch
-      \\     |      |     /                 adds it to what it holds (reduce);
-       `---- nvsw (+) ---'            down: once all n contributions of a piece are in,
-                                             the switch sends the sum to every GPU.
+All-reduce runs as NCCL's single-node NVLS kernel does. The buffer is cut into ``n``
+shards; rank ``k`` owns shard ``k``:
 
-Per GPU an all-reduce of S bytes sends S and receives S, against 2(n-1)/n x S each way
-for a ring: for large messages NVLS approaches algbw = B (busbw 2(n-1)/n x B) where a
-ring gets B x n / (2(n-1)). Reduce-scatter sends every block up and brings block r down
-to rank r; all-gather sends block r up once and multicasts it to the other ranks.
+1. *reduce* (``multimem.ld_reduce``): the switch reads shard ``k`` from every GPU, adds it
+   up and returns the sum to rank ``k``;
+2. *multicast* (``multimem.st``): rank ``k`` stores the sum once to the multicast address,
+   and the switch writes it to every GPU (rank ``k`` included)::
 
-Each block is cut into ``n_channels x n_chunks`` pieces; pieces flow independently, so
-the down leg of one piece overlaps the up leg of the next.
+       gpu0  gpu1  gpu2  gpu3         reduce:    every GPU -> switch (+) -> owner k
+         \\    |     |    /            multicast: owner k -> switch -> every GPU
+          `-- nvsw (+) --'
+
+Per GPU an all-reduce of S bytes therefore sends S + S/n and receives S/n + S: for large
+messages algbw tends to ``B x n / (n + 1)``, busbw to ``2 (n - 1) / (n + 1) x B``, where a
+ring's busbw tends to B. The two legs run on separate connections (NCCL gives them
+separate warps), so the multicast of one piece overlaps the reduction of the next.
+Reduce-scatter is the reduce leg alone (every GPU sends S, rank r receives block r);
+all-gather the multicast leg alone (rank r stores block r once, every other GPU receives
+it).
+
+The switch's own throughput is the topology's business: a reducing switch's
+``reduce_efficiency`` (:mod:`simcoll.topology.machines`) is the share of a link's rate
+that transfers to and from it get.
+
+Not modelled: NVLS across nodes (NVLS-tree, and NVLS with CollNet), user-buffer
+registration (without it NCCL copies through its own NVLS buffers in GPU memory, which at
+3 TB/s and more does not limit these rates), and the multicast object's setup at
+communicator creation.
 
 >>> s = nvls_allreduce(4, 64)
 >>> s.n_switches, s.bytes_sent_per_rank().tolist(), s.bytes_received_per_rank().tolist()
-(1, [64, 64, 64, 64, 256], [64, 64, 64, 64, 256])
+(1, [80, 80, 80, 80, 320], [80, 80, 80, 80, 320])
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from simcoll.core.collectives import Collective
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
@@ -39,6 +55,7 @@ def _builder(
     collective: Collective,
     n_ranks: int,
     size_bytes: int,
+    pieces_per_block: int,
     *,
     n_channels: int,
     n_chunks: int,
@@ -49,30 +66,29 @@ def _builder(
         "nvls",
         n_ranks=n_ranks,
         size_bytes=size_bytes,
-        pieces_per_block=n_channels * n_chunks,
+        pieces_per_block=pieces_per_block,
         max_in_flight=max_in_flight,
         params={"n_channels": n_channels, "n_chunks": n_chunks, "max_in_flight": max_in_flight},
         n_switches=1 if n_ranks > 1 else 0,  # one rank needs no switch
     )
 
 
-def _through_switch(
-    b: ScheduleBuilder,
-    block: int,
-    *,
-    senders: list[int],
-    receivers: list[int],
-    op: Op,
-    n_channels: int,
-) -> None:
-    """Every piece of ``block``: up from each sender, then down to each receiver."""
+def _reduce(b: ScheduleBuilder, piece: int, owner: int, channel: int) -> int:
+    """``multimem.ld_reduce``: the piece up from every GPU, its sum down to ``owner``."""
     switch = b.n_ranks
-    for piece_in_block in range(b.pieces_per_block):
-        piece = b.piece(block, piece_in_block)
-        channel = piece_in_block % n_channels
-        up = [b.add(src=r, dst=switch, pieces=[piece], op=op, channel=channel) for r in senders]
-        for r in receivers:
-            b.add(src=switch, dst=r, pieces=[piece], channel=channel, deps=up)
+    up = [b.add(src=r, dst=switch, pieces=[piece], op=Op.REDUCE, channel=channel)
+          for r in range(b.n_ranks)]  # fmt: skip
+    return b.add(src=switch, dst=owner, pieces=[piece], channel=channel, deps=up)
+
+
+def _multicast(
+    b: ScheduleBuilder, piece: int, owner: int, channel: int, deps: Sequence[int] = ()
+) -> None:
+    """``multimem.st``: ``owner`` stores the piece once; the switch writes it to every GPU."""
+    switch = b.n_ranks
+    up = b.add(src=owner, dst=switch, pieces=[piece], channel=channel, deps=deps)
+    for r in range(b.n_ranks):
+        b.add(src=switch, dst=r, pieces=[piece], channel=channel, deps=[up])
 
 
 def nvls_allreduce(
@@ -83,17 +99,26 @@ def nvls_allreduce(
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> Schedule:
-    """All-reduce in the switch: every GPU sends S up once and receives the sum once.
+    """All-reduce in the switch: rank k reduces shard k through the switch, then
+    multicasts it; each GPU sends and receives S (n + 1) / n.
+
+    Each shard is cut into ``n_channels x n_chunks`` pieces; the reduce leg of channel c
+    runs on channel c, the multicast leg on channel ``n_channels + c``.
 
     >>> s = nvls_allreduce(3, 30, n_chunks=2)
-    >>> s.n_transfers, s.transfer_bytes.tolist()[:3]
-    (12, [15, 15, 15])
+    >>> s.n_transfers, s.transfer_bytes.tolist()[:4]
+    (48, [5, 5, 5, 5])
     """
-    b = _builder(Collective.ALLREDUCE, n_ranks, size_bytes, n_channels=n_channels,
-                 n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
+    per_shard = n_channels * n_chunks
+    b = _builder(Collective.ALLREDUCE, n_ranks, size_bytes, n_ranks * per_shard,
+                 n_channels=n_channels, n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
     if n_ranks > 1:
-        ranks = list(range(n_ranks))
-        _through_switch(b, 0, senders=ranks, receivers=ranks, op=Op.REDUCE, n_channels=n_channels)
+        for j in range(per_shard):
+            channel = j % n_channels
+            for owner in range(n_ranks):
+                piece = b.piece(0, owner * per_shard + j)
+                down = _reduce(b, piece, owner, channel)
+                _multicast(b, piece, owner, n_channels + channel, deps=[down])
     return b.build()
 
 
@@ -105,19 +130,18 @@ def nvls_reducescatter(
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> Schedule:
-    """Reduce-scatter in the switch: all of every block goes up, block r comes down to r.
+    """Reduce-scatter in the switch: the reduce leg alone, block r reduced down to rank r.
 
     >>> nvls_reducescatter(4, 64).bytes_received_per_rank().tolist()
     [16, 16, 16, 16, 256]
     """
-    b = _builder(Collective.REDUCESCATTER, n_ranks, size_bytes, n_channels=n_channels,
-                 n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
+    per_block = n_channels * n_chunks
+    b = _builder(Collective.REDUCESCATTER, n_ranks, size_bytes, per_block,
+                 n_channels=n_channels, n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
     if n_ranks > 1:
-        ranks = list(range(n_ranks))
-        for block in ranks:
-            _through_switch(
-                b, block, senders=ranks, receivers=[block], op=Op.REDUCE, n_channels=n_channels
-            )
+        for j in range(per_block):
+            for block in range(n_ranks):
+                _reduce(b, b.piece(block, j), block, j % n_channels)
     return b.build()
 
 
@@ -129,19 +153,19 @@ def nvls_allgather(
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> Schedule:
-    """All-gather by multicast: block r goes up once and down to every other rank.
+    """All-gather by multicast: rank r stores block r once, the switch writes it to every
+    GPU (rank r included, as ``multimem.st`` does).
 
     >>> nvls_allgather(4, 64).bytes_sent_per_rank().tolist()
-    [16, 16, 16, 16, 192]
+    [16, 16, 16, 16, 256]
     """
-    b = _builder(Collective.ALLGATHER, n_ranks, size_bytes, n_channels=n_channels,
-                 n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
+    per_block = n_channels * n_chunks
+    b = _builder(Collective.ALLGATHER, n_ranks, size_bytes, per_block,
+                 n_channels=n_channels, n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
     if n_ranks > 1:
-        for block in range(n_ranks):
-            others = [r for r in range(n_ranks) if r != block]
-            _through_switch(
-                b, block, senders=[block], receivers=others, op=Op.COPY, n_channels=n_channels
-            )
+        for j in range(per_block):
+            for block in range(n_ranks):
+                _multicast(b, b.piece(block, j), block, j % n_channels)
     return b.build()
 
 

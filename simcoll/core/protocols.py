@@ -69,16 +69,24 @@ class Protocol:
     step_latency_s: dict[str, float] = field(default_factory=dict)
     # Calibrated data fraction per link class; a class not listed uses ``efficiency``.
     efficiency_by_class: dict[str, float] = field(default_factory=dict)
+    # A factor on the data fraction of transfers to or from an in-network switch, per
+    # endpoint class (``"nvls"``, ``"collnet"``): the switch's own reduction and multicast
+    # throughput against its links' rate. Not listed: 1.
+    endpoint_efficiency: dict[str, float] = field(default_factory=dict)
 
-    def efficiency_of(self, kinds: Iterable[str]) -> float:
-        """Data fraction of the wire for a transfer over links of these kinds.
+    def efficiency_of(self, kinds: Iterable[str], endpoint: str | None = None) -> float:
+        """Data fraction of the wire for a transfer over links of these kinds, to or from
+        an in-network switch of class ``endpoint`` if given.
 
         >>> Protocol("p", 0.5, efficiency_by_class={"net": 0.25}).efficiency_of(["ib"])
         0.25
         >>> Protocol("p", 0.5, efficiency_by_class={"net": 0.25}).efficiency_of(["nvlink"])
         0.5
+        >>> Protocol("p", 1.0, endpoint_efficiency={"nvls": 0.75}).efficiency_of(["nvlink"], "nvls")
+        0.75
         """
-        return self.efficiency_by_class.get(link_class(kinds), self.efficiency)
+        efficiency = self.efficiency_by_class.get(link_class(kinds), self.efficiency)
+        return efficiency * self.endpoint_efficiency.get(endpoint, 1.0) if endpoint else efficiency
 
     def latency_s(self, kinds: Iterable[str], endpoint: str | None = None) -> float:
         """Latency a transfer over links of these kinds pays on top of the links' own.

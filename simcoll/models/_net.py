@@ -198,6 +198,15 @@ class Network:
                 return "nvls" if kind is NodeKind.NVSWITCH else "collnet"
         return None
 
+    def efficiency(self, pair: NodePair) -> float:
+        """The data fraction of the wire for one pair, as the engine's
+        (:func:`simcoll.sim.routes.pair_efficiency`): the protocol's and calibration's
+        for the route's class, times an in-network switch's own."""
+        if self.protocol is None:
+            return 1.0
+        kinds = [self.topology.edges[e]["kind"].value for e in self.route(pair)]
+        return self.protocol.efficiency_of(kinds, self._endpoint(pair))
+
     def load(self, pairs: Iterable[NodePair]) -> Counter[tuple[str, str]]:
         """How many of ``pairs`` each link carries."""
         load: Counter[tuple[str, str]] = Counter()
@@ -236,7 +245,7 @@ class Network:
             return float(edges[link]["bandwidth_bytes_per_s"]) / count, -load[link], link
 
         bandwidth, _, busiest = min(pace(link) for link in links)
-        efficiency = self.protocol.efficiency if self.protocol is not None else 1.0
+        efficiency = min(self.efficiency(pair) for pair in pairs)
         return PatternCost(
             alpha_s=alpha_s,
             bandwidth_bytes_per_s=bandwidth * efficiency,

@@ -27,10 +27,11 @@ all-to-all, gather, scatter            carries n - 1 of them, so B = link / (n -
 direct broadcast, reduce, send/recv    P(1, k)                                        S / (k B)
 direct all-reduce                      P(2, k): reduce-scatter, then all-gather       S / (n k B)
 reduce_broadcast all-reduce            C(2, k): direct reduce, then direct broadcast  S / (k B)
-nvls all-reduce                        C(2, k): up to the switch, down (-> 2 alpha +  S / (k B)
-                                       S / B for many chunks)
+nvls all-reduce                        4 alpha + ((n + 1) k + 2) tau: every link      S / (n k B)
+                                       carries (n + 1) k pieces (reduce to the owner,
+                                       multicast from it), plus the pipeline's fill
 nvls reduce-scatter                    P(1, n k) + alpha + tau                        S / (n k B)
-nvls all-gather                        alpha + tau + P(1, (n-1) k)                    S / (n k B)
+nvls all-gather                        alpha + tau + P(1, n k)                        S / (n k B)
 sharp all-reduce                       C(2, k) or, with two levels of switches,       S / (k B)
                                        C(4, k): rank -> group switch (-> root ->
                                        group switch) -> rank, hop by hop
@@ -39,6 +40,9 @@ sharp all-reduce                       C(2, k) or, with two levels of switches, 
 These are exact against the flow simulator when each hop's pattern is symmetric (every
 pair sees the same latency and load), piece sizes divide evenly and, for ``nvls``, the
 reducing switch's links are the GPUs' own (tests/test_analytical.py holds them to 1e-9).
+The NVLS all-reduce is the exception: its two legs share every link, and the form is
+exact unchunked on up to 4 GPUs with a window of 2 or more, and within 1 % from 64
+chunks (its fill is off by up to 3 tau).
 Otherwise alpha_max and the busiest link make them an estimate from above for rings.
 
 Textbook formulas for the algorithms with several peers per rank, summed over the
@@ -267,14 +271,14 @@ def _nvls(collective: Collective) -> Formula:
         switch = reducing_switch(c.net.topology, c.nodes, c.algorithm)
         up = [(node, switch) for node in c.nodes]
         down = [(switch, node) for node in c.nodes]
-        if collective is Collective.ALLREDUCE:  # every piece up, then down
-            return c.chain([up, down], c.size)
         cost = c.net.cost(up + down)
         alpha = cost.alpha_s
         tau = c.tau(c.size / (n * c.k), cost)
+        if collective is Collective.ALLREDUCE:  # reduce to the owner, then multicast
+            return 4 * alpha + ((n + 1) * c.k + 2) * tau
         if collective is Collective.REDUCESCATTER:  # all n blocks up, then block r down
             return pipeline_time_s(1, n * c.k, alpha, tau, c.window) + alpha + tau
-        return alpha + tau + pipeline_time_s(1, (n - 1) * c.k, alpha, tau, c.window)
+        return alpha + tau + pipeline_time_s(1, n * c.k, alpha, tau, c.window)
 
     return formula
 

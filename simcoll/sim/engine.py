@@ -48,6 +48,7 @@ from simcoll.sim.routes import (
     batch_costs,
     edge_facts,
     pair_efficiency,
+    pair_endpoint,
     pair_latency_s,
     route_pair,
 )
@@ -513,7 +514,8 @@ class _Run(FlowRun):
             pair_links[p] = np.array([link_index[e] for e in edges], dtype=np.int64)
             latency[p] = pair_latency_s(topology, edges, src, dst, s, self.nodes,
                                         self.protocol, facts)  # fmt: skip
-            efficiency[p] = pair_efficiency(topology, edges, self.protocol, facts)
+            endpoint = pair_endpoint(topology, src, dst, s, self.nodes)
+            efficiency[p] = pair_efficiency(topology, edges, self.protocol, facts, endpoint)
         capacity = np.array(
             [topology.edges[e]["bandwidth_bytes_per_s"] for e in self.links], dtype=np.float64
         )

@@ -23,6 +23,7 @@ __all__ = [
     "batch_costs",
     "edge_facts",
     "pair_efficiency",
+    "pair_endpoint",
     "pair_latency_s",
     "route_pair",
 ]
@@ -115,11 +116,9 @@ def pair_latency_s(  # noqa: PLR0917 - one pair's facts, all needed
     if protocol is None:
         return float(latency_s)
     kinds = [facts[e][1] for e in edges]
-    switch = max(src, dst)
-    if switch < schedule.n_ranks:
+    endpoint = pair_endpoint(topology, src, dst, schedule, nodes)
+    if endpoint is None:
         return float(latency_s + protocol.latency_s(kinds))
-    kind = topology.nodes[nodes[switch]]["kind"]
-    endpoint = "nvls" if kind is NodeKind.NVSWITCH else "collnet"
     if endpoint not in protocol.step_latency_s:
         raise ConfigError(
             f"{schedule.algorithm} runs with the simple protocol only, not {protocol.name}"
@@ -127,18 +126,32 @@ def pair_latency_s(  # noqa: PLR0917 - one pair's facts, all needed
     return float(latency_s + protocol.latency_s(kinds, endpoint))
 
 
+def pair_endpoint(
+    topology: nx.DiGraph[str], src: int, dst: int, schedule: Schedule, nodes: tuple[str, ...]
+) -> str | None:
+    """``"nvls"`` (an NVSwitch) or ``"collnet"`` (a fabric switch) when one end of the
+    pair is an in-network switch endpoint of ``schedule``, else None."""
+    switch = max(src, dst)
+    if switch < schedule.n_ranks:
+        return None
+    kind = topology.nodes[nodes[switch]]["kind"]
+    return "nvls" if kind is NodeKind.NVSWITCH else "collnet"
+
+
 def pair_efficiency(
     topology: nx.DiGraph[str],
     edges: Route,
     protocol: Protocol | None,
     facts: EdgeFacts | None = None,
+    endpoint: str | None = None,
 ) -> float:
-    """The data fraction of the wire for one pair's route (1 without a protocol)."""
+    """The data fraction of the wire for one pair's route (1 without a protocol), to or
+    from an in-network switch of class ``endpoint`` (:func:`pair_endpoint`) if given."""
     if protocol is None:
         return 1.0
     if facts is not None:
-        return protocol.efficiency_of(facts[e][1] for e in edges)
-    return protocol.efficiency_of(topology.edges[e]["kind"].value for e in edges)
+        return protocol.efficiency_of((facts[e][1] for e in edges), endpoint)
+    return protocol.efficiency_of((topology.edges[e]["kind"].value for e in edges), endpoint)
 
 
 def batch_costs(

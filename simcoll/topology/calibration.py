@@ -6,7 +6,9 @@ parameter, each a physical cause that calibration can fit:
 
 - ``efficiency[class]``: the fraction of a link's bandwidth a transfer over links of that
   class turns into data (NCCL's protocol line format, TCP/IP headers, how many channels or
-  SMs drive the links). It multiplies the protocol's own data fraction.
+  SMs drive the links). It multiplies the protocol's own data fraction. The classes
+  ``nvls`` and ``collnet`` are in-network switches: a further factor on every transfer to
+  or from one (the switch reduces and multicasts below its links' rate).
 - ``step_latency_s[class]``: a fixed cost every transfer pays on top of its route (kernel
   launch and flag polling, a host thread waking up, a reduction's setup). It adds to the
   protocol's step latency.
@@ -55,6 +57,7 @@ from simcoll.core.protocols import Protocol, link_class
 from simcoll.topology.schema import LinkKind
 
 __all__ = [
+    "ENDPOINT_CLASSES",
     "LINK_CLASSES",
     "MAX_EFFICIENCY",
     "PARAMS_MARK",
@@ -65,6 +68,9 @@ __all__ = [
 ]
 
 LINK_CLASSES = ("nvlink", "pcie", "net")
+#: In-network switch endpoints (:func:`simcoll.core.protocols.Protocol.latency_s`): an
+#: ``efficiency`` of one of these is a factor on transfers to or from such a switch.
+ENDPOINT_CLASSES = ("nvls", "collnet")
 #: The first line of a params file simcoll writes: only such a file is replaced.
 PARAMS_MARK = "# simcoll calibration parameters, written by `simcoll calibrate`."
 #: The largest efficiency: a transfer moves at most its link's bandwidth of data.
@@ -79,7 +85,7 @@ _LINK_KINDS = tuple(kind.value for kind in LinkKind)
 PROTOCOL_NAMES = ("LL", "LL128", "simple")
 _CALL_KEYS = ("launch_s", "floor_s")  # per call, not per section
 _SECTIONS = {
-    "efficiency": LINK_CLASSES,
+    "efficiency": LINK_CLASSES + ENDPOINT_CLASSES,
     "protocol_efficiency": PROTOCOL_NAMES,
     "step_latency_s": LINK_CLASSES,
     "link_latency_s": _LINK_KINDS,
@@ -116,11 +122,14 @@ class Calibration:
         """
         name = base.name if base else "none"
         efficiency = (base.efficiency if base else 1.0) * self.protocol_efficiency.get(name, 1.0)
-        step = dict(base.step_latency_s) if base else dict.fromkeys(LINK_CLASSES, 0.0)
+        bare = dict.fromkeys(LINK_CLASSES + ENDPOINT_CLASSES, 0.0)
+        step = dict(base.step_latency_s) if base else bare
         for cls, extra_s in self.step_latency_s.items():
             step[cls] = step.get(cls, 0.0) + extra_s
-        by_class = {cls: efficiency * e for cls, e in self.efficiency.items()}
-        return Protocol(name, efficiency, step, by_class)
+        by_class = {cls: efficiency * e for cls, e in self.efficiency.items()
+                    if cls in LINK_CLASSES}  # fmt: skip
+        by_endpoint = {cls: e for cls, e in self.efficiency.items() if cls in ENDPOINT_CLASSES}
+        return Protocol(name, efficiency, step, by_class, by_endpoint)
 
     def apply(self, topology: nx.DiGraph[str]) -> nx.DiGraph[str]:
         """A copy of ``topology`` whose links of calibrated kinds have the fitted latency."""

@@ -186,31 +186,56 @@ def nvswitch(n: int):
 @pytest.mark.parametrize(
     ("n", "chunks", "window"), list(itertools.product([2, 4, 12], [1, 3], [1, 2, 10**6]))
 )
-def test_nvls_up_then_down(n, chunks, window):
-    # alpha = one GPU-switch link. All-reduce: each piece goes up, then down: a 2-hop
-    # chain of tau = (S / k) / B. Reduce-scatter: a GPU's up connection carries all n
+def test_nvls_reduce_scatter_and_all_gather(n, chunks, window):
+    # alpha = one GPU-switch link. Reduce-scatter: a GPU's up connection carries all n
     # blocks (n k pieces of S / (n k)), then block r's last piece comes down:
     # P(1, n k) + alpha + tau. All-gather: block r goes up, and each GPU's down connection
-    # carries the (n - 1) k pieces of the other blocks: alpha + tau + P(1, (n - 1) k).
+    # carries the n k pieces of every block (multimem.st writes the storing GPU too):
+    # alpha + tau + P(1, n k).
     size = n * chunks * 6000
     topo = nvswitch(n)
     params = {"n_chunks": chunks, "max_in_flight": window}
-    tau = size / chunks / B
-    assert_agree(topo, "allreduce", "nvls", n, size, chained(2, chunks, LINK_S, tau, window),
-                 **params)  # fmt: skip
     tau = size / (n * chunks) / B
     rs = pipelined(1, n * chunks, LINK_S, tau, window) + LINK_S + tau
     assert_agree(topo, "reducescatter", "nvls", n, size, rs, **params)
-    ag = LINK_S + tau + pipelined(1, (n - 1) * chunks, LINK_S, tau, window)
+    ag = LINK_S + tau + pipelined(1, n * chunks, LINK_S, tau, window)
     assert_agree(topo, "allgather", "nvls", n, size, ag, **params)
 
 
-def test_nvls_all_reduce_tends_to_two_alphas_plus_s_over_b():
-    # 2 (alpha + tau) + (k - 1) tau = 2 alpha + S / B + S / (k B).
+@pytest.mark.parametrize("window", [2, 8, 10**6])
+def test_nvls_all_reduce_unchunked_on_two_gpus_by_hand(window):
+    # n = 2, k = 1, shard h = S/2, tau = h / B, a = one GPU-switch link. Each uplink sends
+    # shard 0 then shard 1 up (reduce leg), done at tau and 2 tau, in at the switch a later.
+    # Shard 0's sum comes down to GPU 0: in at 2 tau + 2a; GPU 0 stores it up (its uplink
+    # is idle since 2 tau): in at 3 tau + 3a; the switch writes it to both GPUs: 4 tau + 4a.
+    # Shard 1: sum at GPU 1 at 3 tau + 2a, stored up by 4 tau + 3a, written to both
+    # downlinks once shard 0's copies are off them (4 tau + 3a): in at 5 tau + 4a.
+    size = 2 * 6000
+    tau = size / 2 / B
+    assert_agree(nvswitch(2), "allreduce", "nvls", 2, size, 5 * tau + 4 * LINK_S,
+                 n_chunks=1, max_in_flight=window)  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [2, 3, 8])
+def test_nvls_all_reduce_is_within_1pct_of_flow_when_pipelined(n):
+    # 64 chunks per shard: every link carries (n + 1) x 64 pieces; the form's fill
+    # (2 tau) is off the simulated one by at most 3 tau of 65 n tau.
+    size = n * 64 * 60000
+    params = {"n_chunks": 64, "max_in_flight": 8}
+    schedule = build_schedule("allreduce", "nvls", n_ranks=n, size_bytes=size, **params)
+    simulated = simulate(nvswitch(n), schedule).time_s
+    analytic = alphabeta_time_s(nvswitch(n), "allreduce", "nvls", n, size, **params)
+    assert analytic == pytest.approx(simulated, rel=0.01)
+    assert analytic >= (n + 1) * size / (n * B)  # no link moves its pieces faster than B
+
+
+def test_nvls_all_reduce_tends_to_s_n_plus_1_over_n_b():
+    # 4 alpha + ((n + 1) k + 2) tau with tau = S / (n k B): (n + 1) S / (n B) for many chunks.
     n, size, k = 8, 64 * 2**20, 64
     t = alphabeta_time_s(nvswitch(n), "allreduce", "nvls", n, size, n_chunks=k,
                          max_in_flight=10**6)  # fmt: skip
-    assert t == pytest.approx(2 * LINK_S + size / B + size / (k * B), rel=REL)
+    tau = size / (n * k * B)
+    assert t == pytest.approx(4 * LINK_S + (n + 1) * size / (n * B) + 2 * tau, rel=REL)
 
 
 def sharp_tree(leaf_down_ports: int):

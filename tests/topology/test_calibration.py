@@ -60,7 +60,7 @@ WHY = (
         ("[protocol_efficiency]\nLL = 1.5\n",
          f"p.toml: protocol_efficiency.LL: must be in [0.001, 1], got 1.5: {WHY}"),
         ("[efficiency]\nwire = 0.5\n",
-         "p.toml: efficiency.wire: unknown key; valid: nvlink, pcie, net"),
+         "p.toml: efficiency.wire: unknown key; valid: nvlink, pcie, net, nvls, collnet"),
         ("[link_latency_s]\nib = -1e-6\n", "p.toml: link_latency_s.ib: must be a time in [0, 1] s, "
          "got -1e-06"),
         ("[step_latency_s]\nnet = 'fast'\n",
