@@ -74,7 +74,7 @@ MACHINES = [
             "--ranks",
             "8",
             "--algorithm",
-            "ring",
+            "nccl",  # nccl-tests with no NCCL_ALGO: NCCL's own choice per size
         ),
         predict=[
             _table(
@@ -97,8 +97,12 @@ MACHINES = [
         ],
         # as the shipped dgx-a100.params.toml was fitted (its [fit] command): with the
         # per-step latency, and the floor the fitted table's own 0-byte rows measure
-        fit=["--protocol", "auto", "--fit",
-             "efficiency,protocol_efficiency,step_latency_s,launch_s,floor_s"],  # fmt: skip
+        fit=[
+            "--protocol",
+            "auto",
+            "--fit",
+            "efficiency,protocol_efficiency,step_latency_s,launch_s,floor_s",
+        ],
     ),
     Machine(
         "h100",

@@ -213,10 +213,13 @@ def estimate_points(
             setup = call_setup(machine, collective, machine.gpus(n_ranks),
                                algorithm=chosen.algorithm, protocol=protocol, model=model,
                                params=dict(chosen.params) or None)  # fmt: skip
-            for size in sorted({points[i].size_bytes for i in members}):
-                seconds += sum(e.seconds for e in call_estimates(setup, size, costs))
         except SimcollError:
             continue  # the simulation says why
+        for size in sorted({points[i].size_bytes for i in members}):
+            try:  # one size that cannot run (4 B over 8 ranks) costs nothing, not the rest
+                seconds += sum(e.seconds for e in call_estimates(setup, size, costs))
+            except SimcollError:
+                continue
     return seconds
 
 

@@ -1,7 +1,8 @@
 """How real libraries run each collective, as simcoll recipes: the model of a backend.
 
 Calibration and comparison must simulate what the measured library did. For NCCL that is
-its own choice among ring, tree, NVLS and SHARP, which ``algorithm="auto"`` reproduces.
+its own choice among ring, tree, NVLS and SHARP by its tuning model, which
+``algorithm="nccl"`` reproduces (and its point-to-point path for the rest).
 For torch.distributed's gloo backend (CPU tensors, TCP) the algorithm, its segmenting and
 its in-flight window are fixed by gloo and torch; ``validation/gloo-algorithms.md`` gives
 the sources and the message traces behind :func:`gloo_recipe`.
@@ -11,7 +12,7 @@ Recipe(algorithm='ring', params=(('n_chunks', 4), ('max_in_flight', 2)), simulat
 >>> gloo_recipe("reducescatter", 4, 2**20).simulate_as  # gloo all-reduces the whole input
 'allreduce'
 >>> recipe_for("nccl", "allgather", 8, 2**30)
-Recipe(algorithm='auto', params=(), simulate_as=None)
+Recipe(algorithm='nccl', params=(), simulate_as=None)
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def recipe_for(backend: str, collective: str, n_ranks: int, size_bytes: int) -> 
     if backend == "gloo":
         return gloo_recipe(collective, n_ranks, size_bytes)
     if backend == "nccl":
-        return Recipe("auto")
+        return Recipe("nccl")
     raise ConfigError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
 
 

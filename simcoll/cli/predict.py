@@ -59,16 +59,18 @@ def add_predict(sub: SubParsers) -> None:
         "--algorithm",
         metavar="NAME|auto|nccl|all",
         default=None,
-        help=f"algorithm (default: {DEFAULT_ALGORITHM} where the collective has it, "
-        "else direct); 'auto' simulates NCCL's algorithms (ring, tree, nvls, sharp) where "
-        "the topology can run them and keeps the fastest per size; 'nccl' simulates the "
-        "(algorithm, protocol) NCCL's own tuning model picks per size; 'all' tries every one",
+        help=f"algorithm (default: {DEFAULT_ALGORITHM}: the (algorithm, protocol) NCCL's own "
+        "tuning model picks per size, simulated, as nccl-tests with no NCCL_ALGO runs; "
+        "NCCL's send/receive path for all-to-all, send/recv, gather and scatter); 'auto' "
+        "simulates NCCL's algorithms (ring, tree, nvls, sharp) where the topology can run "
+        "them and keeps the fastest per size; 'all' tries every one; or a name (ring, ...)",
     )
     p.add_argument("--protocol", metavar="NAME|auto|none", default="auto",
                    help="NCCL protocol: LL (half the wire is data, lowest per-step latency), "
                    "LL128 (120 of 128 bytes), simple (full bandwidth, highest per-step "
-                   "latency), 'auto' (default: the fastest per size), or 'none' (the links "
-                   "alone, no protocol cost)")  # fmt: skip
+                   "latency), 'auto' (default: NCCL's pick per size, or the fastest for a "
+                   "named algorithm), or 'none' (the links alone, no protocol cost); with "
+                   "--algorithm nccl a named protocol is NCCL_PROTO")  # fmt: skip
     p.add_argument(
         "--model",
         default="flow",

@@ -71,7 +71,7 @@ class Defaults:
     """What a call runs when its caller says nothing: the same for ``simcoll predict``,
     ``simcoll run``, the Python API and workloads."""
 
-    algorithm: None = None  # the collective's usual one: choices.default_algorithm
+    algorithm: None = None  # NCCL's choice: choices.default_algorithm
     protocol: str = "auto"  # the fastest of LL, LL128 and simple, per size
     model: str = "flow"
     plan: str = "nccl"
@@ -137,7 +137,7 @@ def call_setup(
     """What every size of a call of ``collective`` by the GPUs ``nodes`` shares: the
     candidates, the protocols (calibrated) and the plan.
 
-    ``algorithm`` None is the collective's usual one (:func:`default_algorithm`); ``auto``,
+    ``algorithm`` None is NCCL's choice (:func:`default_algorithm`); ``auto``,
     ``all`` and ``nccl`` are as for :func:`simcoll.prediction.predict`. ``protocol`` None
     runs the links alone. ``plan`` ``"nccl"`` searches NCCL's channels for exactly these
     GPUs (none where they have no servers: one ring in rank order); ``"rank"`` that ring;
@@ -153,7 +153,7 @@ def call_setup(
     names = candidates(c, name)
     if name not in ("auto", "all"):
         build_schedule(c, name, n_ranks=1, size_bytes=0)  # unknown names fail early
-    protocols = protocols_for(knobs.protocol or ("auto" if by_nccl else protocol))
+    protocols = protocols_for(knobs.protocol or protocol)  # for nccl: NCCL_PROTO's role
     names = runnable_with(names, protocols)
     if machine.calibration is not None:
         protocols = [machine.calibration.protocol(p) for p in protocols]

@@ -35,6 +35,7 @@ from simcoll.models.nccl import NCCL_ALGORITHMS, nccl_time_s
 from simcoll.output.results import Row
 from simcoll.plan.channels import Plan
 from simcoll.plan.tuning import ring_chunks
+from simcoll.prediction.nccl_choice import nccl_choice
 from simcoll.prediction.simulated import (
     Choice,
     Setup,
@@ -90,6 +91,8 @@ def call_estimates(
     costs = costs or CallCosts()
     if size_bytes == 0:
         return []
+    if setup.by_nccl:  # as decide: only what NCCL's model picks is simulated
+        setup = nccl_choice(setup, size_bytes)
     choices, _ = candidate_choices(setup, size_bytes)
     estimates = []
     best_s = float("inf")

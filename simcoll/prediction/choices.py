@@ -20,19 +20,21 @@ __all__ = [
     "default_algorithm",
 ]
 
-#: The algorithm a call runs when none is named, where the collective has it (NCCL's ring;
-#: otherwise :func:`default_algorithm`).
-DEFAULT_ALGORITHM = "ring"
+#: The algorithm a call runs when none is named: NCCL's own choice per size
+#: (:mod:`simcoll.prediction.nccl_choice`), what nccl-tests and frameworks run when no
+#: ``NCCL_ALGO`` is set. ``ring``, ``auto`` and the rest are one argument away.
+DEFAULT_ALGORITHM = "nccl"
 
 
 def default_algorithm(collective: Collective) -> str:
-    """The algorithm a call of ``collective`` runs when none is named: the ring where it
-    has one, else the direct exchange (all-to-all, gather, scatter, send/recv).
+    """The algorithm a call of ``collective`` runs when none is named: ``"nccl"`` for
+    every collective (NCCL's tuning model picks among ring, tree, NVLS and SHARP where it
+    costs the collective, else its point-to-point path).
 
     >>> default_algorithm(Collective.ALLREDUCE), default_algorithm(Collective.ALLTOALL)
-    ('ring', 'direct')
+    ('nccl', 'nccl')
     """
-    return DEFAULT_ALGORITHM if DEFAULT_ALGORITHM in algorithm_names(collective) else "direct"
+    return DEFAULT_ALGORITHM
 
 
 #: What ``algorithm="auto"`` picks from: NCCL's own algorithms (ring, trees, NVLS, and

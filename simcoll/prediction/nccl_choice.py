@@ -28,6 +28,10 @@ P2P_LL_THRESHOLD_BYTES = 16384
 def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
     """``setup`` narrowed to the one algorithm and protocol NCCL's model picks at this size.
 
+    The protocols are the setup's (all three unless the caller named one, as
+    ``NCCL_PROTO`` does); without a protocol NCCL's model costs Simple and the pick runs
+    on the links alone.
+
     Collectives that NCCL's model does not cost (all-to-all, send/recv, gather, scatter:
     nccl-tests runs them as grouped sends and receives) take NCCL's point-to-point path:
     the direct algorithm, with LL where each peer's block is at most
@@ -49,10 +53,13 @@ def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
         if setup.collective not in NCCL_ALGORITHMS.get(name, frozenset()):
             continue
         for proto in setup.protocols:
-            if proto is None or not protocol_allowed(proto, name):
+            if not protocol_allowed(proto, name):
                 continue
+            # the bare links (no protocol, or a calibrated "none") as Simple, NCCL's
+            # full-bandwidth protocol; the pick then runs on the links alone
+            costed = "simple" if proto is None or proto.name == "none" else proto.name
             try:
-                time_s = nccl_time_s(setup.topology, setup.collective, name, proto.name, n,
+                time_s = nccl_time_s(setup.topology, setup.collective, name, costed, n,
                                      size_bytes, n_channels=max(2, channels),
                                      rank_nodes=setup.nodes)  # fmt: skip
             except ConfigError as error:

@@ -12,7 +12,9 @@ plan, the candidates and protocols, every candidate costed by formula
 >>> rows = predict(star, "allgather", [4096, 2**20], protocol=None).rows  # the links alone
 >>> [(r.size_bytes, r.algorithm, round(r.time_s * 1e6, 3)) for r in rows]  # 3 x (2 us + S/4/B)
 [(4096, 'ring', 6.031), (1048576, 'ring', 13.864)]
->>> [r.protocol for r in predict(star, "allgather", [4096, 2**20]).rows]  # the fastest
+>>> [r.protocol for r in predict(star, "allgather", [4096, 2**20]).rows]  # NCCL's pick
+['LL', 'LL']
+>>> [r.protocol for r in predict(star, "allgather", [4096, 2**20], algorithm="auto").rows]
 ['LL', 'LL128']
 """
 
@@ -77,17 +79,20 @@ def predict(
     Parameters
     ----------
     algorithm
-        An algorithm name; None (the default): the collective's usual one, the ring where
-        it has one, else direct (:func:`~simcoll.prediction.choices.default_algorithm`);
+        An algorithm name; None (the default): ``"nccl"``, what nccl-tests with no
+        ``NCCL_ALGO`` runs (:func:`~simcoll.prediction.choices.default_algorithm`);
         ``"auto"``: the algorithms NCCL chooses among
         (:data:`AUTO_FAMILY`, or every one for collectives that have none of them) are
         simulated where the topology supports them and the fastest is kept, per size;
         ``"all"``: the same over every algorithm of the collective; ``"nccl"``: the
         (algorithm, protocol) NCCL's own tuning model picks per size
-        (:mod:`simcoll.models.nccl`), simulated.
+        (:mod:`simcoll.models.nccl`), simulated; NCCL's point-to-point path for the
+        collectives its model does not cost.
     protocol
         ``"LL"``, ``"LL128"``, ``"simple"`` (:mod:`simcoll.core.protocols`), ``"auto"`` (the
-        default: the fastest per size), or ``None`` to model the links alone.
+        default: NCCL's pick per size for ``"nccl"``, else the fastest per size), or
+        ``None`` to model the links alone. For ``"nccl"`` a named protocol is
+        ``NCCL_PROTO``: NCCL's model picks among the algorithms with that protocol.
     params
         Algorithm parameters (``n_channels``...); they win over the plan's and NCCL's
         tuning. ``gpus_per_node``, for hierarchical algorithms, defaults to the GPUs per

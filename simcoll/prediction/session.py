@@ -228,8 +228,8 @@ class Session:
         """Run one collective over ``ranks`` (group rank i is global rank ``ranks[i]``).
 
         ``size_bytes`` follows nccl-tests (all-gather: the gathered buffer). The call is
-        decided as ``predict`` decides it for these GPUs (the algorithm: the collective's
-        usual one unless named, or ``auto``, ``all``, ``nccl``; ``protocol``: the
+        decided as ``predict`` decides it for these GPUs (the algorithm: NCCL's choice
+        (``nccl``) unless named, or ``auto``, ``all`` or a name; ``protocol``: the
         session's unless given); ``in_place`` skips the out-of-place copy of the own block.
 
         Raises

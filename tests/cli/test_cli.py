@@ -110,8 +110,8 @@ def test_predict_allreduce_dgx_a100_full_table(capsys: pytest.CaptureFixture[str
         assert float(r[7]) == pytest.approx(size / time_us / 1e3 * factor, abs=0.006, rel=1e-3)
     *_, average, picked = out.splitlines()
     assert average.startswith("# Avg bus bandwidth")
-    # --protocol auto (the default) says what it picked: LL small, simple large.
-    assert picked.startswith("# Picked by simulation: ring/LL for 8 B..")
+    # the default (NCCL's choice, protocol auto) says what it picked: LL small, simple large.
+    assert picked.startswith("# Picked by NCCL's tuning model, then simulated: ring/LL for 8 B..")
     assert ", ring/simple from " in picked
     assert picked.endswith(" MiB")
 

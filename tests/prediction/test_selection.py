@@ -81,3 +81,24 @@ def test_nccls_choice_covers_point_to_point_collectives() -> None:
     assert (row.algorithm, row.protocol) == ("direct", "simple")
     (row,) = predict(a100, "gather", [8 * 1024], algorithm="nccl").rows
     assert (row.algorithm, row.protocol) == ("direct", "LL")
+
+
+def test_the_default_is_nccls_choice() -> None:
+    # Issue 32: predict, scenarios and the API run what nccl-tests with no NCCL_ALGO runs.
+    # On one DGX H100, NCCL's model costs NVLS at 1 GiB above the ring (its busBw is
+    # 2 x 0.85 x 15/16 = 1.59 times the ring's), so NCCL runs NVLS there.
+    h100 = load("topologies/dgx-h100.toml")
+    (default,) = predict(h100, "allreduce", [2**30]).rows
+    (nccl,) = predict(h100, "allreduce", [2**30], algorithm="nccl").rows
+    assert (default.algorithm, default.protocol) == ("nvls", "simple")
+    assert default.time_s == nccl.time_s
+
+
+def test_a_named_protocol_is_nccl_proto() -> None:
+    # NCCL's model picks LL for a 4 MiB all-reduce on a DGX A100; --protocol simple
+    # (NCCL_PROTO=Simple) leaves it the Simple algorithms only. It was ignored.
+    a100 = load("topologies/dgx-a100.toml")
+    (picked,) = predict(a100, "allreduce", [4 * 2**20]).rows
+    (simple,) = predict(a100, "allreduce", [4 * 2**20], protocol="simple").rows
+    assert picked.protocol == "LL"
+    assert (simple.algorithm, simple.protocol) == ("ring", "simple")

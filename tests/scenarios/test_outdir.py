@@ -250,7 +250,7 @@ def test_a_point_is_resumed_only_if_every_file_it_read_is_unchanged(
     path.write_text(
         f'schema = 1\n[topology]\nfile = "{fat_tree}"\nset = {{ n_nodes = 2 }}\n'
         '[workload]\ncollective = "allreduce"\nsize_bytes = "1 GiB"\nn_ranks = 2\n'
-        'placement = "pl.txt"\nprotocol = "simple"\n'
+        'placement = "pl.txt"\nprotocol = "simple"\nalgorithm = "ring"\n'
     )
     monkeypatch.chdir(tmp_path)  # not the scenario's folder
     out = tmp_path / "out"
