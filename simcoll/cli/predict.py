@@ -78,7 +78,8 @@ def add_predict(sub: SubParsers) -> None:
         help="fidelity: 'flow' (default: fluid flows with max-min fair sharing of "
         "every link), 'ideal' (no contention: each flow at its route's bottleneck), "
         "'packet' (store-and-forward 4 KiB packets hop by hop; slow, for small checks), "
-        "'analytical' (alpha-beta closed form per algorithm, instant) or 'nccl' (NCCL's "
+        "'analytical' (alpha-beta closed form per algorithm, decided as flow decides it; "
+        "exact on one switch, an estimate from above across servers) or 'nccl' (NCCL's "
         "own tuning model, a baseline; ring, tree and nvls)",
     )
     p.add_argument(

@@ -146,6 +146,8 @@ class _Call:
     root: int
     algorithm: str
     ranks_per_switch: int = 0
+    rings: tuple[tuple[int, ...], ...] = ()  # the channels' ring orders; () : rank order
+    trees: tuple[Tree, ...] = ()  # the channels' trees; () : NCCL's double binary tree
 
     @property
     def n(self) -> int:
@@ -201,20 +203,32 @@ def _ring(steps_of: Callable[[int], int]) -> Formula:
     def formula(c: _Call) -> float:
         if c.n == 1:
             return 0.0
-        cost = c.cost(_ring_pairs(range(c.n)))
-        tau = c.tau(c.size / (c.n * c.k), cost)
+        if not c.rings:
+            cost = c.cost(_ring_pairs(range(c.n)))
+            tau = c.tau(c.size / (c.n * c.k), cost)
+            return pipeline_time_s(steps_of(c.n), c.k, cost.alpha_s, tau, c.window)
+        # a plan's channels: every channel's ring at once, each with 1/C of every block
+        cost = c.cost([pair for ring in c.rings for pair in _ring_pairs(ring)])
+        tau = c.size / (c.n * c.k * len(c.rings)) / cost.bandwidth_bytes_per_s
         return pipeline_time_s(steps_of(c.n), c.k, cost.alpha_s, tau, c.window)
 
     return formula
 
 
 def _ring_chain(first: int) -> Formula:
-    """Ring broadcast (first hop from the root) or reduce (from root + 1, ending at root)."""
+    """Ring broadcast (first hop from the root) or reduce (from root + 1, ending at root),
+    along each channel's ring at once where a plan gives them, each with 1/C of S."""
 
     def formula(c: _Call) -> float:
         n = c.n
-        hops = [((c.root + first + h) % n, (c.root + first + h + 1) % n) for h in range(n - 1)]
-        return c.chain([c.node_pairs([hop]) for hop in hops], c.size)
+        rings = c.rings or (tuple(range(n)),)
+        starts = [ring.index(c.root) + first for ring in rings]
+        hops = [
+            c.node_pairs([(ring[(s + h) % n], ring[(s + h + 1) % n])
+                          for ring, s in zip(rings, starts, strict=True)])
+            for h in range(n - 1)
+        ]  # fmt: skip
+        return c.chain(hops, c.size / len(rings))
 
     return formula
 
@@ -364,6 +378,8 @@ def _double_binary_tree(c: _Call) -> float:
     n = c.n
     if n == 1:
         return 0.0
+    if c.trees:
+        return _plan_trees(c)
     trees = double_binary_tree(n)
     pairs: list[RankPair] = []
     for rank in range(n):
@@ -376,6 +392,28 @@ def _double_binary_tree(c: _Call) -> float:
     cost = c.cost(pairs, share=False)
     tau = c.tau(c.size / c.k, cost)
     return 2 * depth * (cost.alpha_s + tau) + 2 * (c.k - 1) * tau
+
+
+def _plan_trees(c: _Call) -> float:
+    """A plan's trees, one per channel, each all-reducing 1/C of the buffer: k pieces up
+    the tree and down again, a chain of 2 D hops (D the deepest tree's depth), every
+    channel's edges at once sharing the links they cross. The first piece goes through
+    the 2 D hops at the pace of the up edges alone; each later one follows at the pace
+    of every edge, up and down (an estimate: the fill is not simulated piece by piece)."""
+    pairs = [
+        pair
+        for tree in c.trees
+        for rank, up in enumerate(tree.parent)
+        if up >= 0
+        for pair in ((rank, up), (up, rank))
+    ]
+    depth = max(tree.depth() for tree in c.trees)
+    piece = c.size / (len(c.trees) * c.k)
+    cost = c.cost(pairs)  # pieces going up and coming down share the links
+    up = c.cost(pairs[::2])  # the first piece climbs an empty pipeline: up edges only
+    tau = piece / cost.bandwidth_bytes_per_s
+    fill = piece / up.bandwidth_bytes_per_s
+    return chain_time_s(2 * depth, 1, cost.alpha_s, fill, c.window) + (c.k - 1) * tau
 
 
 def _fold(n: int) -> tuple[int, list[int]]:
@@ -538,6 +576,8 @@ def alphabeta_time_s(
     contention: bool = True,
     rank_nodes: tuple[str, ...] | None = None,
     router: Router | None = None,
+    rings: Sequence[Sequence[int]] = (),
+    trees: Sequence[Tree] = (),
 ) -> float:
     """Time of one collective call by the alpha-beta formula of its algorithm, in seconds.
 
@@ -567,6 +607,14 @@ def alphabeta_time_s(
     router
         A :class:`~simcoll.topology.Router` of ``topology`` to reuse across calls (a size
         sweep): routing is most of the cost on a large fabric, and the router caches it.
+    rings
+        The ring order of each channel (a plan's: NCCL's rings avoid a DGX-1's PCIe); the
+        ring algorithms then run every channel's ring at once with 1/C of the data each,
+        and ``n_channels`` is ignored. Default: one ring in rank order.
+    trees
+        The tree of each channel (a plan's: a chain inside each server, a double binary
+        tree across them); the tree all-reduce then runs every channel's tree at once
+        with 1/C of the data each. Default: NCCL's double binary tree over the ranks.
 
     Raises
     ------
@@ -619,7 +667,12 @@ halving_doubling, hierarchical, nvls, reduce_broadcast, reducescatter_allgather,
         root=root,
         algorithm=algorithm,
         ranks_per_switch=ranks_per_switch,
+        rings=tuple(tuple(ring) for ring in rings),
+        trees=tuple(trees),
     )
+    for ring in call.rings:
+        if sorted(ring) != list(range(n_ranks)):
+            raise ConfigError(f"ring {list(ring)} is not an order of the {n_ranks} ranks")
     return formula(call)
 
 

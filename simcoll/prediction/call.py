@@ -158,7 +158,7 @@ def call_setup(
     if machine.calibration is not None:
         protocols = [machine.calibration.protocol(p) for p in protocols]
     chosen = plan if isinstance(plan, Plan) else None
-    if plan == "nccl" and model not in CLOSED_FORM_MODELS:
+    if plan == "nccl" and model != "nccl":  # NCCL's model counts its own channels
         chosen = search_plan(machine.topology, nodes, placement=placement)
         if chosen.source == "rank order":  # no servers: the textbook ring
             chosen = None

@@ -138,8 +138,7 @@ def predict(
     setup = call_setup(machine, c, nodes, algorithm=algorithm, protocol=protocol, model=model,
                        params=params, plan=plan, knobs=knobs, placement=placement)  # fmt: skip
     if model in CLOSED_FORM_MODELS:
-        rows = closed_form_rows(setup.topology, c, sizes_bytes, setup.names, setup.protocols,
-                                model, len(nodes), params)  # fmt: skip
+        rows = closed_form_rows(setup, sizes_bytes, params)
         done = [finished(row, setup.topology, machine.calibration, in_place=in_place)
                 for row in rows]  # fmt: skip
         return Prediction(done)
