@@ -61,7 +61,7 @@ def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
             try:
                 time_s = nccl_time_s(setup.topology, setup.collective, name, costed, n,
                                      size_bytes, n_channels=max(2, channels),
-                                     rank_nodes=setup.nodes)  # fmt: skip
+                                     rank_nodes=setup.nodes, router=setup.router)  # fmt: skip
             except ConfigError as error:
                 refusal = error
                 continue
