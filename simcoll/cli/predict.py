@@ -7,7 +7,7 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import networkx as nx
 
@@ -15,18 +15,18 @@ from simcoll.algorithms import algorithm_names
 from simcoll.algorithms.ring import PREFIX_STEPS
 from simcoll.cli._args import SubParsers, add_what_if, positive_int_at_most, warn_foreign, what_if
 from simcoll.core.collectives import Collective
-from simcoll.core.errors import ConfigError
+from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_CHANNELS, MAX_CHUNKS, MAX_IN_FLIGHT, MAX_RANKS, MAX_TRANSFERS
 from simcoll.core.sizes import DTYPE_BYTES, REDOPS, align_size_bytes, parse_sizes
 from simcoll.core.units import format_bandwidth, format_bytes
 from simcoll.output.progress import Progress
-from simcoll.output.results import Row, format_table, to_csv, to_json
+from simcoll.output.results import Row, format_side_by_side, format_table, to_csv, to_json
 from simcoll.plan.channels import Plan
 from simcoll.plan.nccl_log import log_plan, read_nccl_log
 from simcoll.plan.tuning import parse_nccl_knobs
 from simcoll.prediction import predict
-from simcoll.prediction.choices import DEFAULT_ALGORITHM, default_algorithm
+from simcoll.prediction.choices import DEFAULT_ALGORITHM, candidates, default_algorithm
 from simcoll.prediction.pipeline import Prediction
 from simcoll.topology import gpu_nodes, load, parse_overrides
 from simcoll.topology.calibration import Calibration, read_calibration
@@ -154,6 +154,14 @@ def add_predict(sub: SubParsers) -> None:
         help="also write a plot of bus bandwidth against size to this PNG file (not an "
         "existing file simcoll did not write)",
     )
+    p.add_argument("--plot-y", choices=("busbw", "algbw", "time"), default="busbw",
+                   help="what --plot draws against size: bus bandwidth (default), "
+                   "algorithm bandwidth, or time")  # fmt: skip
+    p.add_argument(
+        "--log-y",
+        action="store_true",
+        help="a logarithmic y axis for --plot (sizes are always on a log axis)",
+    )
     p.add_argument("--params", metavar="PARAMS.toml|none",
                    help="calibration to simulate with: a file from `simcoll calibrate`, or "
                    "'none' for the bare links; default: the parameters the topology file "
@@ -202,54 +210,131 @@ def _predict(args: argparse.Namespace) -> int:
     collective, algorithm = _checked_choices(args)
     if args.plot is not None:
         _check_plot(args)
+    if algorithm == "all" and args.format == "nccl-tests":
+        raise ConfigError("prints one algorithm's log, as nccl-tests does; name one, or "
+                          "use --format table, csv or json for every algorithm",
+                          field="--format nccl-tests")  # fmt: skip
     sizes, is_range = parse_sizes(args.sizes)
     topology = what_if(load(args.topology, parse_overrides(args.set)), args)
     n_ranks = args.ranks or len(gpu_nodes(topology))
     if is_range:  # round like nccl-tests does; explicit sizes must divide as given
         element = DTYPE_BYTES[args.dtype]
         sizes = sorted({align_size_bytes(collective, n_ranks, s, element) for s in sizes})
-    params = {k: v for k, v in (("n_channels", args.channels), ("n_chunks", args.chunks),
-              ("max_in_flight", args.window), ("root", args.root)) if v is not None}  # fmt: skip
-    protocol = None if args.protocol == "none" else args.protocol
     calibration = _calibration(args.params, topology, args.topology)
-    knobs = parse_nccl_knobs(args.nccl)
-    plan = _plan(args.plan, topology, n_ranks, args.placement)
-    bar = Progress(sys.stderr, len(sizes), "sizes", tty_only=True)
-    try:
-        result = predict(topology, collective, sizes, algorithm=algorithm, protocol=protocol,
-                         model=args.model, n_ranks=n_ranks, params=params,
-                         skip_too_small=is_range, calibration=calibration,
-                         placement=args.placement, plan=plan, knobs=knobs,
-                         in_place=args.in_place, progress=bar.advance)  # fmt: skip
-    finally:
-        bar.close()
+    call: dict[str, Any] = {  # what every predict() call of this command shares
+        "protocol": None if args.protocol == "none" else args.protocol,
+        "model": args.model,
+        "n_ranks": n_ranks,
+        "params": {k: v for k, v in (("n_channels", args.channels), ("n_chunks", args.chunks),
+                   ("max_in_flight", args.window), ("root", args.root)) if v is not None},
+        "calibration": calibration,
+        "placement": args.placement,
+        "plan": _plan(args.plan, topology, n_ranks, args.placement),
+        "knobs": parse_nccl_knobs(args.nccl),
+    }  # fmt: skip
+    names = candidates(collective, "all") if algorithm == "all" else [algorithm]
+    result = _every(topology, collective, sizes, names, call, skip=is_range,
+                    in_place=args.in_place)  # fmt: skip
     result = replace(result, rows=[_typed(row, args.dtype, args.op) for row in result.rows])
     title = _title(args, topology, collective, algorithm, n_ranks=n_ranks,
                    calibration=calibration, rows=result.rows)  # fmt: skip
     if args.format == "nccl-tests":
-        in_place = predict(topology, collective, [r.size_bytes for r in result.rows],
-                           algorithm=algorithm, protocol=protocol, model=args.model,
-                           n_ranks=n_ranks, params=params, calibration=calibration,
-                           placement=args.placement, plan=plan, knobs=knobs,
-                           in_place=True).rows  # fmt: skip
+        in_place = predict(
+            topology,
+            collective,
+            [r.size_bytes for r in result.rows],
+            algorithm=algorithm,
+            in_place=True,
+            **call,
+        ).rows
         sys.stdout.write(_nccl_tests_log(result.rows, in_place, args.dtype, args.op, title))
-    elif args.format == "csv":
-        sys.stdout.write(to_csv(result.rows))
-    elif args.format == "json":
-        sys.stdout.write(to_json(result.rows))
+    elif args.format in ("csv", "json"):
+        sys.stdout.write((to_csv if args.format == "csv" else to_json)(result.rows))
     else:
-        print(format_table(result.rows, title=title))
-        if {"auto", "all", "nccl"} & {algorithm, args.protocol} and result.rows:
-            how = (
-                "simulation" if args.model in ("flow", "ideal", "packet") else f"{args.model} model"
-            )
-            if algorithm == "nccl":
-                how = "NCCL's tuning model, then simulated"
-            print(f"# Picked by {how}: {_picks(result.rows)}")
+        _print_table(result.rows, title, algorithm, args)
     _notes(result)
     if args.plot is not None:
         _plot(args, result.rows, topology, collective)
     return 0
+
+
+def _every(
+    topology: nx.DiGraph[str],
+    collective: Collective,
+    sizes: list[int],
+    names: list[str],
+    call: dict[str, Any],
+    *,
+    skip: bool,
+    in_place: bool,
+) -> Prediction:
+    """Each algorithm of ``names`` at every size (``--algorithm all``: each with its
+    fastest protocol, side by side; one that cannot run here is named on stderr)."""
+    bar = Progress(sys.stderr, len(sizes) * len(names), "sizes", tty_only=True)
+    results: list[Prediction] = []
+    try:
+        for name in names:
+            try:
+                results.append(
+                    predict(
+                        topology,
+                        collective,
+                        sizes,
+                        algorithm=name,
+                        skip_too_small=skip,
+                        in_place=in_place,
+                        progress=bar.advance,
+                        **call,
+                    )
+                )
+            except SimcollError as refusal:
+                if len(names) == 1:
+                    raise
+                print(f"simcoll: note: {name} not run: {refusal}", file=sys.stderr)
+    finally:
+        bar.close()
+    if not results:
+        raise ConfigError(f"no algorithm of {collective.value} could run here")
+    return _together(results)
+
+
+def _print_table(rows: list[Row], title: str, algorithm: str, args: argparse.Namespace) -> None:
+    """The table, and what was picked (``auto``, ``nccl``) or fastest (``all``)."""
+    if algorithm == "all":
+        print(format_side_by_side(rows, title=title))
+        if rows:
+            print(f"# Fastest per size: {_picks(_fastest(rows))}")
+        return
+    print(format_table(rows, title=title))
+    if {"auto", "nccl"} & {algorithm, args.protocol} and rows:
+        how = "simulation" if args.model in ("flow", "ideal", "packet") else f"{args.model} model"
+        if algorithm == "nccl":
+            how = "NCCL's tuning model, then simulated"
+        print(f"# Picked by {how}: {_picks(rows)}")
+
+
+def _together(results: list[Prediction]) -> Prediction:
+    """One prediction of several algorithms: rows by size, then in the order run."""
+    if len(results) == 1:
+        return results[0]
+    order = {id(r): i for i, p in enumerate(results) for r in p.rows}
+    rows = sorted((r for p in results for r in p.rows),
+                  key=lambda r: (r.size_bytes, order[id(r)]))  # fmt: skip
+    return Prediction(
+        rows,
+        skipped=sorted({item for p in results for item in p.skipped}),
+        extended=sorted({size for p in results for size in p.extended}),
+        unsimulated=[item for p in results for item in p.unsimulated],
+    )
+
+
+def _fastest(rows: list[Row]) -> list[Row]:
+    """The fastest row of each size, in size order."""
+    best: dict[int, Row] = {}
+    for row in rows:
+        if row.size_bytes not in best or row.time_s < best[row.size_bytes].time_s:
+            best[row.size_bytes] = row
+    return [best[size] for size in sorted(best)]
 
 
 def _notes(result: Prediction) -> None:
@@ -394,12 +479,14 @@ def _picks(rows: list) -> str:  # type: ignore[type-arg]
 
 
 def _plot(args: argparse.Namespace, rows: list, topology: object, collective: Collective) -> None:  # type: ignore[type-arg]
-    from simcoll.output.plot import plot_busbw_vs_size  # noqa: PLC0415 - matplotlib only when asked
+    from simcoll.output.plot import plot_vs_size  # noqa: PLC0415 - matplotlib only when asked
 
-    out = plot_busbw_vs_size(
+    out = plot_vs_size(
         rows,
         args.plot,
         title=f"{collective.value} on {Path(args.topology).name}: "
         f"{rows[0].n_ranks if rows else 0} ranks, model {args.model}",
+        y=args.plot_y,
+        log_y=args.log_y,
     )
     print(f"simcoll: wrote {out}", file=sys.stderr)

@@ -18,7 +18,15 @@ from dataclasses import asdict, dataclass, fields
 
 from simcoll.core.collectives import Collective
 
-__all__ = ["CSV_COLUMNS", "Row", "bandwidths", "format_table", "to_csv", "to_json"]
+__all__ = [
+    "CSV_COLUMNS",
+    "Row",
+    "bandwidths",
+    "format_side_by_side",
+    "format_table",
+    "to_csv",
+    "to_json",
+]
 
 #: The leading CSV columns, in this order (DESIGN's contract); more may follow.
 CSV_COLUMNS = (
@@ -164,6 +172,51 @@ def format_table(rows: Sequence[Row], *, title: str = "") -> str:
     if rows:
         mean = sum(r.busbw_bytes_per_s for r in rows) / len(rows) / 1e9
         lines.append(f"# Avg bus bandwidth    : {mean:.4g} GB/s")
+    return "\n".join(lines)
+
+
+def format_side_by_side(rows: Sequence[Row], *, title: str = "") -> str:
+    """Rows of several algorithms as one table, one column group per algorithm (time in
+    us, busbw in GB/s, protocol), a line per size; ``-`` where an algorithm has no row.
+
+    >>> rows = [Row.from_time("allreduce", a, n_ranks=8, size_bytes=1024, time_s=t)
+    ...         for a, t in (("ring", 2e-5), ("tree", 1e-5))]
+    >>> print(format_side_by_side(rows))  # doctest: +NORMALIZE_WHITESPACE
+    #       size         count      type   redop    root |                  ring |\
+                      tree
+    #        (B)    (elements)                           |     time  busbw proto  |\
+         time  busbw proto
+    #                                                    |     (us) (GB/s)        |\
+         (us) (GB/s)
+            1024           256     float     sum      -1 |    20.00   0.09 simple |\
+        10.00   0.18 simple
+    """
+    lines = [f"# {line}" for line in title.splitlines()]
+    algorithms = list(dict.fromkeys(r.algorithm for r in rows))
+    width = {a: max(22, len(a)) for a in algorithms}  # time 8, busbw 6, protocol 6+
+    by_cell = {(r.algorithm, r.size_bytes): r for r in rows}
+    first = {r.size_bytes: r for r in reversed(rows)}  # each size's own count, type, redop
+    head = [f"#{'size':>11} {'count':>13} {'type':>9} {'redop':>7} {'root':>7}",
+            f"#{'(B)':>11} {'(elements)':>13} {'':>9} {'':>7} {'':>7}",
+            f"#{'':>11} {'':>13} {'':>9} {'':>7} {'':>7}"]  # fmt: skip
+    for a in algorithms:
+        proto = width[a] - 16
+        head[0] += f" |{a:>{width[a]}}"
+        head[1] += f" |{'time':>8} {'busbw':>6} {'proto':<{proto}}"
+        head[2] += f" |{'(us)':>8} {'(GB/s)':>6} {'':<{proto}}"
+    lines += [line.rstrip() for line in head]
+    for size in sorted(first):
+        r = first[size]
+        line = f"{size:>12} {r.count:>13} {r.type:>9} {r.redop:>7} {r.root:>7}"
+        for a in algorithms:
+            proto = width[a] - 16
+            cell = by_cell.get((a, size))
+            if cell is None:
+                line += f" |{'-':>8} {'-':>6} {'-':<{proto}}"
+            else:
+                busbw = cell.busbw_bytes_per_s / 1e9
+                line += f" |{_time_us(cell.time_s):>8} {busbw:>6.2f} {cell.protocol:<{proto}}"
+        lines.append(line.rstrip())
     return "\n".join(lines)
 
 

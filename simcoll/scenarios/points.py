@@ -7,11 +7,12 @@ and a point asking for more ranks than its topology has GPUs is *skipped*.
 
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,6 +37,7 @@ from simcoll.sim.timeline import Timeline
 from simcoll.topology import gpu_nodes, load
 from simcoll.topology.calibration import Calibration, read_calibration
 from simcoll.topology.io import source_files
+from simcoll.topology.whatif import degrade, fail
 
 __all__ = [
     "PointResult",
@@ -410,11 +412,12 @@ def scenario_topology(scenario: Scenario, file: Path, overrides: dict[str, str])
     A missing topology file is the scenario's ``topology.file``; a bad override is its
     ``topology.set.NAME`` (or the ``topology.NAME`` axis of ``[sweep]``), not ``--set``.
     """
+    overrides = dict(overrides)
+    what_ifs = {name: overrides.pop(name) for name in WHAT_IFS if name in overrides}
     try:
         graph, reads = _topology(str(file), tuple(sorted(overrides.items())),
                                  _version(file, overrides))  # fmt: skip
         record_read(reads)
-        return graph
     except SimcollError as error:
         field = error.field or ""
         if field.startswith("--set "):
@@ -432,6 +435,45 @@ def scenario_topology(scenario: Scenario, file: Path, overrides: dict[str, str])
                 field="sweep.topology.file" if swept else "topology.file",
             ) from None
         raise
+    for name, text in what_ifs.items():
+        axis = f"{TOPOLOGY_PREFIX}{name}"
+        where = f"sweep.{axis}" if axis in scenario.axes else f"topology.set.{name}"
+        graph = _located(partial(apply_what_if, graph, name, text), scenario, where)
+    return graph
+
+
+#: Topology what-ifs a scenario may set or sweep as ``topology.degrade`` and
+#: ``topology.fail`` (as ``--degrade`` and ``--fail``): comma-separated
+#: ``TARGET=FACTOR`` items, or ``TARGET`` items; ``""`` is none.
+WHAT_IFS = ("degrade", "fail")
+
+
+def apply_what_if(graph: nx.DiGraph[str], name: str, text: str) -> nx.DiGraph[str]:
+    """``graph`` with a scenario's ``degrade`` or ``fail`` value applied, item by item.
+
+    >>> from simcoll.topology import switch_star
+    >>> star = switch_star(3, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+    >>> apply_what_if(star, "degrade", "gpu0=0.5").edges["gpu0", "sw"]["bandwidth_bytes_per_s"]
+    500000000.0
+    """
+    try:
+        for item in (part.strip() for part in text.split(",")):
+            if not item:
+                continue
+            if name == "fail":
+                graph = fail(graph, item)
+                continue
+            target, sep, factor = item.rpartition("=")
+            try:
+                value = float(factor)
+            except ValueError:
+                value = math.nan
+            if not sep or not target:
+                raise ConfigError(f"expected TARGET=FACTOR, got {item!r}")
+            graph = degrade(graph, target, value)
+    except SimcollError as error:  # the scenario's field, not --degrade or --fail
+        raise ConfigError(error.message) from None
+    return graph
 
 
 def _located(action: Callable[[], _T], scenario: Scenario, field: str) -> _T:

@@ -807,3 +807,62 @@ def test_the_nccl_tests_format_reads_back_through_the_nccl_tests_parser(tmp_path
     text = log.read_text()
     assert "#wrong" in text
     assert " half " in text
+
+
+def test_algorithm_all_shows_every_algorithm_side_by_side(capsys) -> None:
+    # Issue 31: --algorithm all kept only the fastest per size. Now: one column group per
+    # algorithm that can run here (NVLS and SHARP cannot on a DGX A100: said on stderr),
+    # a line per size, and the fastest per size named under the table.
+    from simcoll.algorithms import algorithm_names  # noqa: PLC0415
+
+    argv = ("predict", DGX_A100, "--collective", "allreduce", "--sizes", "1M,1G",
+            "--algorithm", "all", "--protocol", "simple")  # fmt: skip
+    status, out, err = run(capsys, *argv)
+    assert status == 0, err
+    runnable = [a for a in algorithm_names(Collective.ALLREDUCE) if a not in ("nvls", "sharp")]
+    header = next(line for line in out.splitlines() if line.startswith("#       size"))
+    assert [group.strip() for group in header.split("|")[1:]] == runnable
+    assert "simcoll: note: nvls not run: " in err
+    assert "simcoll: note: sharp not run: " in err
+    lines = [line for line in out.splitlines() if not line.startswith("#")]
+    assert [int(line.split()[0]) for line in lines] == [2**20, 2**30]
+    assert all(line.count("|") == len(runnable) for line in lines)
+    status, csv_out, _ = run(capsys, *argv, "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(csv_out)))
+    assert len(rows) == 2 * len(runnable)  # a row per algorithm and size
+    fastest = {}
+    for row in rows:
+        size, time_s = int(row["size_bytes"]), float(row["time_s"])
+        if size not in fastest or time_s < fastest[size][1]:
+            fastest[size] = (row["algorithm"], time_s)
+    picked = out.splitlines()[-1]
+    assert picked.startswith("# Fastest per size: ")
+    for algorithm, _ in fastest.values():
+        assert f"{algorithm}/simple" in picked
+
+
+def test_algorithm_all_has_no_nccl_tests_log(capsys) -> None:
+    status, _, err = run(capsys, "predict", DGX_A100, "--collective", "allreduce", "--sizes",
+                         "1M", "--algorithm", "all", "--format", "nccl-tests")  # fmt: skip
+    assert status == 2
+    assert err == (
+        "simcoll: error: --format nccl-tests: prints one algorithm's log, as nccl-tests does; "
+        "name one, or use --format table, csv or json for every algorithm\n"
+    )
+
+
+@pytest.mark.parametrize("y", ["time", "algbw", "busbw"])
+def test_plot_against_size_of_time_or_bandwidth_on_a_log_axis(capsys, tmp_path, y) -> None:
+    png = tmp_path / f"{y}.png"
+    status, _, err = run(capsys, "predict", DGX_A100, "--collective", "allgather", "--sizes",
+                         "1K:1G:32", "--plot", png, "--plot-y", y, "--log-y")  # fmt: skip
+    assert status == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"simcoll: wrote {png}" in err
+
+
+def test_plot_refuses_an_unknown_y() -> None:
+    from simcoll.output.plot import plot_vs_size  # noqa: PLC0415
+
+    with pytest.raises(ValueError, match="y must be one of busbw, algbw, time, got 'speed'"):
+        plot_vs_size([], "x.png", title="t", y="speed")

@@ -14,7 +14,7 @@ them; sizes have binary prefixes (KiB, MiB, GiB).
 
 from simcoll.output.plot._axes import PNG_MARK
 from simcoll.output.plot.metric import plot_metric
-from simcoll.output.plot.size import plot_busbw_vs_size, plot_comparison
+from simcoll.output.plot.size import Y_VALUES, plot_busbw_vs_size, plot_comparison, plot_vs_size
 from simcoll.output.plot.sweep import Crossover, fastest_by_cell, plot_crossover, plot_scaling
 from simcoll.output.plot.timeline import plot_gantt, plot_link_heatmap, plot_link_utilisation
 from simcoll.output.plot.topology import MAX_LABELLED_PER_LAYER, plot_topology
@@ -22,6 +22,7 @@ from simcoll.output.plot.topology import MAX_LABELLED_PER_LAYER, plot_topology
 __all__ = [
     "MAX_LABELLED_PER_LAYER",
     "PNG_MARK",
+    "Y_VALUES",
     "Crossover",
     "fastest_by_cell",
     "plot_busbw_vs_size",
@@ -33,4 +34,5 @@ __all__ = [
     "plot_metric",
     "plot_scaling",
     "plot_topology",
+    "plot_vs_size",
 ]

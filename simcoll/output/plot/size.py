@@ -7,10 +7,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simcoll.output.plot._axes import figure, save, size_axis
+from simcoll.output.plot._axes import figure, save, size_axis, time_unit
 from simcoll.output.results import Row, bandwidths
 
-__all__ = ["plot_busbw_vs_size", "plot_comparison"]
+__all__ = ["Y_VALUES", "plot_busbw_vs_size", "plot_comparison", "plot_vs_size"]
+
+
+#: What :func:`plot_vs_size` can put on its y axis: the row's value, and the axis label.
+Y_VALUES = ("busbw", "algbw", "time")
 
 
 def plot_busbw_vs_size(
@@ -21,12 +25,46 @@ def plot_busbw_vs_size(
     reference_bytes_per_s: float | None = None,
     reference_label: str = "link bandwidth",
 ) -> Path:
-    """Bus bandwidth (GB/s) against message size, one line per algorithm; writes a PNG.
+    """Bus bandwidth (GB/s) against message size, one line per algorithm; writes a PNG
+    (:func:`plot_vs_size` with ``y="busbw"``)."""
+    return plot_vs_size(rows, path, title=title, reference_bytes_per_s=reference_bytes_per_s,
+                        reference_label=reference_label)  # fmt: skip
+
+
+def plot_vs_size(
+    rows: Sequence[Row],
+    path: str | Path,
+    *,
+    title: str,
+    y: str = "busbw",
+    log_y: bool = False,
+    reference_bytes_per_s: float | None = None,
+    reference_label: str = "link bandwidth",
+) -> Path:
+    """Bus bandwidth, algorithm bandwidth (GB/s) or time against message size, one line
+    per algorithm, the y axis linear or logarithmic (``log_y``); writes a PNG.
 
     Rows of size 0 are left out (their bandwidth is undefined). A dashed horizontal line
-    marks ``reference_bytes_per_s`` when given (e.g. the per-direction link bandwidth).
+    marks ``reference_bytes_per_s`` on a bandwidth plot when given (e.g. the
+    per-direction link bandwidth).
+
+    Raises
+    ------
+    ValueError
+        If ``y`` is not one of :data:`Y_VALUES`.
     """
+    if y not in Y_VALUES:
+        raise ValueError(f"y must be one of {', '.join(Y_VALUES)}, got {y!r}")
     shown = [r for r in rows if r.size_bytes > 0]
+    scale, unit = time_unit(max((r.time_s for r in shown), default=1.0))
+
+    def value(r: Row) -> float:
+        if y == "time":
+            return r.time_s / scale
+        return (r.busbw_bytes_per_s if y == "busbw" else r.algbw_bytes_per_s) / 1e9
+
+    label = {"busbw": "bus bandwidth (GB/s)", "algbw": "algorithm bandwidth (GB/s)",
+             "time": f"time ({unit})"}[y]  # fmt: skip
     with figure(8, 5) as (fig, ax):
         # One colour per algorithm; a line joins an algorithm's points at consecutive sizes
         # of the plot, so an auto run's picks read as an envelope with gaps where another
@@ -42,14 +80,16 @@ def plot_busbw_vs_size(
             )
             for i, (_, run) in enumerate(runs):
                 pts = [r for _, r in run]
-                ax.plot([r.size_bytes for r in pts], [r.busbw_bytes_per_s / 1e9 for r in pts],
+                ax.plot([r.size_bytes for r in pts], [value(r) for r in pts],
                         marker="o", markersize=3, color=colour,
                         label=f"{algorithm} ({protocols})" if i == 0 else None)  # fmt: skip
-        if reference_bytes_per_s:
-            label = f"{reference_label} ({reference_bytes_per_s / 1e9:.4g} GB/s)"
-            ax.axhline(reference_bytes_per_s / 1e9, linestyle="--", color="grey", label=label)
+        if reference_bytes_per_s and y != "time":
+            label_ref = f"{reference_label} ({reference_bytes_per_s / 1e9:.4g} GB/s)"
+            ax.axhline(reference_bytes_per_s / 1e9, linestyle="--", color="grey", label=label_ref)
         size_axis(ax, [r.size_bytes for r in shown])
-        ax.set_ylabel("bus bandwidth (GB/s)")
+        if log_y:
+            ax.set_yscale("log")
+        ax.set_ylabel(label)
         ax.set_title(title)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(title="algorithm (protocols)")
