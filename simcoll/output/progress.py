@@ -31,6 +31,7 @@ class Progress:
         unit: str = "points",
         *,
         tty_only: bool = False,
+        total_weight: float | None = None,
     ) -> None:
         self.stream = None if tty_only and not (stream is not None and stream.isatty()) else stream
         self.total = total
@@ -40,11 +41,25 @@ class Progress:
         self.started = time.perf_counter()
         self.tty = bool(stream is not None and stream.isatty())
         self.shown_tenth = -1
+        # With weights (each step's expected cost), the bar fills and the time left is
+        # told by the work done, not by the count: one slow step among quick ones.
+        self.total_weight = total_weight if total_weight and total_weight > 0 else None
+        self.done_weight = 0.0
 
-    def advance(self, *, failed: bool = False) -> None:
-        """One more step done (``failed``: it failed, and the bar says how many did)."""
+    def advance(self, *, failed: bool = False, weight: float = 1.0) -> None:
+        """One more step done (``failed``: it failed, and the bar says how many did;
+        ``weight``: its share of ``total_weight``, where the bar was given one).
+
+        >>> import io
+        >>> out = io.StringIO()
+        >>> bar = Progress(out, 2, "points", total_weight=4.0)
+        >>> bar.advance(weight=3.0)
+        >>> out.getvalue().split("]")[0].count("#")  # 3/4 of the bar for 1 of 2 points
+        22
+        """
         self.count += 1
         self.failed += failed
+        self.done_weight += weight
         if self.stream is None:
             return
         elapsed = time.perf_counter() - self.started
@@ -55,12 +70,15 @@ class Progress:
             return
         if not self.total:
             return
-        tenth = 10 * self.count // self.total
+        done = min(1.0, self.count / self.total)
+        if self.total_weight is not None and self.count < self.total:
+            done = min(1.0, self.done_weight / self.total_weight)
+        tenth = int(10 * done)
         if not self.tty and tenth == self.shown_tenth:
             return
         self.shown_tenth = tenth
-        filled = 30 * min(self.count, self.total) // self.total
-        left = elapsed / self.count * max(0, self.total - self.count)
+        filled = int(30 * done)
+        left = elapsed / done * (1 - done) if done > 0 else 0.0
         shown = f", {self.failed} failed" if self.failed else ""
         text = (
             f"[{'#' * filled}{'.' * (30 - filled)}] {self.count}/{self.total} {self.unit}"

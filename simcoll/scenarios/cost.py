@@ -51,6 +51,7 @@ __all__ = [
     "check_cost",
     "estimate_run",
     "estimate_sweep",
+    "point_estimates",
 ]
 
 #: A sweep whose estimate is longer than this is refused unless the caller raises it.
@@ -89,9 +90,27 @@ def estimate_sweep(scenario: Scenario) -> tuple[float, int, int]:
     kept (:data:`SECONDS_PER_TIMELINE`, :data:`SECONDS_PER_SPAN`); the largest peak memory
     of one point, and how many points were estimated (a point whose values are wrong is
     left to report its own error)."""
+    per_point, peak, counted = _point_estimates(scenario)
+    return SECONDS_PER_RUN + sum(per_point.values()), peak, counted
+
+
+def point_estimates(scenario: Scenario) -> dict[int, float]:
+    """Estimated seconds of each point that can be estimated, by its index (its
+    simulation and its timeline, if kept): the weights of ``run``'s progress bar."""
+    return _point_estimates(scenario)[0]
+
+
+_LAST: list[tuple[Scenario, tuple[dict[int, float], int, int]]] = []  # the last scenario's
+
+
+def _point_estimates(scenario: Scenario) -> tuple[dict[int, float], int, int]:
+    """``(seconds by point index, peak_bytes, n_estimated)``, kept for the last scenario
+    asked about (``run`` checks the estimate, then weighs its bar by it)."""
+    if _LAST and _LAST[0][0] is scenario:
+        return _LAST[0][1]
     points = scenario.points()
     timelines = timeline_points(scenario, points)
-    seconds = SECONDS_PER_RUN
+    per_point: dict[int, float] = {}
     peak, counted = 0, 0
     cache = _Cache()
     for point in points:
@@ -101,14 +120,17 @@ def estimate_sweep(scenario: Scenario) -> tuple[float, int, int]:
             found = _estimate(scenario.kind, topology, dict(params), cache, scenario.base)
         except SimcollError:
             continue  # the point will report it
+        seconds = 0.0
         if point.index in timelines:
             seconds += SECONDS_PER_TIMELINE + (found[2] if found else 0) * SECONDS_PER_SPAN
-        if found is None:
-            continue
-        seconds += found[0]
-        peak = max(peak, found[1])
-        counted += 1
-    return seconds, peak, counted
+        if found is not None:
+            seconds += found[0]
+            peak = max(peak, found[1])
+            counted += 1
+        per_point[point.index] = seconds
+    result = (per_point, peak, counted)
+    _LAST[:] = [(scenario, result)]
+    return result
 
 
 def _estimate(

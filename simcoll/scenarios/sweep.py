@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from simcoll.core.errors import ConfigError
+from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.output.folder import OutputFolder
 from simcoll.output.progress import Progress
-from simcoll.scenarios.cost import DEFAULT_MAX_HOURS, check_cost
+from simcoll.scenarios.cost import DEFAULT_MAX_HOURS, check_cost, point_estimates
 from simcoll.scenarios.outdir import (
     RESULTS_JSONL,
     jsonable,
@@ -208,7 +208,8 @@ def _sweep(  # noqa: PLR0917 - run_sweep's own arguments, passed on
     for p in points:
         if p.key in done:
             results[p.index] = replace(done[p.key], point=p)
-    bar = Progress(progress, len(todo))
+    weights = _weights(scenario, todo) if progress is not None else {}
+    bar = Progress(progress, len(todo), total_weight=sum(weights.values()) or None)
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(folder.appending(RESULTS_JSONL)) if folder else None
         stack.callback(bar.close)
@@ -221,10 +222,26 @@ def _sweep(  # noqa: PLR0917 - run_sweep's own arguments, passed on
                 os.fsync(log.fileno())
             if on_point is not None:
                 on_point(result)
-            bar.advance(failed=not result.ok)
+            bar.advance(failed=not result.ok, weight=weights.get(result.point.index, 1.0))
     ordered = [results[p.index] for p in points if p.index in results]
     out = folder.path if folder is not None else None
     return SweepResult(scenario, ordered, out, skipped=len(points) - len(todo))
+
+
+def _weights(scenario: Scenario, todo: list[Point]) -> dict[int, float]:
+    """Each point's estimated seconds (:func:`simcoll.scenarios.cost.point_estimates`),
+    so the bar moves by work done, not by points (issue 31: it sat at 1 of 11 for 10 s,
+    then jumped); a point with no estimate weighs the mean of the others. Empty (count
+    points) when nothing could be estimated."""
+    try:
+        known = point_estimates(scenario)
+    except SimcollError:
+        return {}
+    wanted = [known[p.index] for p in todo if p.index in known]
+    if not wanted or not sum(wanted):
+        return {}
+    mean = sum(wanted) / len(wanted)
+    return {p.index: known.get(p.index, mean) for p in todo}
 
 
 def _execute(

@@ -17,6 +17,8 @@ from simcoll.core.errors import ConfigError
 from simcoll.scenarios.scenario import load_scenario
 from simcoll.scenarios.sweep import RESULTS_JSONL, run_sweep
 
+REPO = Path(__file__).resolve().parents[2]
+
 BANDWIDTH_BYTES_PER_S = 10e9
 LATENCY_S = 1e-6
 TOPOLOGY = f"""\
@@ -253,3 +255,29 @@ def test_a_point_with_zero_channels_is_its_own_error_not_a_traceback(tmp_path: P
     scenario = load_scenario(write_scenario(tmp_path, 'size_bytes = ["1 MiB"]', workload))
     result = run_sweep(scenario, workers=1)
     assert [p.error for p in result.points] == ["n_channels: must be at least 1, got 0"]
+
+
+def test_the_bar_moves_by_the_work_each_point_is_estimated_to_take() -> None:
+    # Issue 31: the bar counted points, so one slow point among quick ones held it at
+    # 1/N, then it jumped. Weighted by each point's estimate, the first (1 GiB, 64 pieces
+    # per block) fills most of it, the three 1 KiB points the rest.
+    import io  # noqa: PLC0415
+
+    from simcoll.scenarios.cost import point_estimates  # noqa: PLC0415
+    from simcoll.scenarios.scenario import parse_scenario  # noqa: PLC0415
+
+    scenario = parse_scenario({
+        "schema": 1,
+        "topology": {"file": str(REPO / "topologies" / "dgx-a100.toml")},
+        "workload": {"collective": "allreduce", "algorithm": "ring", "protocol": "simple"},
+        "sweep": {"size_bytes": ["1 GiB", "1 KiB", "2 KiB", "4 KiB"]},
+    }, source="<test>", base=REPO)  # fmt: skip
+    weights = point_estimates(scenario)
+    share = weights[0] / sum(weights.values())
+    assert share > 0.5
+    out = io.StringIO()
+    run_sweep(scenario, workers=1, progress=out)
+    first = next(line for line in out.getvalue().splitlines() if line.startswith("["))
+    # (not a terminal: a line per tenth reached; the estimate's line comes before)
+    assert first.startswith("[" + "#" * int(30 * share))
+    assert " 1/4 points" in first
