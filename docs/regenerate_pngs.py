@@ -42,6 +42,8 @@ def regenerate(names: list[str], into: Path = FIGURES) -> list[Path]:
     from simcoll.core.files import check_output  # noqa: PLC0415 - after argument parsing
     from simcoll.output.plot import PNG_MARK  # noqa: PLC0415
 
+    for name in names:  # before any run: a file simcoll did not write is refused, unchanged
+        check_output(str(into / name), mark=PNG_MARK, what=str(into / name))
     written: list[Path] = []
     scenarios = sorted({SOURCES[name][0] for name in names})
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,7 +57,6 @@ def regenerate(names: list[str], into: Path = FIGURES) -> list[Path]:
                 if SOURCES[name][0] != scenario:
                     continue
                 target = into / name
-                check_output(str(target), mark=PNG_MARK, what=str(target))
                 shutil.copyfile(out / SOURCES[name][1], target)
                 written.append(target)
     return written
@@ -75,7 +76,18 @@ def main(argv: list[str] | None = None) -> int:
         for name, (scenario, plot) in SOURCES.items():
             print(f"{name}: simcoll run scenarios/{scenario}.toml -> {plot}")
         return 0
-    for path in regenerate(args.figures or list(SOURCES)):
+    from simcoll.core.errors import SimcollError  # noqa: PLC0415
+
+    try:
+        written = regenerate(args.figures or list(SOURCES))
+    except SimcollError as error:  # a figure that is not simcoll's: one line, not a trace
+        print(f"regenerate_pngs: {error}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as error:
+        print(f"regenerate_pngs: {' '.join(error.cmd[2:])} failed (exit {error.returncode})",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    for path in written:
         print(f"wrote {path.relative_to(REPO)}")
     return 0
 

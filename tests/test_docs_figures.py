@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from simcoll.core.errors import ConfigError
 from simcoll.core.files import check_output
 from simcoll.output.plot import PNG_MARK
 
@@ -46,3 +47,12 @@ def test_the_script_makes_every_figure(tmp_path):
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         check_output(path, mark=PNG_MARK)
+
+
+def test_the_script_will_not_write_over_a_file_simcoll_did_not_write(tmp_path, capsys):
+    # the check runs before any scenario: a foreign file in the way is refused in one line
+    script = _script()
+    (tmp_path / "ring-allreduce-law.png").write_text("not a plot of ours")
+    with pytest.raises(ConfigError, match=r"ring-allreduce-law\.png"):
+        script.regenerate(["ring-allreduce-law.png"], into=tmp_path)
+    assert (tmp_path / "ring-allreduce-law.png").read_text() == "not a plot of ours"

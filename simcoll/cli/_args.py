@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Callable
 from typing import NoReturn, TypeAlias
 
 import networkx as nx
 
-from simcoll.core.errors import ConfigError
 from simcoll.topology.calibration import Calibration, foreign_parameters
-from simcoll.topology.whatif import degrade, fail
+from simcoll.topology.whatif import degrade, fail, parse_degrade
 
 __all__ = [
     "Parser",
@@ -93,14 +91,7 @@ def add_what_if(p: argparse.ArgumentParser) -> None:
 def what_if(topology: nx.DiGraph[str], args: argparse.Namespace) -> nx.DiGraph[str]:
     """``topology`` with the ``--degrade`` and ``--fail`` of ``args`` applied, in order."""
     for item in getattr(args, "degrade", []):
-        target, sep, text = item.rpartition("=")
-        try:
-            factor = float(text)
-        except ValueError:
-            factor = math.nan
-        if not sep or not target:
-            raise ConfigError(f"expected TARGET=FACTOR, got {item!r}", field="--degrade")
-        topology = degrade(topology, target, factor)
+        topology = degrade(topology, *parse_degrade(item))
     for target in getattr(args, "fail", []):
         topology = fail(topology, target)
     return topology

@@ -42,12 +42,12 @@ from simcoll.prediction.simulated import (
     candidate_choices,
     choice_schedule,
     planned_knobs,
+    tries_fast_ring,
 )
 from simcoll.sim.channel_symmetry import channel_symmetric
 from simcoll.sim.oneshot import OneShot
 from simcoll.sim.routes import route_pair
 from simcoll.sim.symmetry import (
-    RING_COLLECTIVES,
     ring_periods,
     ring_symmetric,
     symmetric_routes,
@@ -266,12 +266,7 @@ def _ring_periods(  # noqa: PLR0917 - one choice's facts, and the cache
     general path; how many periods it checks)``; None where it is not tried. The same
     search :func:`simcoll.sim.symmetry.simulate_ring_fast` makes, without simulating."""
     n = len(setup.nodes)
-    if (
-        name != "ring"
-        or setup.model not in {"flow", "ideal"}
-        or setup.collective.value not in RING_COLLECTIVES
-        or not set(knobs) <= {"n_channels", "n_chunks", "max_in_flight"}
-    ):
+    if not tries_fast_ring(setup, name, knobs, used):  # as the run decides it
         return None
     c = setup.collective.value
     channels = used.n_channels if used is not None else knobs.get("n_channels", 1)

@@ -421,6 +421,20 @@ def _schedule(
         return schedule
 
 
+def tries_fast_ring(setup: Setup, name: str, knobs: Mapping[str, int], plan: Plan | None) -> bool:
+    """Whether a choice tries the exact symmetric ring path (:func:`_fast_ring`), for the
+    run and its estimate (:mod:`simcoll.prediction.call_cost`) alike: a ring all-reduce,
+    reduce-scatter or all-gather in the flow or ideal model, with no parameter the path
+    does not take, on a plan or on ranks in rank order."""
+    return (
+        name == "ring"
+        and setup.model in {"flow", "ideal"}
+        and setup.collective.value in RING_COLLECTIVES
+        and set(knobs) <= {"n_channels", "n_chunks", "max_in_flight"}
+        and (plan is not None or setup.nodes == map_ranks(setup.topology, len(setup.nodes)))
+    )
+
+
 def _fast_ring(  # noqa: PLR0917 - one call's facts
     setup: Setup,
     name: str,
@@ -439,13 +453,7 @@ def _fast_ring(  # noqa: PLR0917 - one call's facts
     Same chunk choice as the general path.
     """
     n = len(setup.nodes)
-    if (
-        name != "ring"
-        or setup.model not in {"flow", "ideal"}
-        or setup.collective.value not in RING_COLLECTIVES
-        or not set(knobs) <= {"n_channels", "n_chunks", "max_in_flight"}
-        or (plan is None and setup.nodes != map_ranks(setup.topology, n))
-    ):
+    if not tries_fast_ring(setup, name, knobs, plan):
         return None
     channels = plan.n_channels if plan is not None else knobs.get("n_channels", 1)
     chunks = knobs.get("n_chunks") or ring_chunks(setup.collective, n, size_bytes, channels)

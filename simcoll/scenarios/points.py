@@ -7,7 +7,6 @@ and a point asking for more ranks than its topology has GPUs is *skipped*.
 
 from __future__ import annotations
 
-import math
 import time
 import traceback
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from simcoll.sim.timeline import Timeline
 from simcoll.topology import gpu_nodes, load
 from simcoll.topology.calibration import Calibration, read_calibration
 from simcoll.topology.io import source_files
-from simcoll.topology.whatif import degrade, fail
+from simcoll.topology.whatif import degrade, fail, parse_degrade
 
 __all__ = [
     "PointResult",
@@ -463,14 +462,7 @@ def apply_what_if(graph: nx.DiGraph[str], name: str, text: str) -> nx.DiGraph[st
             if name == "fail":
                 graph = fail(graph, item)
                 continue
-            target, sep, factor = item.rpartition("=")
-            try:
-                value = float(factor)
-            except ValueError:
-                value = math.nan
-            if not sep or not target:
-                raise ConfigError(f"expected TARGET=FACTOR, got {item!r}")
-            graph = degrade(graph, target, value)
+            graph = degrade(graph, *parse_degrade(item))
     except SimcollError as error:  # the scenario's field, not --degrade or --fail
         raise ConfigError(error.message) from None
     return graph

@@ -27,7 +27,7 @@ import networkx as nx
 from simcoll.core.errors import ConfigError, TopologyError
 from simcoll.topology.schema import LinkKind, gpu_nodes
 
-__all__ = ["degrade", "fail", "links_of"]
+__all__ = ["degrade", "fail", "links_of", "parse_degrade"]
 
 _KINDS = tuple(kind.value for kind in LinkKind)
 
@@ -55,6 +55,26 @@ def _pair(graph: nx.DiGraph[str], target: str) -> list[tuple[str, str]]:
         if a in graph and b in graph:
             return [e for e in ((a, b), (b, a)) if graph.has_edge(*e)]
     return []
+
+
+def parse_degrade(item: str) -> tuple[str, float]:
+    """``TARGET=FACTOR`` (``--degrade``'s value) as ``(target, factor)``; a factor that
+    is not a number is NaN, which :func:`degrade` refuses naming the target.
+
+    >>> parse_degrade("node0.nic0=0.25")
+    ('node0.nic0', 0.25)
+    >>> parse_degrade("ib")
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: --degrade: expected TARGET=FACTOR, got 'ib'
+    """
+    target, sep, text = item.rpartition("=")
+    if not sep or not target:
+        raise ConfigError(f"expected TARGET=FACTOR, got {item!r}", field="--degrade")
+    try:
+        return target, float(text)
+    except ValueError:
+        return target, math.nan
 
 
 def degrade(graph: nx.DiGraph[str], target: str, factor: float) -> nx.DiGraph[str]:

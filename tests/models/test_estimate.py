@@ -171,6 +171,31 @@ def test_a_ring_that_cannot_take_the_symmetric_path_counts_every_transfer(
     )  # fmt: skip
 
 
+def test_a_ring_off_rank_order_without_a_plan_is_estimated_on_the_general_path(
+    tmp_path: Path,
+) -> None:
+    # The symmetric path is tried only on a plan or on ranks in rank order
+    # (simulated.tries_fast_ring); the estimate looked for periods anyway, so a ring of
+    # ranks placed 3 2 1 0 on a star (no servers: no plan) was costed as a fold it does not
+    # take. On the general path: 4 ranks x 2 x 3 steps, one piece each (64 KiB: 16 KiB
+    # blocks), after routing each rank's connection to its successor once; no lookups.
+    (tmp_path / "star.toml").write_text(
+        'schema = 1\nbuilder = "switch_star"\n[params]\nn_gpus = 4\n'
+        'link_bandwidth = "50 GB/s"\nlink_latency = "1 us"\n'
+    )
+    (tmp_path / "order.txt").write_text("3\n2\n1\n0\n")
+    path = tmp_path / "s.toml"
+    path.write_text('schema = 1\n[topology]\nfile = "star.toml"\n[workload]\n'
+                    'collective = "allreduce"\nalgorithm = "ring"\nprotocol = "simple"\n'
+                    'placement = "order.txt"\n[sweep]\nsize_bytes = ["64 KiB"]\n')  # fmt: skip
+    seconds, peak, _ = estimate_sweep(load_scenario(path))
+    transfers = 4 * 2 * 3
+    assert peak == transfers * BYTES_PER_TRANSFER
+    assert seconds == pytest.approx(
+        SECONDS_PER_RUN + transfers * SECONDS_PER_TRANSFER + 4 * ROUTE_S
+    )
+
+
 def workload_scenario(tmp_path: Path, workload: str, n_gpus: int = 4) -> Path:
     (tmp_path / "star.toml").write_text(
         f'schema = 1\nbuilder = "switch_star"\n[params]\nn_gpus = {n_gpus}\n'
