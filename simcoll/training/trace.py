@@ -16,8 +16,9 @@ JSON (gzip or not), and rebuilds each rank's step as the host thread ran it:
   their size in nccl-tests' convention and their process group. The host spends the
   op's own duration issuing it; the collective then runs on its process group's
   communication stream. A blocking call (``async_op=False``) holds the next op until it
-  ends; an asynchronous one holds the first later op that touches its tensors' storage
-  (the trace records no ``wait``: DDP's bucket copy, a user's read after ``wait()``).
+  ends (the host's wait, inside an op that issued it, is not compute); an asynchronous
+  one holds the first later op that touches its tensors' storage (the trace records no
+  ``wait``: DDP's bucket copy, a user's read after ``wait()``).
 
 :func:`replay` simulates the ranks' traces together through
 :class:`~simcoll.prediction.session.Session`, each call as the backend runs it (gloo:
@@ -59,6 +60,9 @@ from simcoll.prediction.session import Op, Session
 from simcoll.sim.timeline import Timeline
 from simcoll.topology import gpu_nodes
 from simcoll.topology.calibration import Calibration, read_calibration
+
+# Over the 400-line module budget: the reader and the replay share the op types and are
+# one concept (a recorded step); split them (read / replay) when the GPU path is added.
 
 __all__ = [
     "C10D_COLLECTIVES",
@@ -197,12 +201,10 @@ def _field(item: Any, key: str, kind: type | tuple[type, ...], source: str, wher
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join(
-        {"int": "integer", "float": "number", "str": "string", "list": "list", "dict": "table"}[
-            k.__name__
-        ]
-        for k in kinds
-    )
+    if float in kinds:
+        return "number"
+    names = {"int": "integer", "str": "string", "list": "list", "dict": "table"}
+    return " or ".join(names[k.__name__] for k in kinds)
 
 
 def read_kineto_durations(path: str | Path) -> KinetoTrace:
@@ -456,14 +458,14 @@ def _ops_from_times(
             source=timing.source,
             field="traceEvents",
         )
-    window, measured = (float("-inf"), float("inf")), None
+    window, measured, mark = (float("-inf"), float("inf")), None, None
     if step is not None:
-        marks = [t for t in timed if by_rf[t[0]].name == step]
+        marks = sorted((t for t in timed if by_rf[t[0]].name == step), key=lambda t: t[2])
         if not marks:
             raise ConfigError(
                 f"the step {step!r} is not timed here", source=timing.source, field="traceEvents"
             )
-        _, tid, start, duration = marks[0]
+        mark, tid, start, duration = marks[0]  # the first, where several steps ran
         window, measured = (start, start + duration), duration
     else:
         counts: dict[int, int] = {}
@@ -478,7 +480,7 @@ def _ops_from_times(
             if t[1] == tid
             and window[0] - eps <= t[2]
             and t[2] + t[3] <= window[1] + eps
-            and by_rf[t[0]].name != step
+            and t[0] != mark
             and not _is_record(by_rf[t[0]])
         ),
         key=lambda t: (t[2], -t[3]),
