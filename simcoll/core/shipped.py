@@ -1,4 +1,5 @@
-"""The files simcoll ships (topologies, their parameters, scenarios, public measurements),
+"""The files simcoll ships (topologies, their parameters, scenarios, model shapes, public
+measurements),
 found by name wherever simcoll is installed.
 
 In a clone they are the repository's own folders; in a wheel they are packaged under
@@ -20,7 +21,7 @@ from pathlib import Path
 __all__ = ["KINDS", "data_root", "find", "is_bare_name", "shipped_names"]
 
 #: The folders of shipped files a name may be looked up in.
-KINDS = ("topologies", "scenarios")
+KINDS = ("topologies", "scenarios", "models")
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
@@ -38,7 +39,7 @@ def is_bare_name(path: str | Path) -> bool:
 
 
 def shipped_names(kind: str) -> list[str]:
-    """The names of the shipped files of ``kind`` (``topologies`` or ``scenarios``)."""
+    """The names of the shipped files of ``kind`` (``topologies``, ``scenarios``, ``models``)."""
     folder = data_root() / kind
     return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
 

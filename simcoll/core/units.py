@@ -22,6 +22,8 @@ Conventions:
 268435456
 >>> parse_size_bytes("8G")
 8589934592
+>>> parse_flops_per_s("989 TFLOP/s")
+989000000000000.0
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ __all__ = [
     "ms",
     "ns",
     "parse_bandwidth_bytes_per_s",
+    "parse_flops_per_s",
     "parse_quantity",
     "parse_size_bytes",
     "parse_time_s",
@@ -77,13 +80,16 @@ _NCCL_TESTS_SUFFIXES: dict[str, int] = {"": 1, "K": KiB, "M": MiB, "G": GiB, "T"
 _BIT_UNITS: dict[str, float] = {
     "bit": bit, "Kbit": 1e3 * bit, "Mbit": 1e6 * bit, "Gbit": 1e9 * bit, "Tbit": 1e12 * bit,
 }  # fmt: skip
+_FLOP_UNITS: dict[str, float] = {
+    "FLOP/s": 1.0, "GFLOP/s": 1e9, "TFLOP/s": 1e12, "PFLOP/s": 1e15,
+}  # fmt: skip
 _TIME_UNITS: dict[str, float] = {"s": s, "ms": ms, "us": us, "µs": us, "ns": ns, "ps": 1e-12}
 _AMBIGUOUS = {"bps", "Kbps", "Mbps", "Gbps", "Tbps", "Bps", "KBps", "MBps", "GBps", "TBps",
               "b/s", "Kb/s", "Mb/s", "Gb/s", "Tb/s"}  # fmt: skip
 
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\s\d.+-].*?)?\s*$")
 
-Dimension = Literal["bytes", "seconds", "bytes_per_s"]
+Dimension = Literal["bytes", "seconds", "bytes_per_s", "flops_per_s"]
 
 
 def _split(text: str) -> tuple[float, str]:
@@ -142,6 +148,8 @@ def _scale(unit: str, expect: Dimension, text: object) -> float:
         return float(_BYTE_UNITS[unit])
     if expect == "seconds" and unit in _TIME_UNITS:
         return _TIME_UNITS[unit]
+    if expect == "flops_per_s" and unit in _FLOP_UNITS:
+        return _FLOP_UNITS[unit]
     if expect == "bytes_per_s" and unit.endswith("/s"):
         per = unit.removesuffix("/s")
         if per in _BYTE_UNITS:
@@ -149,7 +157,8 @@ def _scale(unit: str, expect: Dimension, text: object) -> float:
         if per in _BIT_UNITS:
             return _BIT_UNITS[per]
     examples = {"bytes": "'256 MiB', '1 GB'", "seconds": "'0.7 us', '2 ms'",
-                "bytes_per_s": "'450 GB/s', '400 Gbit/s'"}  # fmt: skip
+                "bytes_per_s": "'450 GB/s', '400 Gbit/s'",
+                "flops_per_s": "'989 TFLOP/s', '2.25 PFLOP/s'"}  # fmt: skip
     raise UnitError(
         f"unknown unit {unit!r} in {text!r}; expected {expect}, e.g. {examples[expect]}"
     )
@@ -211,6 +220,11 @@ def parse_time_s(text: str | float) -> float:
 def parse_bandwidth_bytes_per_s(text: str | float) -> float:
     """Parse a bandwidth into bytes per second. ``"400 Gbit/s"`` -> 5e10."""
     return parse_quantity(text, expect="bytes_per_s")
+
+
+def parse_flops_per_s(text: str | float) -> float:
+    """A compute rate (``"989 TFLOP/s"``) in floating-point operations per second."""
+    return parse_quantity(text, expect="flops_per_s")
 
 
 def format_bytes(size_bytes: float) -> str:

@@ -25,9 +25,12 @@ def timeline_of(  # noqa: PLR0917 - what one run made
     n_ranks: int,
     load_bins: int,
     notes: Sequence[str] = (),
+    *,
+    transfers: bool = True,
 ) -> Timeline:
-    """What happened, rank by rank: every op's spans, the transfers (a call timed alone:
-    as its run alone kept them, shifted to its start, where that run kept every one), and
+    """What happened, rank by rank: every op's spans, the transfers (unless not
+    ``transfers``; a call timed alone: as its run alone kept them, shifted to its start,
+    where that run kept every one), and
     each link's bytes, busy time and load per time bin (a call timed alone: its links'
     bytes spread evenly over its transfers' time)."""
     end_s, issue_s = result.end_s, result.issue_s
@@ -51,21 +54,25 @@ def timeline_of(  # noqa: PLR0917 - what one run made
         spans += [Span(r, op.stream, op.name, opened, end) for r in op.ranks]
         solo = op.solo
         assert solo is not None
-        nodes_of = built.calls.get(index)
-        if nodes_of is not None:
-            batches.append(_detailed_batch(op, solo, nodes_of, result))
-            if n_bins:
-                load += _detailed_load(nodes_of, result, edges, load.shape[0])
+        runs = built.calls.get(index)
+        if runs is not None:
+            for nodes_of in runs:
+                if transfers:
+                    batches.append(_detailed_batch(op, solo, nodes_of, result))
+                if n_bins:
+                    load += _detailed_load(nodes_of, result, edges, load.shape[0])
             continue
-        first_s = opened + solo.delay_s
-        batches.append(_solo_batch(op, solo, first_s))
-        link_bytes += solo.link_bytes
+        used = solo.links  # only the links it uses: a cluster has thousands
+        link_bytes[used] += solo.link_bytes[used] * op.repeat
         busy = getattr(solo.result, "link_busy_s", None)
-        link_busy_s += busy if busy is not None else np.where(
-            solo.link_bytes > 0, solo.transfers_s, 0.0)  # fmt: skip
-        if n_bins and len(solo.links):
-            load[solo.links] += _spread(solo.link_bytes[solo.links], first_s,
-                                        first_s + solo.transfers_s, edges)  # fmt: skip
+        link_busy_s[used] += op.repeat * (busy[used] if busy is not None else solo.transfers_s)
+        for k in range(op.repeat):  # each repeat as the call ran alone, one after another
+            first_s = opened + k * solo.time_s + solo.delay_s
+            if transfers:
+                batches.append(_solo_batch(op, solo, first_s))
+            if n_bins and len(solo.links):
+                load[solo.links] += _spread(solo.link_bytes[solo.links], first_s,
+                                            first_s + solo.transfers_s, edges)  # fmt: skip
     spans.sort(key=lambda x: (x.rank, x.stream, x.start_s, x.end_s))
     return Timeline(
         n_ranks=n_ranks,

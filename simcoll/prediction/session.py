@@ -224,6 +224,7 @@ class Session:
         name: str | None = None,
         in_place: bool = False,
         after: Iterable[Op] = (),
+        repeat: int = 1,
     ) -> Op:
         """Run one collective over ``ranks`` (group rank i is global rank ``ranks[i]``).
 
@@ -231,6 +232,9 @@ class Session:
         decided as ``predict`` decides it for these GPUs (the algorithm: NCCL's choice
         (``nccl``) unless named, or ``auto``, ``all`` or a name; ``protocol``: the
         session's unless given); ``in_place`` skips the out-of-place copy of the own block.
+        ``repeat`` issues the same call that many times, each once the one before has
+        ended, as one op (a layer's calls over a pipeline stage's layers): the same times
+        as ``repeat`` separate calls in a row, for one op's cost.
 
         Raises
         ------
@@ -243,19 +247,21 @@ class Session:
         group = self._group(ranks, label)
         waits = self._after(after, label)
         proto = self.protocol if protocol == "session" else protocol
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+            raise ConfigError(f"{label}: repeat must be an integer >= 1, got {repeat!r}")
         if self._recorded is not None:
             items = tuple(sorted(dict(params or {}).items()))
             name = algorithm or default_algorithm(c)
-            self._recorded.append(RecordedCall(c.value, name, len(group), size_bytes, items,
-                                               stream, group))  # fmt: skip
-            return self._comm(label, group, stream, waits, None)
+            self._recorded.extend([RecordedCall(c.value, name, len(group), size_bytes, items,
+                                                stream, group)] * repeat)  # fmt: skip
+            return self._comm(label, group, stream, waits, None, repeat)
         try:
             size = check_size_bytes(size_bytes, "size_bytes")
             solo = self._call_solo(c, size, group, algorithm, proto, params, in_place)
         except SimcollError as error:
             raise type(error)(f"{label}: {error.message}", source=error.source,
                               field=error.field) from None  # fmt: skip
-        return self._comm(label, group, stream, waits, solo)
+        return self._comm(label, group, stream, waits, solo, repeat)
 
     def copy(
         self,
@@ -279,11 +285,47 @@ class Session:
         size = check_size_bytes(size_bytes, "size_bytes")
         return self._comm(label, group, stream, waits, self._copy_solo(group, size))
 
-    def run(self, *, load_bins: int = LOAD_BINS, every_call_in_detail: bool = False) -> Timeline:
+    def copies(
+        self,
+        pairs: Iterable[tuple[int, int]],
+        size_bytes: int,
+        *,
+        stream: str = COMM,
+        name: str = "",
+        after: Iterable[Op] = (),
+    ) -> Op:
+        """Copy ``size_bytes`` from each source to its destination, all at once, as one op
+        (a pipeline stage's ranks each sending their activations to the next stage's): one
+        transfer per pair over the route between them, sharing the links they meet."""
+        pairs = [(int(a), int(b)) for a, b in pairs]
+        if not pairs:
+            raise ConfigError(f"{name or 'copies'}: no (source, destination) pairs given")
+        if any(a == b for a, b in pairs):
+            raise ConfigError(f"{name or 'copies'}: a rank cannot copy to itself")
+        if len(pairs) == 1:
+            return self.copy(*pairs[0], size_bytes, stream=stream, name=name, after=after)
+        label = name or f"copies x{len(pairs)} {format_bytes(size_bytes)}"
+        group = self._group([r for pair in pairs for r in pair], label)
+        waits = self._after(after, label)
+        if self._recorded is not None:
+            self._recorded.extend(RecordedCall("sendrecv", "direct", 2, size_bytes, (), stream,
+                                               pair) for pair in pairs)  # fmt: skip
+            return self._comm(label, group, stream, waits, None)
+        size = check_size_bytes(size_bytes, "size_bytes")
+        return self._comm(label, group, stream, waits, self._copy_solo(group, size))
+
+    def run(
+        self,
+        *,
+        load_bins: int = LOAD_BINS,
+        every_call_in_detail: bool = False,
+        transfers: bool = True,
+    ) -> Timeline:
         """Simulate everything asked for and return what happened.
 
         ``load_bins`` is the number of time bins of the timeline's per-link load (0:
-        none); it changes what is recorded, never a time. ``every_call_in_detail`` runs
+        none), and ``transfers=False`` keeps no transfer in the timeline (a training step's
+        millions); they change what is recorded, never a time. ``every_call_in_detail`` runs
         every call transfer by transfer, none as its time alone: the same times (to
         rounding, where calls share no link while they run), more slowly; tests compare
         the two.
@@ -299,7 +341,7 @@ class Session:
             meeting_now = meeting(self._ops, built, result, self.model) - detailed
             if not meeting_now:
                 return timeline_of(self._ops, built, result, self.n_ranks, load_bins,
-                                   self._notes)  # fmt: skip
+                                   self._notes, transfers=transfers)  # fmt: skip
             detailed |= meeting_now
 
     # -- deciding calls -----------------------------------------------------------------
@@ -361,13 +403,15 @@ class Session:
         return once(prepared)
 
     def _copy_solo(self, group: tuple[int, ...], size_bytes: int) -> Solo:
+        """Group ranks 2i -> 2i + 1, one transfer each, all at once."""
         nodes = tuple(self.rank_nodes[r] for r in group)
         key = ("copy", nodes, size_bytes)
         solo = self._solos.get(key)
         if solo is None:
-            b = ScheduleBuilder(Collective.SENDRECV, "copy", n_ranks=2, size_bytes=size_bytes,
-                                pieces_per_block=1)  # fmt: skip
-            b.add(src=0, dst=1, pieces=[0])
+            b = ScheduleBuilder(Collective.SENDRECV, "copy", n_ranks=len(group),
+                                size_bytes=size_bytes, pieces_per_block=1)  # fmt: skip
+            for i in range(0, len(group), 2):
+                b.add(src=i, dst=i + 1, pieces=[i])
             schedule = b.build()
             machine, model = self.machine, self.model
 
@@ -408,19 +452,20 @@ class Session:
             waits.append(op.index)
         return tuple(dict.fromkeys(waits))
 
-    def _comm(
+    def _comm(  # noqa: PLR0917 - one op's facts
         self,
         name: str,
         group: tuple[int, ...],
         stream: str,
         waits: tuple[int, ...],
         solo: Solo | None,
+        repeat: int = 1,
     ) -> Op:
         previous = tuple(dict.fromkeys(
             self._stream_tail[r, stream] for r in group if (r, stream) in self._stream_tail
         ))  # fmt: skip
         index = len(self._ops)
-        self._ops.append(Comm(name, group, stream, waits, previous, solo))
+        self._ops.append(Comm(name, group, stream, waits, previous, solo, repeat))
         for r in group:
             self._stream_tail[r, stream] = index
         return Op(index, id(self))

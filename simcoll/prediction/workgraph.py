@@ -72,6 +72,7 @@ class Comm:
     after: tuple[int, ...]
     previous: tuple[int, ...]  # the ops before it on its ranks' stream
     solo: Solo | None  # None when recorded, not simulated
+    repeat: int = 1  # the same call this many times, one after another
 
 
 @dataclass(eq=False)
@@ -81,7 +82,7 @@ class Built:
     graph: ExecutionGraph
     end: list[int] = field(default_factory=list)  # per op: the node it ends with
     opened: dict[int, int] = field(default_factory=dict)  # per call: the node it opens on
-    calls: dict[int, CallNodes] = field(default_factory=dict)  # calls run in detail
+    calls: dict[int, list[CallNodes]] = field(default_factory=dict)  # run in detail, per repeat
     rank_nodes: dict[int, list[int]] = field(default_factory=dict)  # per compute op
     _last: dict[int, int] = field(default_factory=dict)  # per rank: its last compute node
 
@@ -124,14 +125,18 @@ def build(
         assert solo is not None
         opened = g.span(0.0, list(dict.fromkeys(waits + [built.end[p] for p in op.previous])))
         if index in detailed:
-            gate = g.span(solo.delay_s, [opened]) if solo.delay_s else opened
-            nodes = g.call(solo.prepare(), after=gate)
-            end = nodes.end
-            if solo.floor_s:
-                end = g.span(0.0, [end, g.span(solo.floor_s, [opened])])
-            built.calls[index] = nodes
+            runs, end = [], opened
+            for _ in range(op.repeat):  # each repeat opens once the one before has ended
+                start = end
+                gate = g.span(solo.delay_s, [start]) if solo.delay_s else start
+                nodes = g.call(solo.prepare(), after=gate)
+                end = nodes.end
+                if solo.floor_s:
+                    end = g.span(0.0, [end, g.span(solo.floor_s, [start])])
+                runs.append(nodes)
+            built.calls[index] = runs
         else:
-            end = g.span(solo.time_s, [opened])
+            end = g.span(solo.time_s * op.repeat, [opened])
         built.opened[index] = opened
         built.end.append(end)
     return built
@@ -153,16 +158,18 @@ def meeting(
             spans.append((start, end, index))
     spans.sort()
     found: set[int] = set()
-    active: list[tuple[float, int]] = []
+    on_link: dict[int, list[tuple[float, int]]] = {}  # per link: the calls still running
     for start, end, index in spans:
-        active = [(e, j) for e, j in active if e > start]
-        links = _solo(ops, index).links
-        for _, j in active:
-            if index in built.calls and j in built.calls:
-                continue
-            if np.intersect1d(links, _solo(ops, j).links, assume_unique=True).size:
-                found |= {index, j}
-        active.append((end, index))
+        detailed = index in built.calls
+        seen: set[int] = set()
+        for link in _solo(ops, index).links.tolist():
+            active = [(e, j) for e, j in on_link.get(link, ()) if e > start]
+            for _, j in active:
+                if j not in seen and not (detailed and j in built.calls):
+                    found |= {index, j}
+                seen.add(j)
+            active.append((end, index))
+            on_link[link] = active
     return found
 
 

@@ -277,6 +277,23 @@ def _ddp_case(name: str, n_nodes: int) -> BenchRow:
     )  # fmt: skip
 
 
+def _step_case(name: str, model_file: str, n_nodes: int) -> BenchRow:
+    """A shipped model's training step with its file's layout on ``n_nodes`` DGX H100 of
+    h100-ib-fat-tree, every default (each call is ``predict``'s; compute from the file's
+    ``[gpu]``): the step as a scenario's ``training_step`` point runs it."""
+    from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - the workloads
+
+    graph = _topology("h100-ib-fat-tree.toml", n_nodes)
+    m = run_workload("training_step", graph, transformer=model_file).metrics
+    return BenchRow(
+        case=name, ranks=int(m["n_gpus"]), transfers=0, simulated=0, events=0,
+        sim_time_ms=m["time_s"] * 1e3,
+        path=(f"workload training_step {model_file}: tp {m['tp']:.0f} pp {m['pp']:.0f} "
+              f"dp {m['dp']:.0f} ep {m['ep']:.0f}, {m['n_microbatches']:.0f} micro-batches, "
+              f"MFU {m['mfu']:.3f}, {m['tokens_per_s']:,.0f} tokens/s"),
+    )  # fmt: skip
+
+
 def _calibrate_case(name: str) -> BenchRow:
     """``simcoll calibrate`` on the 2 x 8 H100 ring all-reduce table (14 sizes, 1 MiB to
     8 GiB): efficiency per link class, per protocol, and the launch cost. Run as the
@@ -469,6 +486,20 @@ CASES: tuple[Case, ...] = (
         "the same DDP step on 128 DGX H100 (target also < 2 GiB)",
         30.0,
         lambda: _ddp_case("ddp-1024", 128),
+    ),
+    Case(
+        "step-gpt3-1024",
+        "a GPT-3 175B training step, TP 8 x PP 16 x DP 8 (1,536 sequences of 2,048 tokens), "
+        "128 DGX H100 on h100-ib-fat-tree (target also < 4 GiB)",
+        60.0,
+        lambda: _step_case("step-gpt3-1024", "gpt3-175b", 128),
+    ),
+    Case(
+        "step-mixtral-256",
+        "a Mixtral 8x7B training step, EP 8 x PP 4 x DP 64 (1,024 sequences of 4,096 tokens), "
+        "32 DGX H100 on h100-ib-fat-tree",
+        60.0,
+        lambda: _step_case("step-mixtral-256", "mixtral-8x7b", 32),
     ),
     Case(
         "calibrate-h100",

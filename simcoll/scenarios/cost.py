@@ -166,11 +166,11 @@ def _estimate(
     setups = [_setup(machine, call, model, protocol, cache) for call in distinct]
     estimates = [e for setup, call in zip(setups, distinct, strict=True)
                  for e in call_estimates(setup, call.size_bytes, cache.costs)]  # fmt: skip
-    if meet:
-        for call in calls:  # each once more, transfer by transfer
-            if call:
-                setup = _setup(machine, call, model, protocol, cache)
-                estimates += call_estimates(setup, call.size_bytes, cache.costs, general=True)
+    if meet:  # each distinct call once more, transfer by transfer (those that meet run so;
+        # counting every repeat of a training step's hundred thousand calls would refuse
+        # steps that run in a minute)
+        for setup, call in zip(setups, distinct, strict=True):
+            estimates += call_estimates(setup, call.size_bytes, cache.costs, general=True)
     seconds = sum(e.seconds for e in estimates)
     if kind == "collective":  # one candidate's schedule at a time
         return seconds, max((e.peak_bytes for e in estimates), default=0), spans

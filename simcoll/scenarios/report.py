@@ -157,13 +157,15 @@ def format_workload_table(rows: Sequence[dict[str, Any]], axes: Sequence[str]) -
 
 def _cell(name: str, value: Any) -> str:
     """A value with the unit its column name carries (``_s``, ``_bytes``, ``_bytes_per_s``,
-    also followed by a qualifier such as ``time_s_to_4``)."""
+    also followed by a qualifier such as ``time_s_to_4``; another ``_per_s``: a rate)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
     if re.search(r"_bytes_per_s(_|$)", name):
         return f"{value / 1e9:.2f} GB/s"
     if re.search(r"_bytes(_|$)", name):
         return format_bytes(value)
+    if re.search(r"_per_s$", name):  # a rate: tokens_per_s
+        return f"{value:,.0f}/s"
     if re.search(r"_s(_|$)", name):
         return format_time(value)
     return f"{value:.4g}" if isinstance(value, float) else str(value)
@@ -256,11 +258,12 @@ def write_timeline(
     title = f"{scenario.title} ({point.label})"
     with _folder(out_dir) as folder:
         trace = folder.reserve(f"{stem}.trace.json")
-        return [
+        written = [
             write_chrome_trace(timeline, trace, title=title),
             plot.plot_gantt(timeline, folder.reserve(f"{stem}-gantt.png"), title=title),
             plot.plot_link_utilisation(timeline, folder.reserve(f"{stem}-links.png"), title=title),
-            plot.plot_link_heatmap(
-                timeline, folder.reserve(f"{stem}-links-over-time.png"), title=title
-            ),
         ]
+        if timeline.link_load_bytes.size:  # a training step keeps no load over time
+            written.append(plot.plot_link_heatmap(
+                timeline, folder.reserve(f"{stem}-links-over-time.png"), title=title))  # fmt: skip
+        return written

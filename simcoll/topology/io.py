@@ -48,6 +48,7 @@ from simcoll.topology.builder_params import (
 from simcoll.topology.calibration import Calibration, read_calibration
 from simcoll.topology.catalog import BUILDERS, IMPORTERS
 from simcoll.topology.explicit import from_document, key_text
+from simcoll.topology.gpu_spec import read_gpu_table
 from simcoll.topology.nodelink import from_node_link
 from simcoll.topology.routing import ROUTING_RULES
 from simcoll.topology.schema import validate
@@ -63,8 +64,8 @@ _POSITION = re.compile(
 )
 
 _BUILDER_KEYS = ("schema", "builder", "description", "calibration", "gpu_memory_bandwidth",
-                 "params", "routing")  # fmt: skip
-_EXPLICIT_KEYS = ("schema", "description", "calibration", "gpu_memory_bandwidth", "p2p",
+                 "gpu", "params", "routing")  # fmt: skip
+_EXPLICIT_KEYS = ("schema", "description", "calibration", "gpu_memory_bandwidth", "gpu", "p2p",
                   "routing", "nodes", "links")  # fmt: skip
 
 
@@ -90,7 +91,8 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     networkx.DiGraph
         The builder's graph, validated, with ``graph.graph["source"]`` (the path as a
         string) and ``graph.graph["description"]`` set, and, where the file gives them,
-        ``"calibration"`` (its params file, read) and ``"gpu_memory_bandwidth_bytes_per_s"``.
+        ``"calibration"`` (its params file, read), ``"gpu_memory_bandwidth_bytes_per_s"`` and
+        ``"gpu"`` (its ``[gpu]`` table: :mod:`simcoll.topology.gpu_spec`).
 
     Raises
     ------
@@ -138,6 +140,8 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
         graph.graph["gpu_memory_bandwidth_bytes_per_s"] = _memory_bandwidth(
             document["gpu_memory_bandwidth"], source
         )
+    if "gpu" in document:
+        graph.graph["gpu"] = read_gpu_table(document["gpu"], source)
     if "calibration" in document:
         graph.graph["calibration"] = _calibration(document["calibration"], source, Path(path))
         graph.graph["calibration_file"] = str(Path(path).parent / document["calibration"])

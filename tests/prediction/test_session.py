@@ -173,6 +173,51 @@ def test_the_compiled_loop_and_the_reference_give_the_same_floats(
     assert run() == compiled
 
 
+@pytest.mark.parametrize("detail", [False, True])
+def test_a_repeated_call_takes_repeat_times_its_time_and_moves_repeat_times_its_bytes(
+    detail: bool,
+) -> None:
+    # The unchunked ring all-gather on 4 GPUs: 3 steps of 2 hops' latency and S / 4 at B,
+    # three times in a row; alone and in detail (where it meets a copy on rank 0's link).
+    size = 8_000_000
+    s = star()
+    s.collective("allgather", size, range(4), params={"n_chunks": 1}, in_place=True, repeat=3)
+    timeline = s.run(every_call_in_detail=detail)
+    once_s = 3 * (2 * LATENCY_S + size / 4 / BANDWIDTH_BYTES_PER_S)
+    assert timeline.time_s == pytest.approx(3 * once_s, rel=1e-12)
+    # each GPU sends 3 blocks per call over its up-link: 3 x 3 x S/4 per up-link
+    up = [i for i, (a, _) in enumerate(timeline.links) if a.startswith("gpu")]
+    assert timeline.link_bytes[up] == pytest.approx([3 * 3 * size / 4] * 4)
+
+
+def test_a_repeated_call_is_the_same_as_that_many_calls_in_a_row() -> None:
+    def run(repeat: bool) -> float:
+        s = star()
+        s.copy(1, 0, 5_000_000, stream="other")  # meets the all-reduces on rank 0's link
+        if repeat:
+            s.collective("allreduce", 4_000_000, range(4), params={"n_chunks": 1}, repeat=4)
+        else:
+            for _ in range(4):
+                s.collective("allreduce", 4_000_000, range(4), params={"n_chunks": 1})
+        return s.run().time_s
+
+    assert run(True) == pytest.approx(run(False), rel=1e-12)
+
+
+def test_copies_of_a_stage_run_at_once_on_their_own_links() -> None:
+    # 0->1 and 2->3 share no link: both take one route's latency and S / B.
+    s = star()
+    size = 10_000_000
+    s.copies([(0, 1), (2, 3)], size)
+    assert s.run().time_s == pytest.approx(2 * LATENCY_S + size / BANDWIDTH_BYTES_PER_S)
+    # 1->0 and 3->0 share gpu 0's down-link: half the bandwidth each.
+    s = star()
+    s.copies([(1, 0), (2, 3)], size, stream="a")
+    s.copies([(3, 0)], size, stream="b")
+    timeline = s.run()
+    assert timeline.time_s == pytest.approx(2 * LATENCY_S + 2 * size / BANDWIDTH_BYTES_PER_S)
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -190,6 +235,9 @@ def test_the_compiled_loop_and_the_reference_give_the_same_floats(
          "x: after= takes ops of this session, got one of another session"),
         (lambda s: s.compute([0], 1.0, "x", after=[0]), "x: after= takes ops of this session, "
          "got 0"),
+        (lambda s: s.collective("allreduce", 8, [0, 1], repeat=0), "allreduce 8 B: repeat must "
+         "be an integer >= 1, got 0"),
+        (lambda s: s.copies([(0, 0)], 8, name="send"), "send: a rank cannot copy to itself"),
     ],
 )  # fmt: skip
 def test_bad_calls_give_one_line(call: Any, message: str) -> None:

@@ -67,6 +67,8 @@ def plot_metric(
 def _y_scale(y: str, ys: list[float]) -> tuple[float, str]:
     if y.endswith("_bytes_per_s"):
         return 1e9, f"{y} (GB/s, 1e9 B/s)"
+    if y.endswith("_per_s"):
+        return 1.0, f"{y.removesuffix('_per_s')} per second"
     if y.endswith("_s"):
         scale, unit = time_unit(max(ys, default=0.0))
         return scale, f"{y.removesuffix('_s')} ({unit})"

@@ -17,6 +17,7 @@ name                     what runs
 ``pipeline``             a GPipe or 1F1B step: stages passing copies
 ``concurrent``           several groups' collectives at once, and each alone
 ``p2p``                  copies from one GPU to several at once
+``training_step``        a transformer's step under TP, PP, DP/FSDP, EP and CP
 =======================  ===================================================
 """
 

@@ -1,7 +1,8 @@
 """The workloads by name, and :func:`run_workload`, which checks parameter names.
 
 >>> sorted(WORKLOADS)
-['collective', 'concurrent', 'ddp', 'fsdp', 'moe', 'p2p', 'pipeline', 'tensor_parallel_mlp']
+['collective', 'concurrent', 'ddp', 'fsdp', 'moe', 'p2p', 'pipeline', 'tensor_parallel_mlp', \
+'training_step']
 >>> workload_params("p2p")
 ['src_rank', 'dst_ranks', 'size_bytes', 'n_copies']
 """
@@ -26,6 +27,7 @@ from simcoll.scenarios.workloads.moe import moe
 from simcoll.scenarios.workloads.p2p import p2p
 from simcoll.scenarios.workloads.pipeline import pipeline
 from simcoll.scenarios.workloads.tensor_parallel import tensor_parallel_mlp
+from simcoll.scenarios.workloads.training_step import training_step
 from simcoll.topology.calibration import Calibration
 
 __all__ = [
@@ -46,6 +48,7 @@ WORKLOADS: dict[str, Callable[..., WorkloadResult]] = {
     "pipeline": pipeline,
     "concurrent": concurrent,
     "p2p": p2p,
+    "training_step": training_step,
 }
 """Workload functions by the name a scenario's ``workload.kind`` gives."""
 
@@ -68,6 +71,9 @@ WORKLOAD_METRICS: dict[str, tuple[str, ...]] = {
     "concurrent": ("n_groups", "max_slowdown", r"time_s_group_\d+", r"alone_time_s_group_\d+",
                    r"slowdown_group_\d+"),
     "p2p": ("bandwidth_bytes_per_s", r"time_s_to_\d+", r"bandwidth_bytes_per_s_to_\d+"),
+    "training_step": ("tokens_per_s", "mfu", "model_flops_per_step", "n_gpus", "tp", "pp", "dp",
+                      "ep", "cp", "n_microbatches", "params", r"memory_\w+_bytes",
+                      "fits_in_memory", r"exposed_(tp|ep|cp|pp|dp)_s", "idle_s"),
 }  # fmt: skip
 
 

@@ -11,8 +11,10 @@ import pytest
 from simcoll.scenarios.workloads import WORKLOADS, run_workload
 from simcoll.scenarios.workloads._registry import COMMON_METRICS, WORKLOAD_METRICS
 from simcoll.topology import switch_star
+from simcoll.topology.gpu_spec import GpuSpec
 
 STAR = switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+STAR.graph["gpu"] = GpuSpec("test GPU", {"bf16": 100e12}, 80 * 10**9)  # a training step's
 #: Small parameters: every workload runs in milliseconds.
 SMALL: dict[str, dict[str, Any]] = {
     "collective": {"size_bytes": 4096},
@@ -23,6 +25,13 @@ SMALL: dict[str, dict[str, Any]] = {
     "pipeline": {"n_microbatches": 2, "activation_bytes": 4096},
     "concurrent": {"size_bytes": 4096},
     "p2p": {"dst_ranks": [1, 2], "size_bytes": 4096, "n_copies": 1},
+    "training_step": {
+        "transformer": "llama3-8b",
+        "seq_length": 256,
+        "global_batch_size": 4,
+        "tp": 2,
+        "pp": 2,
+    },
 }
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from simcoll.core.errors import ConfigError
 from simcoll.scenarios.workloads import WORKLOADS, run_workload, workload_params
+from simcoll.topology.gpu_spec import GpuSpec
 
 COMMON = ("time_s", "compute_s", "comm_s", "exposed_comm_s", "hidden_comm_s")
 
@@ -19,7 +20,7 @@ def test_an_unknown_workload_lists_the_valid_ones(ring4):
         run_workload("dp", ring4)
     assert str(info.value) == (
         "unknown workload 'dp'; valid: collective, concurrent, ddp, fsdp, moe, p2p, "
-        "pipeline, tensor_parallel_mlp"
+        "pipeline, tensor_parallel_mlp, training_step"
     )
 
 
@@ -44,6 +45,7 @@ def test_every_workload_has_the_common_signature(name):
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_defaults_run_and_exposed_plus_hidden_is_comm_on_every_rank(name, star8):
+    star8.graph["gpu"] = GpuSpec("test GPU", {"bf16": 100e12}, 80 * 10**9)  # a step needs it
     result = run_workload(name, star8, model="ideal")
     assert result.name == name
     assert set(COMMON) <= set(result.metrics)

@@ -1,0 +1,108 @@
+"""What a GPU computes and holds: peak FLOP/s per precision, memory and its bandwidth.
+
+A topology file's optional ``[gpu]`` table gives its GPUs' data-sheet figures, which a
+training step (:mod:`simcoll.training`) turns into compute times and a memory check::
+
+    [gpu]
+    name = "H100 SXM5 80 GB"
+    peak_bf16 = "989.4 TFLOP/s"   # dense, no sparsity
+    peak_fp8 = "1978.9 TFLOP/s"
+    memory = "80 GB"
+
+The memory's bandwidth is the file's ``gpu_memory_bandwidth``, which out-of-place copies
+already pay.
+
+>>> spec = read_gpu_table({"name": "X", "peak_bf16": "100 TFLOP/s", "memory": "16 GB"}, "x.toml")
+>>> spec.peak_flops_per_s["bf16"], spec.memory_bytes
+(100000000000000.0, 16000000000)
+>>> read_gpu_table({"peak_bf16": "-1 TFLOP/s", "memory": "16 GB"}, "x.toml")
+Traceback (most recent call last):
+...
+simcoll.core.errors.ConfigError: x.toml: gpu.peak_bf16: must be positive, got -1 TFLOP/s
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from simcoll.core.errors import ConfigError, UnitError
+from simcoll.core.units import parse_flops_per_s, parse_size_bytes
+
+__all__ = ["PRECISIONS", "GpuSpec", "gpu_spec", "read_gpu_table"]
+
+#: The precisions a ``[gpu]`` table may give a peak for (``peak_<precision>``).
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+_KEYS = ("name", "memory", *(f"peak_{p}" for p in PRECISIONS))
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU's data-sheet figures (dense peaks, no structured sparsity)."""
+
+    name: str
+    peak_flops_per_s: Mapping[str, float]
+    memory_bytes: int
+    memory_bandwidth_bytes_per_s: float | None = None
+    source: str = field(default="", compare=False)
+
+    def peak(self, precision: str) -> float:
+        """The peak FLOP/s in ``precision``; a one-line error naming the file if absent."""
+        if precision not in self.peak_flops_per_s:
+            given = ", ".join(sorted(self.peak_flops_per_s)) or "none"
+            raise ConfigError(f"the GPU {self.name!r} has no peak for {precision} "
+                              f"(given: {given}); add gpu.peak_{precision}",
+                              source=self.source or None, field="gpu")  # fmt: skip
+        return self.peak_flops_per_s[precision]
+
+
+def read_gpu_table(value: object, source: str) -> GpuSpec:
+    """The ``[gpu]`` table of ``source``, checked: known keys, positive quantities, a
+    memory size and at least one peak."""
+    if not isinstance(value, Mapping):
+        raise ConfigError("must be a table", source=source, field="gpu")
+    unknown = sorted(set(value) - set(_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r}; valid: {', '.join(_KEYS)}",
+                          source=source, field="gpu")  # fmt: skip
+    peaks: dict[str, float] = {}
+    for precision in PRECISIONS:
+        key = f"peak_{precision}"
+        if key in value:
+            try:
+                flops = parse_flops_per_s(value[key])
+            except UnitError as error:
+                raise ConfigError(error.message, source=source, field=f"gpu.{key}") from None
+            if not flops > 0:
+                raise ConfigError(f"must be positive, got {value[key]}", source=source,
+                                  field=f"gpu.{key}")  # fmt: skip
+            peaks[precision] = flops
+    if not peaks:
+        raise ConfigError(f"gives no peak: add one of {', '.join(_KEYS[2:])}", source=source,
+                          field="gpu")  # fmt: skip
+    if "memory" not in value:
+        raise ConfigError("misses memory (the GPU's memory, e.g. '80 GB')", source=source,
+                          field="gpu")  # fmt: skip
+    try:
+        memory_bytes = parse_size_bytes(value["memory"])
+    except UnitError as error:
+        raise ConfigError(error.message, source=source, field="gpu.memory") from None
+    if memory_bytes <= 0:
+        raise ConfigError("must be positive", source=source, field="gpu.memory")
+    name = value.get("name", "GPU")
+    if not isinstance(name, str):
+        raise ConfigError("must be a string", source=source, field="gpu.name")
+    return GpuSpec(name, peaks, memory_bytes, source=source)
+
+
+def gpu_spec(topology: nx.DiGraph[str]) -> GpuSpec | None:
+    """The topology's GPU figures (its file's ``[gpu]`` table and ``gpu_memory_bandwidth``),
+    or None where the file gives no ``[gpu]``."""
+    spec = topology.graph.get("gpu")
+    if spec is None:
+        return None
+    assert isinstance(spec, GpuSpec)
+    memory = topology.graph.get("gpu_memory_bandwidth_bytes_per_s")
+    return GpuSpec(spec.name, spec.peak_flops_per_s, spec.memory_bytes, memory, spec.source)

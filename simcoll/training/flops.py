@@ -1,0 +1,155 @@
+"""FLOPs and memory traffic of a transformer's ops, per micro-batch on one GPU.
+
+Two counts are kept apart:
+
+*Model FLOPs* (:func:`model_flops_per_token`) are the convention MFU is reported in
+(Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters",
+eq. 3; Chowdhery et al. 2022, PaLM, appendix B): ``6 N + 12 L h s`` per token for training,
+N the parameters of the matrix multiplications (the output layer included, the input
+embedding's lookup not), the attention's two ``s x s`` products counted in full.
+
+*Executed ops* (:func:`layer_ops`, :func:`head_ops`) are what one GPU runs for one
+micro-batch: each op's FLOPs and bytes after tensor, sequence, context and expert
+parallelism split it, with causal attention computing half of its square (FlashAttention
+skips the masked blocks) and a mixture of experts computing ``capacity_factor`` times its
+even share. Their time is a roofline (:mod:`simcoll.training.compute`).
+
+GPT-3 175B (Brown et al. 2020, table 2.1), by the formula written out by hand:
+
+>>> from simcoll.training.spec import Transformer
+>>> gpt3 = Transformer("gpt3", n_layers=96, hidden_size=12288, ffn_hidden_size=49152,
+...                    n_heads=96, vocab_size=50257, gated_mlp=False)
+>>> h, L, s, V = 12288, 96, 2048, 50257
+>>> n = L * 12 * h * h + V * h
+>>> model_flops_per_token(gpt3, s) == 6 * n + 12 * L * h * s
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcoll.training.spec import Parallelism, Training, Transformer
+
+__all__ = [
+    "OP_CLASSES",
+    "ComputeOp",
+    "head_ops",
+    "layer_ops",
+    "matmul_params",
+    "model_flops_per_token",
+    "n_params",
+]
+
+#: What a compute op is, for its efficiency: a matrix multiplication, the attention's
+#: fused kernel, a memory-bound elementwise op (norms, activations, residuals), the
+#: optimizer's update.
+OP_CLASSES = ("gemm", "attention", "elementwise", "optimizer")
+ACTIVATION_BYTES = 2  # activations and gradients are bf16/fp16 in mixed precision
+
+
+@dataclass(frozen=True)
+class ComputeOp:
+    """One op on one GPU: its class, FLOPs, and bytes read and written in GPU memory."""
+
+    name: str
+    op_class: str
+    flops: float
+    memory_bytes: float
+
+
+def _attention_params(m: Transformer) -> int:
+    h = m.hidden_size
+    return h * (h + 2 * m.kv_size) + h * h
+
+
+def _mlp_params(m: Transformer) -> int:
+    return (3 if m.gated_mlp else 2) * m.hidden_size * m.ffn_hidden_size
+
+
+def matmul_params(m: Transformer, *, active: bool = True) -> int:
+    """Parameters in matrix multiplications: every layer's attention, MLP (``top_k``
+    experts where ``active``, all of them otherwise) and router, and the output layer."""
+    experts = (m.top_k if active else m.n_experts) if m.is_moe else 1
+    router = m.hidden_size * m.n_experts
+    per_layer = _attention_params(m) + experts * _mlp_params(m) + router
+    return m.n_layers * per_layer + m.vocab_size * m.hidden_size
+
+
+def n_params(m: Transformer) -> int:
+    """Every parameter: the matrix multiplications (all experts), two norms per layer and
+    the final one, and the input embedding (shared with the output layer where tied)."""
+    norms = (2 * m.n_layers + 1) * m.hidden_size
+    embedding = 0 if m.tied_embeddings else m.vocab_size * m.hidden_size
+    return matmul_params(m, active=False) + norms + embedding
+
+
+def model_flops_per_token(m: Transformer, seq_length: int) -> int:
+    """Training FLOPs per token by the MFU convention: ``6 N + 12 L h s`` (N: the active
+    matrix-multiplication parameters, :func:`matmul_params`)."""
+    return 6 * matmul_params(m) + 12 * m.n_layers * m.hidden_size * seq_length
+
+
+def _gemm(name: str, tokens: float, k: float, n: float, element_bytes: float) -> ComputeOp:
+    """``[tokens x k] @ [k x n]``: 2 tokens k n FLOPs; the inputs and the output once."""
+    traffic = element_bytes * (tokens * k + k * n) + ACTIVATION_BYTES * tokens * n
+    return ComputeOp(name, "gemm", 2.0 * tokens * k * n, traffic)
+
+
+def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
+    """One layer's forward on one GPU for one micro-batch, in order.
+
+    The GEMMs see the whole (context-parallel share of the) sequence, their weights split
+    over ``tp``; norms, residuals and dropout see ``1/tp`` of the tokens where sequence
+    parallelism splits them. A mixture of experts routes every token to ``top_k`` experts
+    over ``ep`` GPUs (each GPU computes ``top_k x capacity_factor`` times its own tokens).
+    """
+    e = {"fp8": 1}.get(t.precision, 2)
+    h, f, kv = m.hidden_size, m.ffn_hidden_size, m.kv_size
+    tokens = t.micro_batch_size * t.seq_length / p.cp
+    tp = p.tp
+    sp_tokens = tokens / tp if p.sequence_parallel else tokens
+    a = ACTIVATION_BYTES
+    ops = [
+        ComputeOp("norm 1", "elementwise", 4 * sp_tokens * h, 2 * a * sp_tokens * h),
+        _gemm("qkv", tokens, h, (h + 2 * kv) / tp, e),
+        # causal: each query attends to half the keys on average, q k^T and p v
+        ComputeOp(
+            "attention",
+            "attention",
+            2 * 2 * tokens * t.seq_length * h / tp / 2,
+            a * tokens * (2 * h + 2 * kv) / tp,
+        ),
+        _gemm("attention out", tokens, h / tp, h, e),
+        ComputeOp("residual 1", "elementwise", sp_tokens * h, 3 * a * sp_tokens * h),
+        ComputeOp("norm 2", "elementwise", 4 * sp_tokens * h, 2 * a * sp_tokens * h),
+    ]
+    up = (2 if m.gated_mlp else 1) * f
+    if m.is_moe:
+        routed = sp_tokens * m.top_k * m.capacity_factor  # tokens this GPU's experts compute
+        ops += [
+            _gemm("router", sp_tokens, h, m.n_experts, e),
+            _gemm("experts up", routed, h, up, e),
+            ComputeOp("activation", "elementwise", 4 * routed * f, a * routed * (up + f)),
+            _gemm("experts down", routed, f, h, e),
+        ]
+    else:
+        ops += [
+            _gemm("mlp up", tokens, h, up / tp, e),
+            ComputeOp("activation", "elementwise", 4 * tokens * f / tp, a * tokens * (up + f) / tp),
+            _gemm("mlp down", tokens, f / tp, h, e),
+        ]
+    ops.append(ComputeOp("residual 2", "elementwise", sp_tokens * h, 3 * a * sp_tokens * h))
+    return ops
+
+
+def head_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
+    """The last stage's output layer and loss for one micro-batch (the vocabulary split
+    over ``tp``, Megatron's vocab-parallel cross-entropy)."""
+    e = {"fp8": 1}.get(t.precision, 2)
+    tokens = t.micro_batch_size * t.seq_length / p.cp
+    vocab = m.vocab_size / p.tp
+    return [
+        _gemm("logits", tokens, m.hidden_size, vocab, e),
+        ComputeOp("cross-entropy", "elementwise", 5 * tokens * vocab, 4 * 2 * tokens * vocab),
+    ]

@@ -1,0 +1,300 @@
+"""What a user describes: a transformer, how it is trained, and how it is parallelised.
+
+Three frozen records, each checked as it is made, with a one-line error naming the field:
+
+:class:`Transformer`
+    the model's shape (layers, hidden and FFN sizes, attention and KV heads, vocabulary,
+    and for a mixture of experts the expert count, top-k and capacity factor);
+:class:`Training`
+    sequence length, micro- and global batch, precision, activation recomputation;
+:class:`Parallelism`
+    tensor (with or without sequence parallelism), pipeline (1F1B, interleaved), data
+    (DDP, ZeRO-1/2/3, FSDP), expert and context parallel degrees, and the order of the
+    dimensions over the GPUs (tensor parallel innermost, as Megatron-LM orders them).
+
+A model file (``models/*.toml``) holds a ``[model]`` table and, optionally, ``[training]``
+and ``[parallelism]`` defaults; :func:`read_model_file` reads it.
+
+>>> gpt = Transformer("gpt", n_layers=96, hidden_size=12288, ffn_hidden_size=49152,
+...                   n_heads=96, vocab_size=50257, gated_mlp=False)
+>>> gpt.head_dim, gpt.n_kv_heads
+(128, 96)
+>>> Parallelism(tp=8, pp=16).with_gpus(1024).dp
+8
+>>> Parallelism(tp=8, pp=16).with_gpus(1000)
+Traceback (most recent call last):
+...
+simcoll.core.errors.ConfigError: parallelism: 1000 GPUs do not split into tp 8 x cp 1 x pp 16 \
+(128 GPUs per data-parallel replica)
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from simcoll.core.errors import ConfigError, UnitError
+from simcoll.core.units import parse_size_bytes
+
+__all__ = [
+    "DIMENSIONS",
+    "PRECISION_BYTES",
+    "RECOMPUTE",
+    "Parallelism",
+    "Training",
+    "Transformer",
+    "read_model_file",
+]
+
+#: Bytes per element of each training precision's matmul inputs (fp8: its GEMMs' inputs;
+#: activations kept for backward and the communicated tensors stay 2 bytes).
+PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+RECOMPUTE = ("none", "selective", "full")
+#: The dimensions a rank's coordinates are laid out over, innermost first by default.
+DIMENSIONS = ("tp", "cp", "dp", "pp")
+DATA_PARALLEL = ("ddp", "zero1", "zero2", "zero3", "fsdp")
+
+
+def _positive_int(record: str, name: str, value: object, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{record}: {name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Transformer:
+    """A decoder-only transformer's shape (pre-norm, RMSNorm or LayerNorm, rotary or learned
+    positions: the last two change no FLOP count that matters here).
+
+    ``gated_mlp``: a SwiGLU MLP (three ``hidden x ffn`` matrices, Llama, Mixtral) or a plain
+    one (two, GPT-3). ``n_experts`` > 0 makes every layer's MLP a mixture of that many
+    experts, each token routed to ``top_k``; ``capacity_factor`` scales the tokens an
+    expert computes (and the all-to-all moves) over the even share.
+    """
+
+    name: str
+    n_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    n_heads: int
+    vocab_size: int
+    n_kv_heads: int = 0  # 0: as many as n_heads (multi-head attention)
+    gated_mlp: bool = True
+    n_experts: int = 0
+    top_k: int = 1
+    capacity_factor: float = 1.0
+    tied_embeddings: bool = False
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        record = f"model {self.name}"
+        for name in ("n_layers", "hidden_size", "ffn_hidden_size", "n_heads", "vocab_size"):
+            _positive_int(record, name, getattr(self, name))
+        _positive_int(record, "n_kv_heads", self.n_kv_heads, 0)
+        _positive_int(record, "n_experts", self.n_experts, 0)
+        _positive_int(record, "top_k", self.top_k)
+        if self.n_kv_heads == 0:
+            object.__setattr__(self, "n_kv_heads", self.n_heads)
+        if self.hidden_size % self.n_heads:
+            raise ConfigError(f"{record}: hidden_size {self.hidden_size} does not split into "
+                              f"{self.n_heads} heads")  # fmt: skip
+        if self.n_heads % self.n_kv_heads:
+            raise ConfigError(f"{record}: n_heads {self.n_heads} is not a multiple of "
+                              f"n_kv_heads {self.n_kv_heads}")  # fmt: skip
+        if self.n_experts and self.top_k > self.n_experts:
+            raise ConfigError(f"{record}: top_k {self.top_k} is more than n_experts "
+                              f"{self.n_experts}")  # fmt: skip
+        if not (isinstance(self.capacity_factor, int | float) and self.capacity_factor >= 1):
+            raise ConfigError(f"{record}: capacity_factor must be a number >= 1, got "
+                              f"{self.capacity_factor!r}")  # fmt: skip
+
+    @property
+    def head_dim(self) -> int:
+        """Each attention head's width."""
+        return self.hidden_size // self.n_heads
+
+    @property
+    def kv_size(self) -> int:
+        """The width of the keys (and of the values): ``n_kv_heads x head_dim``."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def is_moe(self) -> bool:
+        """True for a mixture of experts."""
+        return self.n_experts > 0
+
+
+@dataclass(frozen=True)
+class Training:
+    """How the model is trained: ``global_batch_size`` sequences of ``seq_length`` tokens
+    per step, ``micro_batch_size`` at a time per pipeline (data-parallel replica)."""
+
+    seq_length: int
+    micro_batch_size: int = 1
+    global_batch_size: int = 1
+    precision: str = "bf16"
+    recompute: str = "none"
+
+    def __post_init__(self) -> None:
+        for name in ("seq_length", "micro_batch_size", "global_batch_size"):
+            _positive_int("training", name, getattr(self, name))
+        if self.precision not in PRECISION_BYTES:
+            raise ConfigError(f"training: precision must be one of "
+                              f"{', '.join(PRECISION_BYTES)}, got {self.precision!r}")  # fmt: skip
+        if self.recompute not in RECOMPUTE:
+            raise ConfigError(f"training: recompute must be one of {', '.join(RECOMPUTE)}, "
+                              f"got {self.recompute!r}")  # fmt: skip
+
+    def n_microbatches(self, dp: int) -> int:
+        """Micro-batches per replica and step: ``global / (micro x dp)``, which must divide."""
+        per = self.micro_batch_size * dp
+        if self.global_batch_size % per:
+            raise ConfigError(f"training: global_batch_size {self.global_batch_size} is not a "
+                              f"multiple of micro_batch_size x dp = {per}")  # fmt: skip
+        return self.global_batch_size // per
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Tokens of one step over every replica."""
+        return self.global_batch_size * self.seq_length
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How the GPUs split the work.
+
+    ``tp`` tensor parallel (with ``sequence_parallel``: its all-reduces become
+    reduce-scatters and all-gathers, Korthikanti et al. 2022); ``pp`` pipeline stages, each
+    holding ``virtual_stages`` model chunks (1: 1F1B; more: the interleaved schedule of
+    Narayanan et al. 2021); ``dp`` data-parallel replicas (0: every GPU left over), whose
+    gradients and optimizer state are kept as ``data_parallel`` says (``ddp``: replicated;
+    ``zero1``, ``zero2``, ``zero3``: Rajbhandari et al. 2020; ``fsdp``: ZeRO-3);
+    ``ep`` expert parallel (the experts split over ``ep`` consecutive data-parallel ranks,
+    Megatron-Core's expert-data-parallel layout); ``cp`` context parallel (ring attention
+    over the sequence). ``order`` lists the dimensions innermost first: ranks ``0..tp-1``
+    are one tensor-parallel group by default.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 0
+    ep: int = 1
+    cp: int = 1
+    sequence_parallel: bool = True
+    virtual_stages: int = 1
+    data_parallel: str = "zero1"
+    bucket_bytes: int = 40_000_000 * 4  # Megatron-LM's default: 40 M fp32 elements
+    overlap_grad_reduce: bool = True
+    order: tuple[str, ...] = DIMENSIONS
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "ep", "cp", "virtual_stages"):
+            _positive_int("parallelism", name, getattr(self, name))
+        _positive_int("parallelism", "dp", self.dp, 0)
+        _positive_int("parallelism", "bucket_bytes", self.bucket_bytes)
+        if self.data_parallel not in DATA_PARALLEL:
+            valid = ", ".join(DATA_PARALLEL)
+            raise ConfigError(f"parallelism: data_parallel must be one of {valid}, got "
+                              f"{self.data_parallel!r}")  # fmt: skip
+        order = tuple(self.order)
+        if sorted(order) != sorted(DIMENSIONS):
+            raise ConfigError(f"parallelism: order must list {', '.join(DIMENSIONS)} once each, "
+                              f"innermost first, got {list(order)}")  # fmt: skip
+        object.__setattr__(self, "order", order)
+        if self.dp and self.dp % self.ep:
+            raise ConfigError(f"parallelism: ep {self.ep} must divide dp {self.dp} (experts "
+                              "split over data-parallel ranks)")  # fmt: skip
+
+    @property
+    def zero_stage(self) -> int:
+        """0 for DDP, else the ZeRO stage (FSDP is 3)."""
+        return {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}[self.data_parallel]
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs in all (once ``dp`` is known)."""
+        return self.tp * self.cp * self.pp * self.dp
+
+    def with_gpus(self, n_gpus: int) -> Parallelism:
+        """This layout on ``n_gpus`` GPUs: ``dp`` from the rest where it is 0, checked
+        otherwise."""
+        replica = self.tp * self.cp * self.pp
+        if n_gpus % replica:
+            raise ConfigError(f"parallelism: {n_gpus} GPUs do not split into tp {self.tp} x "
+                              f"cp {self.cp} x pp {self.pp} ({replica} GPUs per data-parallel "
+                              "replica)")  # fmt: skip
+        dp = n_gpus // replica
+        if self.dp and self.dp != dp:
+            raise ConfigError(f"parallelism: tp {self.tp} x cp {self.cp} x pp {self.pp} x "
+                              f"dp {self.dp} = {replica * self.dp} GPUs, but the topology has "
+                              f"{n_gpus}")  # fmt: skip
+        return replace(self, dp=dp)
+
+
+_RECORDS: dict[str, type[Any]] = {
+    "model": Transformer,
+    "training": Training,
+    "parallelism": Parallelism,
+}
+
+
+def record_from(kind: str, table: Mapping[str, Any], source: str) -> Any:
+    """A :class:`Transformer`, :class:`Training` or :class:`Parallelism` from a TOML table
+    (sizes such as ``bucket_bytes`` may be unit strings); errors name ``source`` and field."""
+    cls = _RECORDS[kind]
+    if not isinstance(table, Mapping):
+        raise ConfigError("must be a table", source=source, field=kind)
+    valid = [f.name for f in fields(cls)]
+    unknown = sorted(set(table) - set(valid))
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r}; valid: {', '.join(valid)}",
+                          source=source, field=kind)  # fmt: skip
+    values = dict(table)
+    if "bucket_bytes" in values:
+        try:
+            values["bucket_bytes"] = parse_size_bytes(values["bucket_bytes"])
+        except UnitError as error:
+            raise ConfigError(error.message, source=source, field=f"{kind}.bucket_bytes") from None
+    if "order" in values:
+        order = values["order"]
+        values["order"] = tuple(order.split("-")) if isinstance(order, str) else tuple(order)
+    try:
+        return cls(**values)
+    except ConfigError as error:
+        raise ConfigError(error.message.split(": ", 1)[-1], source=source, field=kind) from None
+    except TypeError as error:  # a missing required field
+        raise ConfigError(str(error).split(".__init__() ")[-1], source=source,
+                          field=kind) from None  # fmt: skip
+
+
+def read_model_file(
+    path: str | Path,
+) -> tuple[Transformer, Mapping[str, Any], Mapping[str, Any]]:
+    """A model file: its :class:`Transformer` and its ``[training]`` and ``[parallelism]``
+    tables (defaults a scenario's values replace), named in every error."""
+    source = str(path)
+    try:
+        document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("no such model file", source=source) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read: {error}", source=source) from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"not TOML: {error}", source=source) from None
+    unknown = sorted(set(document) - {"schema", "model", "training", "parallelism"})
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r}; valid: schema, model, training, "
+                          "parallelism", source=source)  # fmt: skip
+    if document.get("schema", 1) != 1:
+        raise ConfigError(f"schema {document['schema']!r} is not 1", source=source,
+                          field="schema")  # fmt: skip
+    if "model" not in document:
+        raise ConfigError("misses the [model] table", source=source, field="model")
+    model = record_from("model", document["model"], source)
+    for kind in ("training", "parallelism"):
+        if not isinstance(document.get(kind, {}), Mapping):
+            raise ConfigError("must be a table", source=source, field=kind)
+    return model, document.get("training", {}), document.get("parallelism", {})

@@ -1,0 +1,555 @@
+"""One training step of a transformer on a cluster design, on the one path of every call.
+
+:func:`training_step` lays the GPUs out (:mod:`~simcoll.training.layout`), times each
+stage's compute from the hardware (:mod:`~simcoll.training.flops`,
+:mod:`~simcoll.training.compute`), and records the step in a
+:class:`~simcoll.prediction.session.Session`, whose calls are decided as ``simcoll
+predict`` decides them (NCCL's pick, the group's own plan, the calibration) and share the
+fabric where they meet. What each stage does, per micro-batch and model chunk:
+
+tensor parallel (stream ``tp``)
+    per layer, forward and backward, two all-gathers and two reduce-scatters of the layer's
+    activations with sequence parallelism, two all-reduces without (Megatron-LM); a
+    recomputed forward (``recompute = "full"``) issues the forward's again;
+expert parallel (``ep``)
+    per layer, the dispatch and combine all-to-alls of the routed tokens, forward and
+    backward, in place of the MLP's tensor-parallel calls (experts are not split by TP);
+context parallel (``cp``)
+    per layer, ``cp - 1`` ring send/recv steps of the keys and values beside the attention
+    (twice in backward: the gradients travel too), overlapped with compute;
+pipeline (``pp ...``)
+    a stage's output activations (``1/tp`` each, Megatron's scatter-gather) copied to the
+    next stage's GPUs, and their gradients back;
+data parallel (``dp``)
+    the last micro-batch's backward issues the gradients in buckets of ``bucket_bytes``
+    as its layers finish: reduce-scatters (ZeRO-1/2, Megatron's distributed optimizer) or
+    all-reduces (DDP) over the data- and context-parallel ranks, then the optimizer and
+    (ZeRO-1/2) the all-gather of the updated parameters; FSDP (ZeRO-3) all-gathers a
+    chunk's parameters before each of its passes (one pass ahead) and reduce-scatters its
+    gradients after each backward.
+
+A pass's layers run as one compute span and their calls as repeated calls
+(``Session.collective(repeat=)``): the same times as layer by layer where the calls meet
+nothing else on a link, at a fraction of the ops. The last backward of a chunk is split
+per layer where buckets need it.
+
+Not modelled: the embedding's and tied weights' extra all-reduces, FP8 scaling overheads,
+communication kernels slowing compute (SM sharing), pipeline sends as NCCL p2p calls (they
+are copies), uneven expert load beyond the capacity factor, optimizer overlap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import networkx as nx
+
+from simcoll.core.errors import ConfigError, SimulationError
+from simcoll.prediction.call import DEFAULTS
+from simcoll.prediction.session import Op, Session
+from simcoll.sim.timeline import COMPUTE, Timeline
+from simcoll.topology.calibration import Calibration
+from simcoll.topology.gpu_spec import GpuSpec, gpu_spec
+from simcoll.training.compute import Efficiency, op_time_s, ops_time_s
+from simcoll.training.flops import (
+    ComputeOp,
+    head_ops,
+    layer_ops,
+    matmul_params,
+    model_flops_per_token,
+)
+from simcoll.training.layout import BACKWARD, FORWARD, Layout, interleaved_order
+from simcoll.training.memory import (
+    MemoryPerGpu,
+    layer_params_per_gpu,
+    memory_per_gpu,
+    params_per_gpu,
+)
+from simcoll.training.spec import Parallelism, Training, Transformer
+
+__all__ = ["DIMENSION_STREAMS", "StepResult", "StepTimes", "step_times", "training_step"]
+
+#: The stream each dimension's communication runs on; pipeline copies on ``pp ...``.
+DIMENSION_STREAMS = {"tp": "tp", "ep": "ep", "cp": "cp", "pp": "pp", "dp": "dp"}
+GRAD_BYTES = 2  # gradients reduced in bf16 (Megatron-LM's default)
+#: Adam's bytes per parameter of its shard: fp32 parameter, momentum and variance read and
+#: written (24), the gradient read (2), the bf16 parameter written (2).
+ADAM_BYTES_PER_PARAM = 28
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """One GPU's compute per micro-batch: a layer's forward and backward, the output
+    layer's (last stage), and the optimizer's once per step."""
+
+    forward_s_per_layer: float
+    backward_s_per_layer: float
+    head_forward_s: float
+    head_backward_s: float
+    optimizer_s: float
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """A simulated step: its timeline, flat metrics (units in every key), memory."""
+
+    timeline: Timeline
+    metrics: dict[str, float]
+    memory: MemoryPerGpu
+    parallelism: Parallelism
+
+
+def step_times(
+    m: Transformer,
+    t: Training,
+    p: Parallelism,
+    gpu: GpuSpec,
+    efficiency: Efficiency,
+) -> StepTimes:
+    """Roofline compute times (backward twice the forward's FLOPs and traffic; a full
+    recomputation adds a forward, a selective one the attention's)."""
+    ops = layer_ops(m, t, p)
+
+    def time_s(items: Iterable[ComputeOp]) -> float:
+        return ops_time_s(list(items), gpu, t.precision, efficiency)
+
+    forward = time_s(ops)
+    doubled = [ComputeOp(o.name, o.op_class, 2 * o.flops, 2 * o.memory_bytes) for o in ops]
+    backward = time_s(doubled)
+    if t.recompute == "full":
+        backward += forward
+    elif t.recompute == "selective":
+        backward += time_s(o for o in ops if o.op_class == "attention")
+    head = head_ops(m, t, p)
+    head_backward = time_s(ComputeOp(o.name, o.op_class, 2 * o.flops, 2 * o.memory_bytes)
+                           for o in head)  # fmt: skip
+    dense, expert = params_per_gpu(m, p)
+    shard = dense / (p.dp * p.cp if p.zero_stage else 1)
+    shard += expert / (max(1, p.dp * p.cp // p.ep) if p.zero_stage else 1)
+    adam = ComputeOp("adam", "optimizer", 10 * shard, ADAM_BYTES_PER_PARAM * shard)
+    return StepTimes(forward, backward, time_s(head), head_backward,
+                     op_time_s(adam, gpu, "fp32" if "fp32" in gpu.peak_flops_per_s else
+                               t.precision, efficiency))  # fmt: skip
+
+
+def _check_shapes(m: Transformer, t: Training, p: Parallelism) -> None:
+    chunks = p.pp * p.virtual_stages
+    if m.n_layers % chunks:
+        raise ConfigError(f"parallelism: {m.n_layers} layers do not split into pp {p.pp} x "
+                          f"virtual_stages {p.virtual_stages} chunks")  # fmt: skip
+    if m.n_heads % p.tp or (m.n_kv_heads % p.tp and p.tp % m.n_kv_heads):
+        raise ConfigError(f"parallelism: tp {p.tp} does not split {m.n_heads} heads and "
+                          f"{m.n_kv_heads} KV heads")  # fmt: skip
+    if t.seq_length % (p.cp * (p.tp if p.sequence_parallel else 1)):
+        raise ConfigError(f"parallelism: seq_length {t.seq_length} does not split over "
+                          f"cp {p.cp} x tp {p.tp}")  # fmt: skip
+    if p.ep > 1 and not m.is_moe:
+        raise ConfigError(f"parallelism: ep {p.ep} needs a mixture of experts (the model "
+                          f"{m.name} has none)")  # fmt: skip
+    if m.is_moe and m.n_experts % p.ep:
+        raise ConfigError(f"parallelism: ep {p.ep} does not split {m.n_experts} experts")
+
+
+def _multiple(size_bytes: float, of: int) -> int:
+    """``size_bytes`` rounded up to a whole multiple of ``of`` (padding, as FSDP pads)."""
+    whole = max(1, -(-int(size_bytes) // of))
+    return whole * of
+
+
+class _Builder:
+    """Records one step in a session (see the module docstring)."""
+
+    def __init__(  # noqa: PLR0917 - the step's facts
+        self,
+        s: Session,
+        m: Transformer,
+        t: Training,
+        p: Parallelism,
+        times: StepTimes,
+        algorithm: str | None,
+    ) -> None:
+        self.s, self.m, self.t, self.p, self.times = s, m, t, p, times
+        self.algorithm = algorithm
+        self.lay = Layout(p)
+        self.n_micro = t.n_microbatches(p.dp)
+        self.layers = m.n_layers // (p.pp * p.virtual_stages)
+        tokens = t.micro_batch_size * t.seq_length // p.cp
+        self.act_bytes = tokens * m.hidden_size * 2  # one micro-batch's hidden states
+        local = tokens // p.tp if p.sequence_parallel else tokens
+        routed = local * m.top_k * m.capacity_factor * m.hidden_size * 2
+        self.a2a_bytes = _multiple(routed, 2 * p.ep)
+        self.kv_bytes = _multiple(2 * tokens * m.kv_size * 2 / p.tp, 2)
+        self.layer_dense, self.layer_expert = layer_params_per_gpu(m, p)
+        self.vocab_params = m.vocab_size * m.hidden_size / p.tp
+        self.tail: dict[tuple[int, int], list[Op]] = {}  # (dp, pp): the last pass's ops
+        self.inbox: dict[tuple[str, int, int, int, int], Op] = {}  # the copy in
+        self.gathers: dict[tuple[int, int], list[Op]] = {}  # FSDP: (dp, pp)'s next pass's
+        self.fsdp = p.zero_stage == 3 and p.dp * p.cp > 1
+        self.passes_left = dict.fromkeys(range(p.pp), 2 * self.n_micro * p.virtual_stages)
+        self.dp_ops: dict[int, list[Op]] = {}  # per rank: its gradient calls
+        self.notes: list[str] = []
+
+    # -- the calls of one pass -----------------------------------------------------------
+
+    def _tp_calls(self, n_layers: int, phase: str) -> list[tuple[str, int]]:
+        """(collective, repeat) of ``n_layers`` layers' tensor-parallel calls in a pass."""
+        if self.p.tp == 1:
+            return []
+        per_layer = 1 if self.m.is_moe else 2  # the attention's, and the dense MLP's
+        passes = 2 if phase == BACKWARD and self.t.recompute == "full" else 1
+        k = per_layer * n_layers * passes
+        if self.p.sequence_parallel:
+            return [("allgather", k), ("reducescatter", k)]
+        return [("allreduce", k)]
+
+    def _pass(self, d: int, pp: int, phase: str, chunk: int, j: int,  # noqa: PLR0917
+              after: list[Op], n_layers: int, compute_s: float) -> list[Op]:  # fmt: skip
+        """A stage's pass (or part of one) on replica ``d``: compute, then its calls."""
+        s, lay, p = self.s, self.lay, self.p
+        name = f"{phase} c{chunk} mb{j}"
+        ranks = lay.stage(dp=d, pp=pp)
+        work = s.compute(ranks, compute_s, name, after=after)
+        ops = [work]
+        for c in range(p.cp):
+            group = lay.tp_group(dp=d, pp=pp, cp=c)
+            last = work
+            for kind, k in self._tp_calls(n_layers, phase):
+                last = s.collective(kind, self.act_bytes, group, algorithm=self.algorithm,
+                                    stream="tp", name=f"tp {kind} {name}", after=[last],
+                                    repeat=k)  # fmt: skip
+            ops.append(last)
+        if p.cp > 1:
+            k = n_layers * (p.cp - 1) * (2 if phase == BACKWARD else 1)
+            for tp in range(p.tp):
+                ops.append(s.collective("sendrecv", self.kv_bytes,
+                                        lay.cp_group(tp=tp, dp=d, pp=pp),
+                                        algorithm=self.algorithm, stream="cp",
+                                        name=f"cp ring {name}", after=after, repeat=k))  # fmt: skip
+        return ops
+
+    def _ep_calls(self, pp: int, phase: str, works: dict[int, list[Op]], n_layers: int,
+                  name: str) -> None:  # fmt: skip
+        """Each expert-parallel group's all-to-alls, once its replicas' compute is done."""
+        p, lay = self.p, self.lay
+        passes = 2 if phase == BACKWARD and self.t.recompute == "full" else 1
+        k = 2 * n_layers * passes
+        for block in range(p.dp // p.ep):
+            members = range(block * p.ep, (block + 1) * p.ep)
+            after = [op for d in members for op in works[d]]
+            for c in range(p.cp):
+                for tp in range(p.tp):
+                    group = lay.ep_group(tp=tp, cp=c, pp=pp, block=block)
+                    op = self.s.collective("alltoall", self.a2a_bytes, group,
+                                           algorithm=self.algorithm, stream="ep",
+                                           name=f"ep all-to-all {name}", after=after,
+                                           repeat=k)  # fmt: skip
+                    for d in members:
+                        works[d].append(op)
+
+    # -- a pass on every replica -----------------------------------------------------------
+
+    def emit(self, pp: int, phase: str, chunk: int, j: int) -> None:
+        """One (phase, chunk, micro-batch) of stage ``pp`` on every replica."""
+        p, times = self.p, self.times
+        last_virtual = pp == p.pp - 1 and chunk == p.virtual_stages - 1
+        per_layer = times.forward_s_per_layer if phase == FORWARD else times.backward_s_per_layer
+        head_s = (times.head_forward_s if phase == FORWARD else times.head_backward_s) \
+            if last_virtual else 0.0  # fmt: skip
+        buckets = phase == BACKWARD and j == self.n_micro - 1 and p.dp * p.cp > 1 and \
+            p.zero_stage < 3  # fmt: skip
+        pieces = [1] * self.layers if buckets and p.overlap_grad_reduce else [self.layers]
+        inputs = {d: self._inputs(d, pp, phase, chunk, j) for d in range(p.dp)}
+        self.passes_left[pp] -= 1
+        if self.fsdp and self.passes_left[pp]:
+            started = {d: [op for op in inputs[d] if op not in self.gathers.get((d, pp), [])]
+                       for d in range(p.dp)}  # fmt: skip
+            self._fsdp_gather(pp, chunk, started)
+        pending = 0.0  # gradient bytes per GPU not yet in a bucket
+        for index, n_layers in enumerate(pieces):
+            works: dict[int, list[Op]] = {}
+            extra = head_s if (index == 0 and phase == BACKWARD) or \
+                (index == len(pieces) - 1 and phase == FORWARD) else 0.0  # fmt: skip
+            for d in range(p.dp):
+                after = inputs[d] if index == 0 else self.tail[d, pp]
+                works[d] = self._pass(d, pp, phase, chunk, j, after, n_layers,
+                                      per_layer * n_layers + extra)  # fmt: skip
+            if self.m.is_moe and p.ep > 1:
+                self._ep_calls(pp, phase, works, n_layers, f"{phase} c{chunk} mb{j}")
+            for d in range(p.dp):
+                self.tail[d, pp] = works[d]
+            if buckets:
+                pending += n_layers * self.layer_dense * GRAD_BYTES
+                first_chunk = pp == 0 and chunk == 0  # the embedding; the last, the output
+                if index == len(pieces) - 1:
+                    pending += (first_chunk + last_virtual) * self.vocab_params * GRAD_BYTES
+                if pending >= p.bucket_bytes or index == len(pieces) - 1:
+                    self._reduce_grads(pp, pending, f"c{chunk} bucket {index}")
+                    pending = 0.0
+                if index == len(pieces) - 1 and self.layer_expert:
+                    self._reduce_expert_grads(pp, chunk)
+        if self.fsdp and phase == BACKWARD:
+            self._fsdp_reduce(pp, chunk)
+        self._send(pp, phase, chunk, j)
+
+    def _inputs(self, d: int, pp: int, phase: str, chunk: int, j: int) -> list[Op]:
+        after = list(self.tail.get((d, pp), []))
+        if (phase, d, pp, chunk, j) in self.inbox:
+            after.append(self.inbox[phase, d, pp, chunk, j])
+        after += self.gathers.get((d, pp), [])
+        return after
+
+    def _send(self, pp: int, phase: str, chunk: int, j: int) -> None:
+        """The pass's output to the next virtual stage (forward) or the previous (backward)."""
+        p, lay = self.p, self.lay
+        if phase == FORWARD:
+            to = (pp + 1, chunk) if pp < p.pp - 1 else (0, chunk + 1)
+            if to[1] >= p.virtual_stages:
+                return
+        else:
+            to = (pp - 1, chunk) if pp > 0 else (p.pp - 1, chunk - 1)
+            if to[1] < 0:
+                return
+        if to[0] == pp:  # one stage: nothing to send
+            for d in range(p.dp):
+                self.inbox[phase, d, to[0], to[1], j] = self.tail[d, pp][0]
+            return
+        size = _multiple(self.act_bytes / p.tp, 2)
+        for d in range(p.dp):
+            pairs = [(lay.rank(tp=t, cp=c, dp=d, pp=pp), lay.rank(tp=t, cp=c, dp=d, pp=to[0]))
+                     for c in range(p.cp) for t in range(p.tp)]  # fmt: skip
+            self.inbox[phase, d, to[0], to[1], j] = self.s.copies(
+                pairs, size, stream=f"pp {pp}->{to[0]}", name=f"pp {phase} c{chunk} mb{j}",
+                after=self.tail[d, pp])  # fmt: skip
+
+    def _dp_call(self, kind: str, size: float, group: Sequence[int],  # noqa: PLR0917
+                 after: list[Op], name: str, stream: str = "dp") -> Op:  # fmt: skip
+        op = self.s.collective(kind, _multiple(size, 2 * len(group)) if kind != "allreduce"
+                               else _multiple(size, 2), group, algorithm=self.algorithm,
+                               stream=stream, name=name, after=after)  # fmt: skip
+        for r in group:
+            self.dp_ops.setdefault(r, []).append(op)
+        return op
+
+    def _reduce_grads(self, pp: int, size: float, name: str) -> None:
+        p, lay = self.p, self.lay
+        after = [op for d in range(p.dp) for op in self.tail[d, pp]]
+        kind = "allreduce" if p.zero_stage == 0 else "reducescatter"
+        for t in range(p.tp):
+            self._dp_call(kind, size, lay.dp_group(tp=t, pp=pp), after, f"dp {kind} {name}")
+
+    def _reduce_expert_grads(self, pp: int, chunk: int) -> None:
+        p, lay = self.p, self.lay
+        if p.dp * p.cp // p.ep <= 1:
+            return
+        size = self.layer_expert * self.layers * GRAD_BYTES
+        after = [op for d in range(p.dp) for op in self.tail[d, pp]]
+        kind = "allreduce" if p.zero_stage == 0 else "reducescatter"
+        for t in range(p.tp):
+            for c in range(p.cp):
+                for member in range(p.ep):
+                    group = lay.expert_dp_group(tp=t, cp=c, pp=pp, member=member)
+                    self._dp_call(kind, size, group, after, f"dp experts {kind} c{chunk}")
+
+    def _fsdp_gather(self, pp: int, chunk: int, after: dict[int, list[Op]]) -> None:
+        """ZeRO-3: gather a chunk's parameters for a stage's next pass (issued as the pass
+        before it starts: FSDP's prefetch, one ahead)."""
+        p, lay = self.p, self.lay
+        size = (self.layer_dense + self.layer_expert) * self.layers * 2
+        waits = [op for d in range(p.dp) for op in after[d]]
+        gathers = [self._dp_call("allgather", size, lay.dp_group(tp=t, pp=pp), waits,
+                                 f"fsdp all-gather c{chunk}", stream="dp gather")
+                   for t in range(p.tp)]  # fmt: skip
+        for d in range(p.dp):
+            self.gathers[d, pp] = gathers
+
+    def _fsdp_reduce(self, pp: int, chunk: int) -> None:
+        """ZeRO-3: a backward's gradients reduce-scattered at once."""
+        p, lay = self.p, self.lay
+        size = (self.layer_dense + self.layer_expert) * self.layers * GRAD_BYTES
+        after = [op for d in range(p.dp) for op in self.tail[d, pp]]
+        for t in range(p.tp):
+            self._dp_call("reducescatter", size, lay.dp_group(tp=t, pp=pp), after,
+                          f"fsdp reduce-scatter c{chunk}")  # fmt: skip
+
+    def finish(self) -> None:
+        """The optimizer on every stage once its gradients are in, then ZeRO-1/2's
+        all-gather of the updated parameters."""
+        p, lay, s = self.p, self.lay, self.s
+        for pp in range(p.pp):
+            steps = []
+            for d in range(p.dp):
+                ranks = lay.stage(dp=d, pp=pp)
+                after = [op for r in ranks for op in self.dp_ops.get(r, [])]
+                after += self.tail[d, pp]
+                steps.append(s.compute(ranks, self.times.optimizer_s, "optimizer",
+                                       after=list(dict.fromkeys(after))))  # fmt: skip
+            if p.zero_stage in (1, 2) and p.dp * p.cp > 1:
+                ends = (pp == 0) + (pp == p.pp - 1)  # the embedding, the output layer
+                params = self.layer_dense * self.m.n_layers / p.pp + ends * self.vocab_params
+                for t in range(p.tp):
+                    self._dp_call("allgather", params * 2, lay.dp_group(tp=t, pp=pp), steps,
+                                  "dp all-gather params", stream="dp gather")  # fmt: skip
+
+    def run_schedule(self) -> None:
+        """Every stage's passes, each once its input exists (a topological order)."""
+        p = self.p
+        orders = [interleaved_order(stage=i, n_stages=p.pp, n_microbatches=self.n_micro,
+                                    n_chunks=p.virtual_stages) for i in range(p.pp)]  # fmt: skip
+        if self.fsdp:  # the first pass's parameters
+            for i in range(p.pp):
+                self._fsdp_gather(i, orders[i][0][1], {d: [] for d in range(p.dp)})
+        done = [0] * p.pp
+        progress = True
+        while progress:
+            progress = False
+            for i in range(p.pp):
+                while done[i] < len(orders[i]):
+                    phase, chunk, j = orders[i][done[i]]
+                    if not self._ready(i, phase, chunk, j):
+                        break
+                    self.emit(i, phase, chunk, j)
+                    done[i] += 1
+                    progress = True
+        if done != [len(o) for o in orders]:  # pragma: no cover - valid schedules finish
+            raise SimulationError("training step: the pipeline stages wait for each other")
+        self.finish()
+
+    def _ready(self, pp: int, phase: str, chunk: int, j: int) -> bool:
+        p = self.p
+        first = pp == 0 and chunk == 0
+        last = pp == p.pp - 1 and chunk == p.virtual_stages - 1
+        if (phase == FORWARD and first) or (phase == BACKWARD and last):
+            return True
+        return (phase, 0, pp, chunk, j) in self.inbox
+
+
+def training_step(
+    topology: nx.DiGraph[str],
+    model: Transformer,
+    training: Training,
+    parallelism: Parallelism,
+    *,
+    efficiency: Efficiency | None = None,
+    times: StepTimes | None = None,
+    algorithm: str | None = DEFAULTS.algorithm,
+    protocol: str | None = DEFAULTS.protocol,
+    calibration: Calibration | Literal["default"] | None = "default",
+    memory_check: Literal["flag", "refuse"] = "flag",
+    fidelity: str = DEFAULTS.model,
+    load_bins: int = 0,
+    transfers: bool = False,
+) -> StepResult:
+    """Simulate one training step (see the module docstring) on every GPU of ``topology``.
+
+    ``times`` replaces the roofline's compute times with measured ones; without it, the
+    topology file must give its GPUs' ``[gpu]`` table. ``memory_check="refuse"`` raises
+    where the first stage's GPU would not hold its state and activations; ``"flag"``
+    reports ``fits_in_memory`` 0 in the metrics. ``fidelity`` is the session's model
+    (``flow``, or ``ideal``: no contention); ``transfers`` keeps every transfer in the
+    timeline (off: a large step makes millions).
+
+    Returns
+    -------
+    StepResult
+        Its metrics: ``time_s`` (the step), ``tokens_per_s``, ``mfu`` (model FLOPs,
+        :func:`~simcoll.training.flops.model_flops_per_token`, over the GPUs' dense
+        peak), per-GPU ``memory_*_bytes`` and ``fits_in_memory``, ``n_microbatches``,
+        and the breakdown of the first GPU's step (rank 0, on the first stage): its
+        ``compute_s``, the communication of each dimension not hidden behind its compute
+        (``exposed_tp_s``, ``exposed_ep_s``, ``exposed_cp_s``, ``exposed_pp_s``,
+        ``exposed_dp_s``) and ``idle_s`` (the pipeline bubble and other waits).
+    """
+    s = Session(topology, model=fidelity, protocol=protocol, calibration=calibration)
+    p = parallelism.with_gpus(s.n_ranks)
+    _check_shapes(model, training, p)
+    gpu = gpu_spec(topology)
+    if times is None:
+        if gpu is None:
+            raise ConfigError("a training step needs the GPU's peak FLOP/s and memory: add a "
+                              "[gpu] table (topologies/README.md) or give measured times",
+                              source=topology.graph.get("source"), field="gpu")  # fmt: skip
+        times = step_times(model, training, p, gpu, efficiency or Efficiency())
+    memory = memory_per_gpu(model, training, p)
+    capacity = gpu.memory_bytes if gpu is not None else float("inf")
+    if memory_check == "refuse" and memory.total_bytes > capacity:
+        raise ConfigError(f"training step: {memory.total_bytes / 1e9:.1f} GB per GPU "
+                          f"(parameters {memory.params_bytes / 1e9:.1f}, gradients "
+                          f"{memory.gradients_bytes / 1e9:.1f}, optimizer "
+                          f"{memory.optimizer_bytes / 1e9:.1f}, activations "
+                          f"{memory.activations_bytes / 1e9:.1f}) do not fit in "
+                          f"{capacity / 1e9:.0f} GB")  # fmt: skip
+    builder = _Builder(s, model, training, p, times, algorithm)
+    builder.run_schedule()
+    timeline = s.run(load_bins=load_bins, transfers=transfers)
+    step_s = timeline.time_s
+    flops = model_flops_per_token(model, training.seq_length) * training.tokens_per_step
+    peak = gpu.peak(training.precision) if gpu is not None else float("nan")
+    metrics: dict[str, float] = {
+        "time_s": step_s,
+        "tokens_per_s": training.tokens_per_step / step_s if step_s else float("nan"),
+        "mfu": flops / (step_s * s.n_ranks * peak) if step_s else float("nan"),
+        "model_flops_per_step": float(flops),
+        "n_gpus": s.n_ranks,
+        "tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "cp": p.cp,
+        "n_microbatches": builder.n_micro,
+        "params": float(matmul_params(model, active=False)),
+        "memory_params_bytes": memory.params_bytes,
+        "memory_gradients_bytes": memory.gradients_bytes,
+        "memory_optimizer_bytes": memory.optimizer_bytes,
+        "memory_activations_bytes": memory.activations_bytes,
+        "memory_total_bytes": memory.total_bytes,
+        "memory_capacity_bytes": capacity,
+        "fits_in_memory": float(memory.total_bytes <= capacity),
+        **breakdown(timeline, 0),
+    }  # fmt: skip
+    return StepResult(timeline, metrics, memory, p)
+
+
+def breakdown(timeline: Timeline, rank: int) -> dict[str, float]:
+    """Where one GPU's step went: compute, each dimension's exposed communication (its
+    calls' time not under compute nor under an earlier dimension's, in the order tp, ep,
+    cp, pp, dp) and idle (the rest: the bubble, waiting for other GPUs)."""
+    spans = timeline.spans_of(rank)
+    covered = _merge([(x.start_s, x.end_s) for x in spans if x.stream == COMPUTE])
+    out = {"compute_s": _length(covered)}
+    total = out["compute_s"]
+    for dim in ("tp", "ep", "cp", "pp", "dp"):
+        mine = _merge([(x.start_s, x.end_s) for x in spans
+                       if x.stream == dim or x.stream.startswith(dim + " ")])  # fmt: skip
+        exposed = _length(mine) - _length(_intersect(mine, covered))
+        out[f"exposed_{dim}_s"] = max(0.0, exposed)
+        total += out[f"exposed_{dim}_s"]
+        covered = _merge(covered + mine)
+    out["idle_s"] = max(0.0, timeline.time_s - total)
+    return out
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        elif end > start:
+            merged.append((start, end))
+    return merged
+
+
+def _length(intervals: list[tuple[float, float]]) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def _intersect(
+    a: list[tuple[float, float]], b: list[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if end > start:
+            out.append((start, end))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out

@@ -1,0 +1,168 @@
+"""The training step: the pipeline's bubble on a compute-only step, and the bytes each
+parallel dimension's calls move per step, against closed forms derived here."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from simcoll.core.errors import ConfigError
+from simcoll.prediction.session import recording_calls
+from simcoll.topology import switch_star
+from simcoll.topology.gpu_spec import GpuSpec
+from simcoll.training import (
+    Parallelism,
+    StepTimes,
+    Training,
+    Transformer,
+    read_model_file,
+    training_step,
+)
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+SMALL = Transformer(
+    "small",
+    n_layers=8,
+    hidden_size=256,
+    ffn_hidden_size=1024,
+    n_heads=8,
+    vocab_size=1000,
+    gated_mlp=False,
+)  # fmt: skip: 12 h^2 per layer
+
+
+def free_links(n: int):  # type: ignore[no-untyped-def]
+    """``n`` GPUs whose links cost (almost) nothing: a step of compute alone."""
+    return switch_star(n, link_bandwidth_bytes_per_s=1e20, link_latency_s=0.0)
+
+
+TIMES = StepTimes(forward_s_per_layer=1e-3, backward_s_per_layer=2e-3, head_forward_s=0.0,
+                  head_backward_s=0.0, optimizer_s=0.0)  # fmt: skip
+
+
+@pytest.mark.parametrize(("p", "m"), [(4, 8), (2, 6), (4, 4)])
+def test_1f1b_on_compute_alone_has_the_bubble_p_minus_1_over_m_plus_p_minus_1(
+    p: int, m: int
+) -> None:
+    # Each stage holds 8 / p layers: F = 8/p ms forward, B = 16/p ms backward per
+    # micro-batch; 1F1B takes (m + p - 1)(F + B), idle (p - 1)(F + B) on every stage.
+    t = Training(seq_length=64, global_batch_size=m)
+    r = training_step(free_links(p), SMALL, t, Parallelism(pp=p, sequence_parallel=False),
+                      times=TIMES, calibration=None, protocol=None)  # fmt: skip
+    stage_s = 8 / p * 3e-3
+    assert r.metrics["time_s"] == pytest.approx((m + p - 1) * stage_s, rel=1e-9)
+    assert r.metrics["idle_s"] / r.metrics["time_s"] == pytest.approx((p - 1) / (m + p - 1),
+                                                                      rel=1e-9)  # fmt: skip
+
+
+def test_the_interleaved_schedule_divides_the_bubble_by_the_chunks() -> None:
+    # Narayanan et al. 2021, section 2.2.2: with v chunks per stage the bubble is
+    # (p - 1)(F + B) / v: the step takes m (F + B) + (p - 1)(F + B) / v.
+    p, m, v = 4, 8, 2
+    t = Training(seq_length=64, global_batch_size=m)
+    par = Parallelism(pp=p, virtual_stages=v, sequence_parallel=False)
+    r = training_step(free_links(p), SMALL, t, par, times=TIMES, calibration=None, protocol=None)
+    stage_s = 8 / p * 3e-3
+    assert r.metrics["time_s"] == pytest.approx(m * stage_s + (p - 1) * stage_s / v, rel=1e-9)
+
+
+def recorded(model: Transformer, t: Training, par: Parallelism, n_gpus: int) -> Counter[str]:
+    """Bytes per (collective) the step asks for, summed over its calls."""
+    with recording_calls() as calls:
+        training_step(free_links(n_gpus), model, t, par, times=TIMES, calibration=None,
+                      protocol=None)  # fmt: skip
+    total: Counter[str] = Counter()
+    for c in calls:
+        if c.collective != "compute":
+            total[c.collective] += c.size_bytes
+    return total
+
+
+def test_each_dimensions_bytes_per_step_are_the_closed_forms() -> None:
+    # tp 2 (sequence parallel), pp 2, dp 2 on 8 GPUs; m = 16 / 2 = 8 micro-batches of
+    # b = 2 sequences of s = 64 tokens; hidden h = 256; bf16 activations and gradients.
+    tp, pp, dp, b, s, h, L, V, m = 2, 2, 2, 2, 64, 256, 8, 1000, 8
+    t = Training(seq_length=s, micro_batch_size=b, global_batch_size=m * b * dp)
+    par = Parallelism(tp=tp, pp=pp, dp=dp, data_parallel="zero1")
+    got = recorded(SMALL, t, par, 8)
+    act = b * s * h * 2
+    # TP: per layer 2 all-gathers and 2 reduce-scatters of act, forward and backward, on
+    # every micro-batch of every replica (L layers over the stages).
+    assert got["allgather"] - gathered_params(tp, pp, dp, h, V, L) == 2 * 2 * L * m * dp * act
+    assert got["reducescatter"] - gathered_params(tp, pp, dp, h, V, L) == 2 * 2 * L * m * dp * act
+    # PP: each micro-batch's activations forward and gradients back across the p - 1
+    # boundaries, 1/tp per TP rank, on every replica.
+    assert got["sendrecv"] == 2 * (pp - 1) * m * dp * tp * (act // tp)
+
+
+def gathered_params(tp: int, pp: int, dp: int, h: int, V: int, L: int) -> int:
+    """ZeRO-1 bytes per step, reduce-scattered (gradients) and all-gathered (parameters),
+    per call summed: each stage's TP rank holds L/pp layers of 12 h^2/tp + 2 h parameters,
+    the first the embedding and the last the output layer (V h / tp each), 2 bytes each."""
+    layer = 12 * h * h // tp + 2 * h
+    per_stage = [L // pp * layer + V * h // tp * ((i == 0) + (i == pp - 1)) for i in range(pp)]
+    return sum(2 * n for n in per_stage) * tp
+
+
+def test_fsdp_gathers_every_pass_and_reduces_every_backward() -> None:
+    # ZeRO-3 on 4 GPUs, one stage: per micro-batch a forward and a backward pass, each after
+    # an all-gather of all 2 N bytes; a reduce-scatter of 2 N after each backward.
+    dp, m = 4, 3
+    t = Training(seq_length=64, global_batch_size=m * dp)
+    par = Parallelism(data_parallel="fsdp", sequence_parallel=False)
+    got = recorded(SMALL, t, par, dp)
+    h, L = 256, 8
+    layers_bytes = 2 * L * (12 * h * h + 2 * h)
+    assert got["allgather"] == pytest.approx(2 * m * layers_bytes, rel=1e-4)  # padding
+    assert got["reducescatter"] == pytest.approx(m * layers_bytes, rel=1e-4)
+
+
+def test_a_step_on_a_real_machine_is_between_compute_alone_and_compute_plus_comm() -> None:
+    g = free_links(8)
+    g.graph["gpu"] = GpuSpec("GPU", {"bf16": 100e12}, 80 * 10**9, 1e12)
+    m, _training, _ = read_model_file(MODELS / "llama3-8b.toml")
+    t = Training(seq_length=1024, global_batch_size=8)
+    r = training_step(g, m, t, Parallelism(tp=8), calibration=None, protocol=None)
+    assert r.metrics["compute_s"] <= r.metrics["time_s"]
+    parts = ("compute_s", "exposed_tp_s", "exposed_pp_s", "exposed_dp_s", "idle_s")
+    assert sum(r.metrics[k] for k in parts) == pytest.approx(r.metrics["time_s"], rel=1e-9)
+    assert 0 < r.metrics["mfu"] < 1
+
+
+@pytest.mark.parametrize(
+    ("par", "message"),
+    [
+        (Parallelism(tp=3), "parallelism: 8 GPUs do not split into tp 3 x cp 1 x pp 1 (3 GPUs "
+         "per data-parallel replica)"),
+        (Parallelism(pp=8, dp=1), "parallelism: 8 layers do not split into pp 8 x "
+         "virtual_stages 1 chunks"),
+        (Parallelism(ep=2, dp=4, pp=2), "parallelism: ep 2 needs a mixture of experts (the "
+         "model small has none)"),
+    ],
+)  # fmt: skip
+def test_a_layout_that_cannot_run_gets_one_line(par: Parallelism, message: str) -> None:
+    if par.pp == 8:
+        par = Parallelism(pp=8, virtual_stages=2)
+    t = Training(seq_length=64, global_batch_size=8)
+    with pytest.raises(ConfigError) as info:
+        training_step(free_links(8), SMALL, t, par, times=TIMES)
+    assert str(info.value) == message.replace("pp 8 x virtual_stages 1", "pp 8 x virtual_stages 2")
+
+
+def test_a_topology_without_its_gpus_figures_is_refused_in_one_line() -> None:
+    t = Training(seq_length=64, global_batch_size=8)
+    with pytest.raises(ConfigError, match=r"needs the GPU's peak FLOP/s and memory: add a \[gpu\]"):
+        training_step(free_links(8), SMALL, t, Parallelism())
+
+
+def test_a_step_that_does_not_fit_is_refused_with_its_numbers() -> None:
+    g = free_links(8)
+    g.graph["gpu"] = GpuSpec("small GPU", {"bf16": 100e12}, 10**9, 1e12)
+    m, _, _ = read_model_file(MODELS / "llama3-8b.toml")
+    t = Training(seq_length=1024, global_batch_size=8)
+    with pytest.raises(ConfigError, match=r"GB per GPU \(parameters .* do not fit in 1 GB"):
+        training_step(g, m, t, Parallelism(tp=8), memory_check="refuse")
+    flagged = training_step(g, m, t, Parallelism(tp=8), calibration=None, protocol=None)
+    assert flagged.metrics["fits_in_memory"] == 0
