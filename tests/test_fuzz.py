@@ -1179,15 +1179,15 @@ EXACT = [
     pytest.param(
         "topology",
         (REPO / H100).read_bytes() + b'"" = 1\n',
-        "topology/case.toml: params.'': unknown parameter of builder 'nvswitch_node'; valid: "
-        "n_gpus, nvlinks_per_gpu, nvlink_bandwidth, nvlink_latency, nvls",
+        "topology/case.toml: gpu: unknown key ''; valid: name, memory, peak_fp32, peak_tf32, "
+        "peak_fp16, peak_bf16, peak_fp8",  # the file's last table is [gpu]
         id="bug: empty key",
     ),
     pytest.param(
         "topology",
         _edited(H100, "[params]", '"a\\nb" = 1\n[params]'),
         "topology/case.toml: 'a\\nb': unknown key; valid keys: schema, builder, description, "
-        "calibration, gpu_memory_bandwidth, params, routing",
+        "calibration, gpu_memory_bandwidth, gpu, params, routing",
         id="bug: line break in a key",
     ),
     pytest.param(
@@ -1255,7 +1255,7 @@ EXACT = [
         "scenario",
         _edited(DDP, 'kind = "ddp"', 'kind = "dpp"'),
         "scenario/case.toml: workload.kind: unknown workload 'dpp'; valid: collective, "
-        "concurrent, ddp, fsdp, moe, p2p, pipeline, tensor_parallel_mlp",
+        "concurrent, ddp, fsdp, moe, p2p, pipeline, tensor_parallel_mlp, training_step",
         id="scenario: unknown workload kind",
     ),
     pytest.param(

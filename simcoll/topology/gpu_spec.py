@@ -31,7 +31,7 @@ import networkx as nx
 from simcoll.core.errors import ConfigError, UnitError
 from simcoll.core.units import parse_flops_per_s, parse_size_bytes
 
-__all__ = ["PRECISIONS", "GpuSpec", "gpu_spec", "read_gpu_table"]
+__all__ = ["PRECISIONS", "GpuSpec", "gpu_data", "gpu_spec", "read_gpu_table", "spec_from_data"]
 
 #: The precisions a ``[gpu]`` table may give a peak for (``peak_<precision>``).
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -75,6 +75,9 @@ def read_gpu_table(value: object, source: str) -> GpuSpec:
                 flops = parse_flops_per_s(value[key])
             except UnitError as error:
                 raise ConfigError(error.message, source=source, field=f"gpu.{key}") from None
+            except OverflowError:
+                raise ConfigError("must be a finite number", source=source,
+                                  field=f"gpu.{key}") from None  # fmt: skip
             if not flops > 0:
                 raise ConfigError(f"must be positive, got {value[key]}", source=source,
                                   field=f"gpu.{key}")  # fmt: skip
@@ -97,12 +100,44 @@ def read_gpu_table(value: object, source: str) -> GpuSpec:
     return GpuSpec(name, peaks, memory_bytes, source=source)
 
 
+def gpu_data(spec: GpuSpec) -> dict[str, object]:
+    """The graph attribute ``"gpu"`` of a spec: plain data, as a node-link dump writes it.
+
+    >>> gpu_data(GpuSpec("X", {"bf16": 1e14}, 16))
+    {'name': 'X', 'peak_flops_per_s': {'bf16': 100000000000000.0}, 'memory_bytes': 16}
+    """
+    return {"name": spec.name, "peak_flops_per_s": dict(spec.peak_flops_per_s),
+            "memory_bytes": spec.memory_bytes}  # fmt: skip
+
+
+def spec_from_data(value: object, source: str | None) -> GpuSpec:
+    """A spec from the graph attribute ``"gpu"`` (:func:`gpu_data`), checked; an error names
+    ``graph.gpu`` of ``source``."""
+    if isinstance(value, GpuSpec):
+        return value
+    field = "graph.gpu"
+    if not isinstance(value, Mapping) or set(value) != {"name", "peak_flops_per_s", "memory_bytes"}:
+        raise ConfigError("must be an object of name, peak_flops_per_s and memory_bytes",
+                          source=source, field=field)  # fmt: skip
+    peaks, memory = value["peak_flops_per_s"], value["memory_bytes"]
+    good_peaks = isinstance(peaks, Mapping) and peaks and all(
+        p in PRECISIONS and isinstance(f, int | float) and not isinstance(f, bool) and f > 0
+        for p, f in peaks.items())  # fmt: skip
+    if not good_peaks:
+        raise ConfigError(f"peak_flops_per_s must map precisions ({', '.join(PRECISIONS)}) to "
+                          "positive FLOP/s", source=source, field=field)  # fmt: skip
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0:
+        raise ConfigError("memory_bytes must be a positive integer", source=source, field=field)
+    return GpuSpec(str(value["name"]), {str(p): float(f) for p, f in peaks.items()}, memory,
+                   source=source or "")  # fmt: skip
+
+
 def gpu_spec(topology: nx.DiGraph[str]) -> GpuSpec | None:
     """The topology's GPU figures (its file's ``[gpu]`` table and ``gpu_memory_bandwidth``),
     or None where the file gives no ``[gpu]``."""
-    spec = topology.graph.get("gpu")
-    if spec is None:
+    value = topology.graph.get("gpu")
+    if value is None:
         return None
-    assert isinstance(spec, GpuSpec)
+    spec = spec_from_data(value, topology.graph.get("source"))
     memory = topology.graph.get("gpu_memory_bandwidth_bytes_per_s")
     return GpuSpec(spec.name, spec.peak_flops_per_s, spec.memory_bytes, memory, spec.source)

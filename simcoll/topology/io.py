@@ -48,7 +48,7 @@ from simcoll.topology.builder_params import (
 from simcoll.topology.calibration import Calibration, read_calibration
 from simcoll.topology.catalog import BUILDERS, IMPORTERS
 from simcoll.topology.explicit import from_document, key_text
-from simcoll.topology.gpu_spec import read_gpu_table
+from simcoll.topology.gpu_spec import gpu_data, read_gpu_table
 from simcoll.topology.nodelink import from_node_link
 from simcoll.topology.routing import ROUTING_RULES
 from simcoll.topology.schema import validate
@@ -141,7 +141,7 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
             document["gpu_memory_bandwidth"], source
         )
     if "gpu" in document:
-        graph.graph["gpu"] = read_gpu_table(document["gpu"], source)
+        graph.graph["gpu"] = gpu_data(read_gpu_table(document["gpu"], source))
     if "calibration" in document:
         graph.graph["calibration"] = _calibration(document["calibration"], source, Path(path))
         graph.graph["calibration_file"] = str(Path(path).parent / document["calibration"])

@@ -38,6 +38,7 @@ import networkx as nx
 
 from simcoll.core.errors import ConfigError
 from simcoll.topology.calibration import Calibration
+from simcoll.topology.gpu_spec import gpu_data, spec_from_data
 from simcoll.topology.schema import LinkKind, NodeKind, validate
 
 __all__ = ["dumps", "from_node_link", "to_node_link"]
@@ -154,6 +155,8 @@ def from_node_link(data: object, *, source: str | None = None) -> nx.DiGraph[str
     memory = graph.graph.get(_MEMORY)
     if memory is not None:
         graph.graph[_MEMORY] = _positive(memory, source, f"graph.{_MEMORY}")
+    if "gpu" in graph.graph:
+        graph.graph["gpu"] = gpu_data(spec_from_data(graph.graph["gpu"], source))
     listed: dict[str, str] = {}  # node id -> where it is listed
     for where, element in _elements(document, "nodes", source):
         node, attrs = _node(element, where, listed, source)

@@ -242,15 +242,15 @@ def test_calls_that_may_meet_count_once_more_on_the_general_path(tmp_path: Path)
     # FSDP: all-gathers on one stream and reduce-scatters on another, on the same ranks:
     # they may run at once, transfer by transfer. One layer of 4 KiB on 4 ranks: two
     # all-gathers and a reduce-scatter (3 steps of one piece each), decided once per
-    # distinct call (one representative rank's 3 transfers each), then each call's 4 x 3
-    # transfers on the general path.
+    # distinct call (one representative rank's 3 transfers each), then each distinct
+    # call's 4 x 3 transfers once on the general path (the two all-gathers are one call).
     workload = 'kind = "fsdp"\nlayer_params_bytes = [4096]'
     seconds, _, _ = estimate_sweep(load_scenario(workload_scenario(tmp_path, workload)))
     # the 4 ranks' ring connections are routed once (the session's router keeps them),
     # and each decided call looks its 4 copies up for period 1
     routes = 4 * ROUTE_S
     decided = 2 * (3 * SECONDS_PER_REPRESENTATIVE + 4 * SECONDS_PER_LOOKUP)  # AG and RS
-    together = 3 * 4 * 3 * SECONDS_PER_TRANSFER
+    together = 2 * 4 * 3 * SECONDS_PER_TRANSFER
     spans = 6 * 4  # 2 all-gathers, forward, backward, reduce-scatter, optimizer; 4 ranks
     timeline_s = SECONDS_PER_TIMELINE + spans * SECONDS_PER_SPAN
     assert seconds == pytest.approx(SECONDS_PER_RUN + routes + decided + together + timeline_s)

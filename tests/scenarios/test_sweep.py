@@ -200,7 +200,7 @@ def test_results_come_back_as_columns_and_as_a_dataframe(tmp_path: Path) -> None
     ("workload", "sweep", "message"),
     [
         ('kind = "dpp"', "", "workload.kind: unknown workload 'dpp'; valid: collective, "
-         "concurrent, ddp, fsdp, moe, p2p, pipeline, tensor_parallel_mlp"),
+         "concurrent, ddp, fsdp, moe, p2p, pipeline, tensor_parallel_mlp, training_step"),
         ('kind = "p2p"\nbucket_size = 1', "", "workload.bucket_size: p2p has no parameter "
          "'bucket_size'; valid: src_rank, dst_ranks, size_bytes, n_copies, model, protocol, "
          "calibration"),

@@ -265,7 +265,7 @@ BAD_FILES = [
          f"params.extra: unknown parameter of builder 'switch_star'; valid: {VALID_KEYS}"),
     _bad("unknown-top-level-key", "schema = 1\n", "schema = 1\ncolour = 'red'\n",
          "colour: unknown key; valid keys: schema, builder, description, calibration, "
-         "gpu_memory_bandwidth, params, routing"),
+         "gpu_memory_bandwidth, gpu, params, routing"),
     _bad("unknown-builder", '"switch_star"', '"star"',
          f"builder: unknown builder 'star'; valid: {BUILDER_NAMES}"),
     _bad("missing-builder", 'builder = "switch_star"\n', "",
