@@ -29,7 +29,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Span", "Timeline", "TransferBatch", "union_s"]
+__all__ = ["Span", "Timeline", "TransferBatch", "overlap_s", "union_s"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -151,7 +151,7 @@ class Timeline:
         """Communication time of ``rank`` not overlapped by its own compute."""
         comm = [(s.start_s, s.end_s) for s in self.spans_of(rank) if not s.is_compute]
         compute = [(s.start_s, s.end_s) for s in self.spans_of(rank, COMPUTE)]
-        return union_s(comm) - _overlap_s(comm, compute)
+        return union_s(comm) - overlap_s(comm, compute)
 
     def n_transfers(self) -> int:
         """Number of point-to-point transfers in all batches."""
@@ -210,10 +210,12 @@ def _merged(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float
     return merged
 
 
-def _overlap_s(
-    first: Sequence[tuple[float, float]], second: Sequence[tuple[float, float]]
-) -> float:
-    """Length of (union of ``first``) intersected with (union of ``second``)."""
+def overlap_s(first: Sequence[tuple[float, float]], second: Sequence[tuple[float, float]]) -> float:
+    """Length of (union of ``first``) intersected with (union of ``second``).
+
+    >>> overlap_s([(0.0, 2.0), (5.0, 6.0)], [(1.0, 5.5)])
+    1.5
+    """
     a, b = _merged(first), _merged(second)
     i = j = 0
     total = 0.0

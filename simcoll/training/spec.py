@@ -58,6 +58,11 @@ DIMENSIONS = ("tp", "cp", "dp", "pp")
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "zero3", "fsdp")
 
 
+def _flag(record: str, name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{record}: {name} must be true or false, got {value!r}")
+
+
 def _positive_int(record: str, name: str, value: object, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{record}: {name} must be an integer >= {minimum}, got {value!r}")
@@ -96,6 +101,8 @@ class Transformer:
         _positive_int(record, "n_kv_heads", self.n_kv_heads, 0)
         _positive_int(record, "n_experts", self.n_experts, 0)
         _positive_int(record, "top_k", self.top_k)
+        for name in ("gated_mlp", "tied_embeddings"):
+            _flag(record, name, getattr(self, name))
         if self.n_kv_heads == 0:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
         if self.hidden_size % self.n_heads:
@@ -195,6 +202,8 @@ class Parallelism:
             _positive_int("parallelism", name, getattr(self, name))
         _positive_int("parallelism", "dp", self.dp, 0)
         _positive_int("parallelism", "bucket_bytes", self.bucket_bytes)
+        for name in ("sequence_parallel", "overlap_grad_reduce"):
+            _flag("parallelism", name, getattr(self, name))
         if self.data_parallel not in DATA_PARALLEL:
             valid = ", ".join(DATA_PARALLEL)
             raise ConfigError(f"parallelism: data_parallel must be one of {valid}, got "
@@ -241,33 +250,44 @@ _RECORDS: dict[str, type[Any]] = {
 }
 
 
-def record_from(kind: str, table: Mapping[str, Any], source: str) -> Any:
+def record_from(
+    kind: str, table: Mapping[str, Any], source: str | None, *, field: str | None = None
+) -> Any:
     """A :class:`Transformer`, :class:`Training` or :class:`Parallelism` from a TOML table
-    (sizes such as ``bucket_bytes`` may be unit strings); errors name ``source`` and field."""
+    (sizes such as ``bucket_bytes`` may be unit strings); errors name ``source`` and
+    ``field`` (default: the table's name).
+
+    >>> record_from("training", {"seq_length": 0}, "m.toml")
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: m.toml: training: seq_length must be an integer >= 1, got 0
+    """
     cls = _RECORDS[kind]
+    blame = field or kind
     if not isinstance(table, Mapping):
-        raise ConfigError("must be a table", source=source, field=kind)
+        raise ConfigError("must be a table", source=source, field=blame)
     valid = [f.name for f in fields(cls)]
     unknown = sorted(set(table) - set(valid))
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r}; valid: {', '.join(valid)}",
-                          source=source, field=kind)  # fmt: skip
+                          source=source, field=blame)  # fmt: skip
     values = dict(table)
     if "bucket_bytes" in values:
         try:
             values["bucket_bytes"] = parse_size_bytes(values["bucket_bytes"])
         except UnitError as error:
-            raise ConfigError(error.message, source=source, field=f"{kind}.bucket_bytes") from None
+            blame = field or f"{kind}.bucket_bytes"
+            raise ConfigError(error.message, source=source, field=blame) from None
     if "order" in values:
         order = values["order"]
         values["order"] = tuple(order.split("-")) if isinstance(order, str) else tuple(order)
     try:
         return cls(**values)
     except ConfigError as error:
-        raise ConfigError(error.message.split(": ", 1)[-1], source=source, field=kind) from None
+        raise ConfigError(error.message.split(": ", 1)[-1], source=source, field=blame) from None
     except TypeError as error:  # a missing required field
         raise ConfigError(str(error).split(".__init__() ")[-1], source=source,
-                          field=kind) from None  # fmt: skip
+                          field=blame) from None  # fmt: skip
 
 
 def read_model_file(

@@ -49,7 +49,7 @@ import networkx as nx
 from simcoll.core.errors import ConfigError, SimulationError
 from simcoll.prediction.call import DEFAULTS
 from simcoll.prediction.session import Op, Session
-from simcoll.sim.timeline import COMPUTE, Timeline
+from simcoll.sim.timeline import COMPUTE, Timeline, overlap_s, union_s
 from simcoll.topology.calibration import Calibration
 from simcoll.topology.gpu_spec import GpuSpec, gpu_spec
 from simcoll.training.compute import Efficiency, op_time_s, ops_time_s
@@ -512,44 +512,12 @@ def breakdown(timeline: Timeline, rank: int) -> dict[str, float]:
     calls' time not under compute nor under an earlier dimension's, in the order tp, ep,
     cp, pp, dp) and idle (the rest: the bubble, waiting for other GPUs)."""
     spans = timeline.spans_of(rank)
-    covered = _merge([(x.start_s, x.end_s) for x in spans if x.stream == COMPUTE])
-    out = {"compute_s": _length(covered)}
-    total = out["compute_s"]
+    covered = [(x.start_s, x.end_s) for x in spans if x.stream == COMPUTE]
+    out = {"compute_s": union_s(covered)}
     for dim in ("tp", "ep", "cp", "pp", "dp"):
-        mine = _merge([(x.start_s, x.end_s) for x in spans
-                       if x.stream == dim or x.stream.startswith(dim + " ")])  # fmt: skip
-        exposed = _length(mine) - _length(_intersect(mine, covered))
-        out[f"exposed_{dim}_s"] = max(0.0, exposed)
-        total += out[f"exposed_{dim}_s"]
-        covered = _merge(covered + mine)
-    out["idle_s"] = max(0.0, timeline.time_s - total)
-    return out
-
-
-def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    merged: list[tuple[float, float]] = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        elif end > start:
-            merged.append((start, end))
-    return merged
-
-
-def _length(intervals: list[tuple[float, float]]) -> float:
-    return sum(end - start for start, end in intervals)
-
-
-def _intersect(
-    a: list[tuple[float, float]], b: list[tuple[float, float]]
-) -> list[tuple[float, float]]:
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if end > start:
-            out.append((start, end))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
+        mine = [(x.start_s, x.end_s) for x in spans
+                if x.stream == dim or x.stream.startswith(dim + " ")]  # fmt: skip
+        out[f"exposed_{dim}_s"] = max(0.0, union_s(mine) - overlap_s(mine, covered))
+        covered += mine
+    out["idle_s"] = max(0.0, timeline.time_s - sum(out.values()))
     return out

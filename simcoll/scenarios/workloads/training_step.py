@@ -4,9 +4,10 @@ The scenario face of :func:`simcoll.training.step.training_step`: ``transformer`
 model file (a shipped one by name, ``gpt3-175b``, ``llama3-70b``, ``mixtral-8x7b``... or a
 path), whose ``[training]`` and ``[parallelism]`` tables give the defaults; every other
 parameter replaces one of them, so that a scenario can sweep ``tp``, ``pp``, ``recompute``
-or ``global_batch_size`` as axes. ``efficiency`` is a table of op-class efficiencies
-(:class:`~simcoll.training.compute.Efficiency`). Compute times come from the topology
-file's ``[gpu]`` table.
+or ``global_batch_size`` as axes. ``gemm_efficiency`` ... ``memory_efficiency`` replace
+the op classes' efficiencies (:class:`~simcoll.training.compute.Efficiency`). An error in
+a value the scenario gives names its ``workload`` key; one in the model file, the file.
+Compute times come from the topology file's ``[gpu]`` table.
 
 Metrics, besides the common ones (of the critical rank): ``tokens_per_s``, ``mfu``, the
 breakdown of rank 0 (the first GPU of the first stage) ``exposed_tp_s`` ...
@@ -22,25 +23,59 @@ breakdown of rank 0 (the first GPU of the first stage) ``exposed_tp_s`` ...
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import networkx as nx
 
 from simcoll.core.errors import ConfigError
-from simcoll.core.shipped import find
+from simcoll.core.shipped import find, shipped_names
 from simcoll.prediction.call import DEFAULTS
 from simcoll.scenarios.workloads._base import WorkloadResult, comm_metrics
 from simcoll.topology.calibration import Calibration
 from simcoll.training.compute import Efficiency
-from simcoll.training.spec import read_model_file, record_from
+from simcoll.training.spec import Transformer, read_model_file, record_from
 from simcoll.training.step import training_step as simulate_step
 
-__all__ = ["PARALLELISM_KEYS", "TRAINING_KEYS", "training_step"]
+__all__ = ["EFFICIENCY_KEYS", "PARALLELISM_KEYS", "TRAINING_KEYS", "training_step"]
 
 TRAINING_KEYS = ("seq_length", "micro_batch_size", "global_batch_size", "precision", "recompute")
 PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "sequence_parallel", "virtual_stages",
                     "data_parallel", "bucket_bytes", "overlap_grad_reduce", "order")  # fmt: skip
+EFFICIENCY_KEYS = ("gemm_efficiency", "attention_efficiency", "elementwise_efficiency",
+                   "optimizer_efficiency", "memory_efficiency")  # fmt: skip
+
+
+def _model(transformer: object) -> tuple[Transformer, dict[str, Any], dict[str, Any]]:
+    """The model file ``transformer`` names (a shipped name or a path) and its defaults."""
+    if not isinstance(transformer, str):
+        raise ConfigError(f"must name a model file, got {transformer!r}",
+                          field="workload.transformer")  # fmt: skip
+    path = find(transformer, "models")
+    if not path.is_file():
+        raise ConfigError(f"no model file {transformer!r}; shipped: "
+                          f"{', '.join(shipped_names('models'))}",
+                          field="workload.transformer")  # fmt: skip
+    m, training, parallel = read_model_file(path)
+    # the file's own values, checked (errors name the file)
+    source = str(path)
+    if "seq_length" in training:
+        record_from("training", training, source)
+    record_from("parallelism", parallel, source)
+    return m, dict(training), dict(parallel)
+
+
+def _with_overrides(
+    kind: str, table: dict[str, Any], given: dict[str, Any], keys: tuple[str, ...]
+) -> Any:
+    """The file's table with the scenario's values over it, one at a time, so that an error
+    names the ``workload`` key that caused it."""
+    record = None
+    for key in keys:
+        if given[key] is not None:
+            table[key] = given[key]
+            if kind == "parallelism" or "seq_length" in table:
+                record = record_from(kind, table, None, field=f"workload.{key}")
+    return record if record is not None else record_from(kind, table, None, field="workload")
 
 
 def training_step(
@@ -66,31 +101,37 @@ def training_step(
     bucket_bytes: int | str | None = None,
     overlap_grad_reduce: bool | None = None,
     order: str | None = None,
-    efficiency: Mapping[str, float] | None = None,
+    gemm_efficiency: float | None = None,
+    attention_efficiency: float | None = None,
+    elementwise_efficiency: float | None = None,
+    optimizer_efficiency: float | None = None,
+    memory_efficiency: float | None = None,
     memory_check: str = "flag",
     algorithm: str | None = None,
 ) -> WorkloadResult:
     """Simulate one training step (see the module docstring)."""
-    if not isinstance(transformer, str):
-        raise ConfigError(f"training_step: transformer must name a model file, got "
-                          f"{transformer!r}")  # fmt: skip
-    path = find(transformer, "models")
-    m, training_table, parallel_table = read_model_file(path)
     given = dict(locals())
-    training = {**training_table, **{k: given[k] for k in TRAINING_KEYS if given[k] is not None}}
-    parallel = {**parallel_table,
-                **{k: given[k] for k in PARALLELISM_KEYS if given[k] is not None}}  # fmt: skip
+    m, training, parallel = _model(transformer)
+    t = _with_overrides("training", training, given, TRAINING_KEYS)
+    p = _with_overrides("parallelism", parallel, given, PARALLELISM_KEYS)
     if memory_check not in ("flag", "refuse"):
-        raise ConfigError(f"training_step: memory_check must be 'flag' or 'refuse', got "
-                          f"{memory_check!r}")  # fmt: skip
-    t = record_from("training", training, str(path))
-    p = record_from("parallelism", parallel, str(path))
+        raise ConfigError(f"must be 'flag' or 'refuse', got {memory_check!r}",
+                          field="workload.memory_check")  # fmt: skip
+    efficiency: dict[str, object] = {}
+    for key in EFFICIENCY_KEYS:
+        if given[key] is not None:
+            efficiency[key.removesuffix("_efficiency")] = given[key]
+            try:
+                Efficiency.of(efficiency)
+            except ConfigError:
+                raise ConfigError(f"must be a number in (0, 1], got {given[key]!r}",
+                                  field=f"workload.{key}") from None  # fmt: skip
     result = simulate_step(
         topology,
         m,
         t,
         p,
-        efficiency=Efficiency.of(efficiency),
+        efficiency=Efficiency.of(efficiency),  # checked above
         algorithm=algorithm,
         protocol=protocol,
         calibration=calibration,
