@@ -34,6 +34,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "p2p-dgx1-gantt.png": ("p2p-dgx1", "timelines/point-0000-gantt.png"),
     "ring-allreduce-law.png": ("ring-allreduce-law", "scaling.png"),
     "scaling-designs.png": ("scaling-designs", "scaling.png"),
+    "training-step.png": ("training-step", "metric.png"),
 }
 
 

@@ -95,7 +95,13 @@ def test_the_numbers_of_scenarios_readme_are_what_its_commands_print() -> None:
     quoted += [t(row["exposed_comm_s"]) for row in rows]
     rows = _scenario_rows("concurrent-groups")
     quoted += [t(row["time_s"]) for row in rows if row["n_groups"] in (4, 8)]
-    missing = [q for q in quoted if q not in text]
+    rows = _scenario_rows("training-step")
+    for nic, tp in (("400 Gbit/s", 2), ("400 Gbit/s", 4), ("400 Gbit/s", 8), ("100 Gbit/s", 4)):
+        row = _only(rows, tp=tp, **{"topology.nic_bandwidth": nic})
+        quoted.append(" | ".join([t(row["time_s"]), f"{row['mfu']:.4g}"] + [
+            t(row[f"exposed_{d}_s"]) for d in ("tp", "pp", "dp")] + [t(row["idle_s"]),
+            f"{row['memory_total_bytes'] / 1e9:.2f} GB"]))  # fmt: skip
+    missing = [q for q in quoted if q not in text.replace("**", "")]
     assert not missing, f"scenarios/README.md does not quote {missing}"
 
 

@@ -10,8 +10,9 @@ embedding's lookup not), the attention's two ``s x s`` products counted in full.
 
 *Executed ops* (:func:`layer_ops`, :func:`head_ops`) are what one GPU runs for one
 micro-batch: each op's FLOPs and bytes after tensor, sequence, context and expert
-parallelism split it, with causal attention computing half of its square (FlashAttention
-skips the masked blocks) and a mixture of experts computing ``capacity_factor`` times its
+parallelism split it, with causal attention computing half of its square under
+FlashAttention (which skips the masked blocks; an unfused kernel computes, writes and
+reads back every score) and a mixture of experts computing ``capacity_factor`` times its
 even share. Their time is a roofline (:mod:`simcoll.training.compute`).
 
 GPT-3 175B (Brown et al. 2020, table 2.1), by the formula written out by hand:
@@ -113,12 +114,14 @@ def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
     ops = [
         ComputeOp("norm 1", "elementwise", 4 * sp_tokens * h, 2 * a * sp_tokens * h),
         _gemm("qkv", tokens, h, (h + 2 * kv) / tp, e),
-        # causal: each query attends to half the keys on average, q k^T and p v
+        # q k^T and p v; FlashAttention skips the causal mask's blocks (half the square)
+        # and keeps the scores on chip; an unfused kernel computes and stores them all
         ComputeOp(
             "attention",
             "attention",
-            2 * 2 * tokens * t.seq_length * h / tp / 2,
-            a * tokens * (2 * h + 2 * kv) / tp,
+            2 * 2 * tokens * t.seq_length * h / tp / (2 if t.flash_attention else 1),
+            a * tokens * (2 * h + 2 * kv) / tp
+            + (0 if t.flash_attention else 3 * a * tokens * t.seq_length * m.n_heads / tp),
         ),
         _gemm("attention out", tokens, h / tp, h, e),
         ComputeOp("residual 1", "elementwise", sp_tokens * h, 3 * a * sp_tokens * h),

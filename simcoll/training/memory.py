@@ -22,6 +22,7 @@ Transformer Models", table 2) per layer and micro-batch, in bytes, for ``s`` tok
 
     no recomputation, sequence parallel   s b h (34 + 5 a s / h) / t
     selective recomputation               s b h 34 / t
+    FlashAttention (stores no scores)     s b h 34 / t
     full recomputation                    2 s b h / t   (each layer's input)
 
 and ``s b h (10 + 24 / t + 5 a s / (h t))`` without sequence parallelism. Context
@@ -108,7 +109,8 @@ def activation_bytes_per_layer(m: Transformer, t: Training, p: Parallelism) -> f
     s, b, h, a = t.seq_length / p.cp, t.micro_batch_size, m.hidden_size, m.n_heads
     if t.recompute == "full":
         return 2 * s * b * h / (p.tp if p.sequence_parallel else 1)
-    attention = 0.0 if t.recompute == "selective" else 5 * a * s / h
+    stored_scores = not t.flash_attention and t.recompute != "selective"
+    attention = 5 * a * s / h if stored_scores else 0.0
     if p.sequence_parallel:
         return s * b * h * (34 + attention) / p.tp
     return s * b * h * (10 + 24 / p.tp + attention / p.tp)

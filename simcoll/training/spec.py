@@ -137,13 +137,21 @@ class Transformer:
 @dataclass(frozen=True)
 class Training:
     """How the model is trained: ``global_batch_size`` sequences of ``seq_length`` tokens
-    per step, ``micro_batch_size`` at a time per pipeline (data-parallel replica)."""
+    per step, ``micro_batch_size`` at a time per pipeline (data-parallel replica).
+
+    ``flash_attention`` (the default, as Megatron-Core with Transformer Engine runs): the
+    attention is one fused kernel that skips the causal mask's blocks and keeps no
+    ``s x s`` scores for backward (it recomputes them), so selective recomputation changes
+    nothing; without it, the scores and softmax are stored (Korthikanti et al. 2022) unless
+    ``recompute`` is ``"selective"``, which recomputes them in backward.
+    """
 
     seq_length: int
     micro_batch_size: int = 1
     global_batch_size: int = 1
     precision: str = "bf16"
     recompute: str = "none"
+    flash_attention: bool = True
 
     def __post_init__(self) -> None:
         for name in ("seq_length", "micro_batch_size", "global_batch_size"):
@@ -151,6 +159,7 @@ class Training:
         if self.precision not in PRECISION_BYTES:
             raise ConfigError(f"training: precision must be one of "
                               f"{', '.join(PRECISION_BYTES)}, got {self.precision!r}")  # fmt: skip
+        _flag("training", "flash_attention", self.flash_attention)
         if self.recompute not in RECOMPUTE:
             raise ConfigError(f"training: recompute must be one of {', '.join(RECOMPUTE)}, "
                               f"got {self.recompute!r}")  # fmt: skip
@@ -174,7 +183,8 @@ class Parallelism:
     """How the GPUs split the work.
 
     ``tp`` tensor parallel (with ``sequence_parallel``: its all-reduces become
-    reduce-scatters and all-gathers, Korthikanti et al. 2022); ``pp`` pipeline stages, each
+    reduce-scatters and all-gathers, Korthikanti et al. 2022; with ``tp_comm_overlap``
+    they run beside the GEMMs, as Transformer Engine's userbuffers overlap them); ``pp`` pipeline stages, each
     holding ``virtual_stages`` model chunks (1: 1F1B; more: the interleaved schedule of
     Narayanan et al. 2021); ``dp`` data-parallel replicas (0: every GPU left over), whose
     gradients and optimizer state are kept as ``data_parallel`` says (``ddp``: replicated;
@@ -191,6 +201,7 @@ class Parallelism:
     ep: int = 1
     cp: int = 1
     sequence_parallel: bool = True
+    tp_comm_overlap: bool = False
     virtual_stages: int = 1
     data_parallel: str = "zero1"
     bucket_bytes: int = 40_000_000 * 4  # Megatron-LM's default: 40 M fp32 elements
@@ -202,7 +213,7 @@ class Parallelism:
             _positive_int("parallelism", name, getattr(self, name))
         _positive_int("parallelism", "dp", self.dp, 0)
         _positive_int("parallelism", "bucket_bytes", self.bucket_bytes)
-        for name in ("sequence_parallel", "overlap_grad_reduce"):
+        for name in ("sequence_parallel", "overlap_grad_reduce", "tp_comm_overlap"):
             _flag("parallelism", name, getattr(self, name))
         if self.data_parallel not in DATA_PARALLEL:
             valid = ", ".join(DATA_PARALLEL)

@@ -109,7 +109,8 @@ def step_times(
     efficiency: Efficiency,
 ) -> StepTimes:
     """Roofline compute times (backward twice the forward's FLOPs and traffic; a full
-    recomputation adds a forward, a selective one the attention's)."""
+    recomputation adds a forward, a selective one the attention's where FlashAttention
+    does not already recompute it)."""
     ops = layer_ops(m, t, p)
 
     def time_s(items: Iterable[ComputeOp]) -> float:
@@ -120,7 +121,7 @@ def step_times(
     backward = time_s(doubled)
     if t.recompute == "full":
         backward += forward
-    elif t.recompute == "selective":
+    elif t.recompute == "selective" and not t.flash_attention:
         backward += time_s(o for o in ops if o.op_class == "attention")
     head = head_ops(m, t, p)
     head_backward = time_s(ComputeOp(o.name, o.op_class, 2 * o.flops, 2 * o.memory_bytes)
@@ -214,12 +215,14 @@ class _Builder:
         ops = [work]
         for c in range(p.cp):
             group = lay.tp_group(dp=d, pp=pp, cp=c)
-            last = work
+            # overlapped (userbuffers): beside the compute, from the pass's start
+            waits = after if p.tp_comm_overlap else [work]
             for kind, k in self._tp_calls(n_layers, phase):
                 last = s.collective(kind, self.act_bytes, group, algorithm=self.algorithm,
-                                    stream="tp", name=f"tp {kind} {name}", after=[last],
+                                    stream="tp", name=f"tp {kind} {name}", after=waits,
                                     repeat=k)  # fmt: skip
-            ops.append(last)
+                waits = [last]
+                ops.append(last)
         if p.cp > 1:
             k = n_layers * (p.cp - 1) * (2 if phase == BACKWARD else 1)
             for tp in range(p.tp):

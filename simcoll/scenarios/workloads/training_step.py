@@ -38,8 +38,10 @@ from simcoll.training.step import training_step as simulate_step
 
 __all__ = ["EFFICIENCY_KEYS", "PARALLELISM_KEYS", "TRAINING_KEYS", "training_step"]
 
-TRAINING_KEYS = ("seq_length", "micro_batch_size", "global_batch_size", "precision", "recompute")
-PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "sequence_parallel", "virtual_stages",
+TRAINING_KEYS = ("seq_length", "micro_batch_size", "global_batch_size", "precision", "recompute",
+                 "flash_attention")  # fmt: skip
+PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "sequence_parallel", "tp_comm_overlap",
+                    "virtual_stages",
                     "data_parallel", "bucket_bytes", "overlap_grad_reduce", "order")  # fmt: skip
 EFFICIENCY_KEYS = ("gemm_efficiency", "attention_efficiency", "elementwise_efficiency",
                    "optimizer_efficiency", "memory_efficiency")  # fmt: skip
@@ -90,12 +92,14 @@ def training_step(
     global_batch_size: int | None = None,
     precision: str | None = None,
     recompute: str | None = None,
+    flash_attention: bool | None = None,
     tp: int | None = None,
     pp: int | None = None,
     dp: int | None = None,
     ep: int | None = None,
     cp: int | None = None,
     sequence_parallel: bool | None = None,
+    tp_comm_overlap: bool | None = None,
     virtual_stages: int | None = None,
     data_parallel: str | None = None,
     bucket_bytes: int | str | None = None,

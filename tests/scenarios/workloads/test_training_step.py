@@ -43,7 +43,8 @@ def test_an_efficiency_scales_the_compute_it_names() -> None:
     ("params", "message"),
     [
         ({"transformer": "nope"}, "workload.transformer: no model file 'nope'; shipped: "
-         "gpt3-175b, llama3-405b, llama3-70b, llama3-8b, mixtral-8x7b"),
+         "gpt3-175b, llama2-13b, llama2-70b, llama2-7b, llama3-405b, llama3-70b, llama3-8b, "
+         "mixtral-8x7b"),
         ({"precision": "fp4"}, "workload.precision: precision must be one of fp32, tf32, bf16, "
          "fp16, fp8, got 'fp4'"),
         ({"tp": 0}, "workload.tp: tp must be an integer >= 1, got 0"),

@@ -1,0 +1,142 @@
+"""Training throughput where nothing was fitted: fit on one published run, predict the rest.
+
+The public table (``validation/data/public/training_h100_fp8_nemo2412.csv``, NVIDIA NeMo
+24.12's pre-training performance summary: FP8, H100) gives tokens/s per GPU for seven
+model and layout configurations. This script fits one number, the GEMMs' fraction of the
+H100's dense FP8 peak (``Efficiency.gemm``), on one row (by default Llama 3 8B on 8 GPUs),
+by bisection on the simulated throughput, and predicts every other row with it: the step
+of the shipped model file with that row's batch, sequence, TP, PP, CP and interleaving, on
+``h100-ib-fat-tree`` with as many nodes as the row has GPUs / 8, every collective on the
+one path, distributed optimizer (ZeRO-1), no recomputation, FlashAttention.
+
+    python validation/training_throughput.py             # about 3 minutes on 2 cores
+    python validation/training_throughput.py --fit-on gpt3-175b:128 --skip gpt3-175b:512
+
+Every row but the fitted one is a prediction; the fitted row is marked and left out of
+the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from simcoll.core.errors import SimcollError
+from simcoll.topology.io import load
+from simcoll.training import Efficiency, Parallelism, Training, read_model_file, training_step
+
+REPO = Path(__file__).resolve().parents[1]
+
+TABLE = REPO / "validation/data/public/training_h100_fp8_nemo2412.csv"
+TOPOLOGY = REPO / "topologies/h100-ib-fat-tree.toml"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published run."""
+
+    model: str
+    n_gpus: int
+    global_batch_size: int
+    micro_batch_size: int
+    seq_length: int
+    tp: int
+    pp: int
+    cp: int
+    vp: int
+    tokens_per_s_per_gpu: float
+
+    @property
+    def name(self) -> str:
+        """``model:gpus``, as ``--fit-on`` names a row."""
+        return f"{self.model}:{self.n_gpus}"
+
+
+def read_rows(path: Path = TABLE) -> list[Row]:
+    """The published runs."""
+    with path.open(newline="") as handle:
+        return [
+            Row(r["model"], int(r["n_gpus"]), int(r["global_batch_size"]),
+                int(r["micro_batch_size"]), int(r["seq_length"]), int(r["tp"]), int(r["pp"]),
+                int(r["cp"]), int(r["vp"]), float(r["tokens_per_s_per_gpu"]))
+            for r in csv.DictReader(handle)
+        ]  # fmt: skip
+
+
+def simulate(row: Row, gemm_efficiency: float) -> float:
+    """Simulated tokens/s per GPU of ``row`` with that GEMM efficiency."""
+    model, _, _ = read_model_file(REPO / "models" / f"{row.model}.toml")
+    training = Training(seq_length=row.seq_length, micro_batch_size=row.micro_batch_size,
+                        global_batch_size=row.global_batch_size, precision="fp8")  # fmt: skip
+    layout = Parallelism(tp=row.tp, pp=row.pp, cp=row.cp, virtual_stages=row.vp,
+                         data_parallel="zero1", tp_comm_overlap=True)  # fmt: skip
+    topology = load(TOPOLOGY, {"n_nodes": str(max(1, row.n_gpus // 8))})
+    result = training_step(topology, model, training, layout,
+                           efficiency=Efficiency(gemm=gemm_efficiency))  # fmt: skip
+    return result.metrics["tokens_per_s"] / row.n_gpus
+
+
+def fit(row: Row, *, steps: int = 30) -> float:
+    """The GEMM efficiency at which ``row`` simulates its published throughput (bisection:
+    throughput rises with the efficiency)."""
+    low, high = 0.05, 1.0
+    if simulate(row, high) < row.tokens_per_s_per_gpu:
+        return high  # even the whole peak is too slow: say so in the table
+    for _ in range(steps):
+        middle = (low + high) / 2
+        if simulate(row, middle) < row.tokens_per_s_per_gpu:
+            low = middle
+        else:
+            high = middle
+        if high - low < 1e-4:
+            break
+    return (low + high) / 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--fit-on", default="llama2-7b:8", help="the row to fit on (model:gpus)")
+    parser.add_argument("--skip", action="append", default=[], help="rows not to predict")
+    args = parser.parse_args(argv)
+    rows = read_rows()
+    named = {r.name: r for r in rows}
+    if args.fit_on not in named:
+        print(f"training_throughput: no row {args.fit_on!r}; rows: {', '.join(named)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    started = time.perf_counter()
+    fitted = fit(named[args.fit_on])
+    print(f"fitted on {args.fit_on}: efficiency.gemm = {fitted:.4f} of the dense FP8 peak")
+    print()
+    print("| row | layout (TP x PP x CP, VP) | measured tokens/s/GPU | simulated | error |")
+    print("|---|---|---|---|---|")
+    errors = []
+    for row in rows:
+        if row.name in args.skip:
+            continue
+        try:
+            simulated = simulate(row, fitted)
+        except SimcollError as error:
+            print(f"| {row.name} | | {row.tokens_per_s_per_gpu:,.0f} | failed: {error} | |")
+            continue
+        error_pct = 100 * (simulated / row.tokens_per_s_per_gpu - 1)
+        mark = " (fitted)" if row.name == args.fit_on else ""
+        if not mark:
+            errors.append(abs(error_pct))
+        print(f"| {row.name}{mark} | {row.tp} x {row.pp} x {row.cp}, {row.vp} | "
+              f"{row.tokens_per_s_per_gpu:,.0f} | {simulated:,.0f} | {error_pct:+.1f} % |")  # fmt: skip
+    if errors:
+        print()
+        print(f"median |error| over {len(errors)} predicted rows: "
+              f"{statistics.median(errors):.1f} %, worst {max(errors):.1f} %")  # fmt: skip
+    print(f"({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
