@@ -128,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         mark = " (fitted)" if row.name == args.fit_on else ""
         if not mark:
             errors.append(abs(error_pct))
-        print(f"| {row.name}{mark} | {row.tp} x {row.pp} x {row.cp}, {row.vp} | "
-              f"{row.tokens_per_s_per_gpu:,.0f} | {simulated:,.0f} | {error_pct:+.1f} % |")  # fmt: skip
+        layout = f"{row.tp} x {row.pp} x {row.cp}, {row.vp}"
+        print(f"| {row.name}{mark} | {layout} | {row.tokens_per_s_per_gpu:,.0f} | "
+              f"{simulated:,.0f} | {error_pct:+.1f} % |")  # fmt: skip
     if errors:
         print()
         print(f"median |error| over {len(errors)} predicted rows: "
