@@ -186,8 +186,9 @@ class Parallelism:
     reduce-scatters and all-gathers, Korthikanti et al. 2022; with ``tp_comm_overlap``
     they run beside the GEMMs, as Transformer Engine's userbuffers overlap them); ``pp``
     pipeline stages, each holding ``virtual_stages`` model chunks (1: 1F1B; more: the
-    interleaved schedule of Narayanan et al. 2021); ``dp`` data-parallel replicas (0: every GPU left over), whose
-    gradients and optimizer state are kept as ``data_parallel`` says (``ddp``: replicated;
+    interleaved schedule of Narayanan et al. 2021); ``dp`` data-parallel replicas (0: every
+    GPU left over), whose gradients and optimizer state are kept as ``data_parallel`` says
+    (``ddp``: replicated;
     ``zero1``, ``zero2``, ``zero3``: Rajbhandari et al. 2020; ``fsdp``: ZeRO-3);
     ``ep`` expert parallel (the experts split over ``ep`` consecutive data-parallel ranks,
     Megatron-Core's expert-data-parallel layout); ``cp`` context parallel (ring attention
