@@ -107,14 +107,20 @@ def format_results(result: SweepResult) -> str:
 
 
 def _optimum(rows: list[dict[str, Any]], s: Scenario) -> list[str]:
-    """The point with the lowest value of the plotted metric (``time_s`` by default)."""
+    """The best point by the plotted metric (``time_s`` by default): the lowest, or the
+    highest for a rate or a utilisation (``*_per_s``, ``mfu``); where points report
+    ``fits_in_memory``, the best of those that fit."""
     _, y, _ = _metric_axes(s)
     scored = [r for r in rows if isinstance(r.get(y), int | float)]
     if len(scored) < 2 or not s.axes:
         return []
-    best = min(scored, key=lambda r: r[y])
+    fitting = [r for r in scored if r.get("fits_in_memory", 1) == 1]
+    pool = fitting or scored
+    higher = y == "mfu" or y.endswith("_per_s")
+    best = (max if higher else min)(pool, key=lambda r: r[y])
     where = ", ".join(f"{k}={_cell(k, best.get(k))}" for k in s.axes)
-    return [f"# lowest {y}: {_cell(y, best[y])} at {where}"]
+    among = " (of the points that fit in memory)" if fitting and len(fitting) < len(scored) else ""
+    return [f"# {'highest' if higher else 'lowest'} {y}: {_cell(y, best[y])} at {where}{among}"]
 
 
 def _collective_tables(result: SweepResult) -> list[str]:

@@ -43,3 +43,26 @@ def test_a_failed_write_leaves_the_previous_results_whole(
     assert str(info.value) == f"{out / 'results.csv'}: cannot write: No space left on device"
     assert (out / "results.csv").read_bytes() == before
     assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def _scenario(y: str) -> object:
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    return SimpleNamespace(axes=("tp",), output={"y": y, "x": "tp"})
+
+
+def test_the_table_names_the_best_point_lowest_time_or_highest_rate() -> None:
+    from simcoll.scenarios.report import _optimum  # noqa: PLC0415 - the table's last line
+
+    rows = [{"tp": 2, "time_s": 2.0, "mfu": 0.5}, {"tp": 4, "time_s": 1.0, "mfu": 0.4}]
+    assert _optimum(rows, _scenario("time_s")) == ["# lowest time_s: 1 s at tp=4"]  # type: ignore[arg-type]
+    assert _optimum(rows, _scenario("mfu")) == ["# highest mfu: 0.5 at tp=2"]  # type: ignore[arg-type]
+
+
+def test_the_best_point_is_one_that_fits_in_memory() -> None:
+    from simcoll.scenarios.report import _optimum  # noqa: PLC0415 - the table's last line
+
+    rows = [{"tp": 2, "mfu": 0.6, "fits_in_memory": 0.0},
+            {"tp": 4, "mfu": 0.5, "fits_in_memory": 1.0}]  # fmt: skip
+    assert _optimum(rows, _scenario("mfu")) == [  # type: ignore[arg-type]
+        "# highest mfu: 0.5 at tp=4 (of the points that fit in memory)"]  # fmt: skip
