@@ -35,6 +35,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "ring-allreduce-law.png": ("ring-allreduce-law", "scaling.png"),
     "scaling-designs.png": ("scaling-designs", "scaling.png"),
     "training-step.png": ("training-step", "metric.png"),
+    "training-step-breakdown.png": ("training-step", "breakdown.png"),
 }
 
 

@@ -348,7 +348,11 @@ def default_plots(kind: str, axes: dict[str, list[Any]]) -> list[str]:
     ['busbw_vs_size', 'scaling']
     >>> default_plots("ddp", {"bucket_bytes": [1, 2]})
     ['metric']
+    >>> default_plots("training_step", {"tp": [2, 4]})
+    ['metric', 'breakdown']
     """
+    if kind == "training_step":
+        return ["metric", "breakdown"] if axes else ["breakdown"]
     if kind != "collective":
         return ["metric"] if axes else []
     plots = []

@@ -216,6 +216,12 @@ def _plot(name: str, rows: list[dict[str, Any]], s: Scenario, path: Path) -> Pat
         )
     if name == "crossover":
         return plot.plot_crossover(rows, path, title=title)
+    if name == "breakdown":
+        try:
+            return plot.plot_breakdown(rows, path, label_by=list(s.axes), title=title)
+        except ValueError as error:
+            raise ConfigError(f"a breakdown plot needs a training step's results: {error}",
+                              field="output.plots") from None  # fmt: skip
     x, y_name, series_name = _metric_axes(s)
     return plot.plot_metric(rows, path, x=x, y=y_name, series=series_name, title=title)
 

@@ -82,6 +82,7 @@ PLOTS = (
     "scaling",
     "crossover",
     "metric",
+    "breakdown",
     "gantt",
     "link_utilisation",
 )
@@ -260,6 +261,9 @@ def _parse(data: Mapping[str, Any], source: str, base: Path) -> Scenario:
             raise ConfigError("the workload kind cannot be swept", field=f"sweep.{name}")
     _check_size(axes)
     output = _output(_table(data, "output"))
+    if "breakdown" in (output.get("plots") or []) and kind != "training_step":
+        raise ConfigError(f"the breakdown plot shows a training step's parts, not a {kind} "
+                          "point's", field="output.plots")  # fmt: skip
     return Scenario(
         source=source,
         title=_text(data, "title", Path(source).stem),
