@@ -166,3 +166,23 @@ def test_a_step_that_does_not_fit_is_refused_with_its_numbers() -> None:
         training_step(g, m, t, Parallelism(tp=8), memory_check="refuse")
     flagged = training_step(g, m, t, Parallelism(tp=8), calibration=None, protocol=None)
     assert flagged.metrics["fits_in_memory"] == 0
+
+
+def test_every_tensor_parallel_call_takes_what_predict_prints_for_it() -> None:
+    # One simulator: on one DGX H100, TP 8 with sequence parallelism and no compute, a
+    # step is its calls one after another: per layer and pass (forward, backward) two
+    # all-gathers and two reduce-scatters of the layer's activations, each the time
+    # `simcoll predict` gives that call on those 8 GPUs.
+    from simcoll.prediction import predict  # noqa: PLC0415
+    from simcoll import load_topology  # noqa: PLC0415
+
+    g = load_topology(Path(__file__).resolve().parents[2] / "topologies/dgx-h100.toml")
+    zero = StepTimes(0.0, 0.0, 0.0, 0.0, 0.0)
+    t = Training(seq_length=1024, global_batch_size=1)
+    r = training_step(g, SMALL, t, Parallelism(tp=8), times=zero)
+    act = 1024 * 256 * 2  # tokens x hidden x bf16
+    gather = predict(g, "allgather", [act]).rows[0].time_s
+    scatter = predict(g, "reducescatter", [act]).rows[0].time_s
+    n_layers = 8
+    assert r.metrics["time_s"] == pytest.approx(2 * n_layers * 2 * (gather + scatter), rel=1e-9)
+    assert r.metrics["exposed_tp_s"] == pytest.approx(r.metrics["time_s"], rel=1e-9)
