@@ -34,6 +34,14 @@ reducescatter_allgather
     block on into the all-gather as soon as it is reduced; the volumes are the same,
     2(n-1)/n x S per rank, and the barrier costs the pipeline's drain and refill.
 
+reducescatter_gather (reduce)
+    gloo's reduce (``gloo/reduce.cc``; ``validation/gloo-algorithms.md``): a ring
+    reduce-scatter, after which rank r holds block r summed over all ranks, then every
+    rank but the root sends its block to the root in one message (a direct gather).
+    Per non-root rank (n-1)/n x S in the ring and S/n to the root; the root receives
+    (n-1)/n x S twice. gloo's loop also re-sends k - 2 segments of a rank's own chunk
+    when a chunk has k > 2 segments (S above 2n MiB), wasted bytes not modelled here.
+
 In the hierarchical all-reduce a transfer depends on the transfers that wrote what it
 reads, and on the reads and writes of what it overwrites (as in
 :mod:`simcoll.algorithms.doubling`), piece by piece, so the phases overlap wherever the
@@ -51,7 +59,12 @@ from simcoll.core.collectives import Collective
 from simcoll.core.errors import ScheduleError
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
 
-__all__ = ["ALGORITHMS", "hierarchical_allreduce", "reducescatter_allgather_allreduce"]
+__all__ = [
+    "ALGORITHMS",
+    "hierarchical_allreduce",
+    "reducescatter_allgather_allreduce",
+    "reducescatter_gather_reduce",
+]
 
 PiecesOf = Callable[[int, int, int], list[int]]
 """``(ring block, channel, chunk) -> pieces``: what one transfer of a ring step moves."""
@@ -240,8 +253,49 @@ def reducescatter_allgather_allreduce(
     return b.build()
 
 
+def reducescatter_gather_reduce(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    root: int = 0,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
+    """gloo's reduce: a ring reduce-scatter, then each rank's reduced block to the root.
+
+    Every gather transfer of block r (one per channel and chunk, the pieces rank r reduced
+    last) waits for the last reduce-scatter transfer into r of its channel and chunk.
+
+    >>> s = reducescatter_gather_reduce(4, 64, root=0)
+    >>> s.n_transfers, s.bytes_sent_per_rank().tolist(), s.bytes_received_per_rank().tolist()
+    (15, [48, 64, 64, 64], [96, 48, 48, 48])
+    >>> [(t.src, t.dst, t.op.value) for t in s.transfers()][12:]
+    [(1, 0, 'copy'), (2, 0, 'copy'), (3, 0, 'copy')]
+    """
+    b = ScheduleBuilder(
+        Collective.REDUCE,
+        "reducescatter_gather",
+        n_ranks=n_ranks,
+        size_bytes=size_bytes,
+        pieces_per_block=n_ranks * n_channels * n_chunks,
+        root=root,
+        max_in_flight=max_in_flight,
+        params={"n_channels": n_channels, "n_chunks": n_chunks, "max_in_flight": max_in_flight},
+    )
+    rings = ring_orders(n_ranks, n_channels, None)
+    done = _ring_phase(b, op=Op.REDUCE, block_at=-1, rings=rings, n_chunks=n_chunks, after={})
+    for (rank, channel, chunk), last in sorted(done.items()):
+        if rank != root:  # its block (the ring ends with block r at rank r), to the root
+            piece = (rank * n_channels + channel) * n_chunks + chunk
+            b.add(src=rank, dst=root, pieces=[piece], op=Op.COPY, channel=channel,
+                  deps=(last,))  # fmt: skip
+    return b.build()
+
+
 ALGORITHMS: dict[tuple[Collective, str], Callable[..., Schedule]] = {
     (Collective.ALLREDUCE, "hierarchical"): hierarchical_allreduce,
     (Collective.ALLREDUCE, "reducescatter_allgather"): reducescatter_allgather_allreduce,
+    (Collective.REDUCE, "reducescatter_gather"): reducescatter_gather_reduce,
 }
 """Two-level and two-phase all-reduces."""

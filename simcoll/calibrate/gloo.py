@@ -54,8 +54,9 @@ def gloo_recipe(collective: str, n_ranks: int, size_bytes: int) -> Recipe:
       ``msb_tree``). gloo posts the whole buffer per edge, yet on the 4-rank testbed a
       broadcast takes 2 S / B (a root sending to both children at once would take
       3 S / B): the pipelined tree, whose root link carries log2(n) copies, matches it;
-    - reduce: gloo runs a ring reduce-scatter then a direct gather to the root, which
-      simcoll lacks; modelled as the binomial tree (approximate);
+    - reduce: a ring reduce-scatter in segments of min(ceil(S / 2n), 1 MiB), two in
+      flight, then each rank's reduced block to the root in one message
+      (``reducescatter_gather``; gloo/reduce.cc);
     - sendrecv: one message per rank to the next, as nccl-tests.
 
     >>> [gloo_recipe("allreduce", 4, s).params[0][1] for s in (4096, 2**20, 64 * 2**20)]
@@ -71,8 +72,11 @@ def gloo_recipe(collective: str, n_ranks: int, size_bytes: int) -> Recipe:
         return Recipe("ring", (("n_chunks", 2), ("max_in_flight", 2)))
     if name == "broadcast":
         return Recipe("msb_tree")
-    if name == "reduce":
-        return Recipe("tree")
+    if name == "reduce":  # gloo/reduce.cc: segments of min(ceil(S / 2n), 1 MiB)
+        n = max(n_ranks, 1)
+        segment = max(1, min(math.ceil(size_bytes / (2 * n)), GLOO_SEGMENT_BYTES))
+        segments = math.ceil(max(math.ceil(size_bytes / segment), 2 * n) / n) * n
+        return Recipe("reducescatter_gather", (("n_chunks", segments // n), ("max_in_flight", 2)))
     return Recipe("direct", (("n_chunks", 1),))
 
 

@@ -17,6 +17,7 @@ from simcoll.algorithms.hierarchical import (
     ALGORITHMS,
     hierarchical_allreduce,
     reducescatter_allgather_allreduce,
+    reducescatter_gather_reduce,
 )
 from simcoll.algorithms.ring import ring_allreduce
 from simcoll.core.checks import check_schedule
@@ -80,6 +81,7 @@ def test_registered_names_and_integer_parameters():
     assert dict(ALGORITHMS) == {
         (Collective.ALLREDUCE, "hierarchical"): hierarchical_allreduce,
         (Collective.ALLREDUCE, "reducescatter_allgather"): reducescatter_allgather_allreduce,
+        (Collective.REDUCE, "reducescatter_gather"): reducescatter_gather_reduce,
     }
     s = hierarchical_allreduce(8, 8 * 6, gpus_per_node=4, n_channels=2, n_chunks=3,
                                max_in_flight=4)  # fmt: skip
@@ -322,3 +324,29 @@ def test_pipelined_hierarchical_bandwidth_bounds(m, g, chunks):
     t = simulate(_rails(m, g), s).time_s
     lower = max(2 * (g - 1) * size / (g * B_INTRA), 2 * (m - 1) * size / (n * B_INTER))
     assert lower + min(A_INTRA, A_INTER) < t < unchunked
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+@pytest.mark.parametrize(("n_channels", "n_chunks"), [(1, 1), (2, 3)])
+def test_gloos_reduce_computes_a_reduce_at_every_root(n: int, n_channels: int,
+                                                      n_chunks: int) -> None:  # fmt: skip
+    for root in range(n):
+        s = reducescatter_gather_reduce(n, 7 * n * n_channels * n_chunks, root=root,
+                                        n_channels=n_channels, n_chunks=n_chunks)  # fmt: skip
+        check_schedule(s)
+        # each non-root rank sends (n - 1)/n of S in the ring and its S/n block to the root
+        sent = s.bytes_sent_per_rank().tolist()
+        block = 7 * n_channels * n_chunks
+        assert sent == [(n - 1) * block + (block if r != root else 0) for r in range(n)]
+
+
+def test_gloos_reduce_on_a_star_is_the_ring_then_the_gather_into_the_root() -> None:
+    # 4 ranks on a star of B-per-direction links and latency a per link (2 a a route),
+    # one chunk: 3 ring steps of S/4 each (every GPU's up-link carries one block at a
+    # time), then three blocks of S/4 into the root's down-link at once: 3 S / 4 at B.
+    bandwidth, latency, size = 10e9, 1e-6, 4_000_000
+    graph = switch_star(4, link_bandwidth_bytes_per_s=bandwidth, link_latency_s=latency)
+    s = reducescatter_gather_reduce(4, size, root=0)
+    ring_s = 3 * (2 * latency + size / 4 / bandwidth)
+    gather_s = 2 * latency + 3 * size / 4 / bandwidth
+    assert simulate(graph, s).time_s == pytest.approx(ring_s + gather_s, rel=1e-9)
