@@ -173,8 +173,8 @@ def test_every_tensor_parallel_call_takes_what_predict_prints_for_it() -> None:
     # step is its calls one after another: per layer and pass (forward, backward) two
     # all-gathers and two reduce-scatters of the layer's activations, each the time
     # `simcoll predict` gives that call on those 8 GPUs.
-    from simcoll.prediction import predict  # noqa: PLC0415
     from simcoll import load_topology  # noqa: PLC0415
+    from simcoll.prediction import predict  # noqa: PLC0415
 
     g = load_topology(Path(__file__).resolve().parents[2] / "topologies/dgx-h100.toml")
     zero = StepTimes(0.0, 0.0, 0.0, 0.0, 0.0)
