@@ -79,6 +79,8 @@ reduce-scatter, all-gather       ``log2(n) alpha + (n-1)/n S/B`` (+ the fold's s
                                  k)``, g ranks per host, N hosts
 ``reducescatter_allgather``      a ring reduce-scatter, then a ring all-gather, not
 all-reduce                       overlapped: ``2 P(n-1, k)``
+``reducescatter_gather`` reduce  gloo's: a ring reduce-scatter, then every block to the
+                                 root: ``P(n-1, k) + alpha + (n-1)/n S/B``
 ===============================  =====================================================
 
 References: R. Thakur, R. Rabenseifner, W. Gropp, "Optimization of Collective
@@ -509,6 +511,10 @@ def _reducescatter_allgather(c: _Call) -> float:
     return 2 * _ring(lambda n: n - 1)(c)
 
 
+def _reducescatter_gather(c: _Call) -> float:
+    return _ring(lambda n: n - 1)(c) + _direct(_to_root, per_block=True)(c)
+
+
 C = Collective
 _FORMULAS: dict[tuple[Collective, str], Formula] = {
     (C.ALLREDUCE, "ring"): _ring(lambda n: 2 * (n - 1)),
@@ -544,6 +550,7 @@ _FORMULAS: dict[tuple[Collective, str], Formula] = {
     (C.ALLTOALL, "pairwise"): _pairwise,
     (C.ALLREDUCE, "hierarchical"): _hierarchical,
     (C.ALLREDUCE, "reducescatter_allgather"): _reducescatter_allgather,
+    (C.REDUCE, "reducescatter_gather"): _reducescatter_gather,
 }
 
 ALPHABETA_ALGORITHMS: frozenset[tuple[Collective, str]] = frozenset(_FORMULAS)

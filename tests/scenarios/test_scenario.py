@@ -106,7 +106,8 @@ def test_digest_changes_with_what_decides_results_only() -> None:
         ({**BASE, "sweep": {"kind": ["ddp"]}}, "s.toml: sweep.kind: the workload kind cannot "
          "be swept"),
         ({**BASE, "output": {"plots": ["pie"]}}, "s.toml: output.plots: unknown plot 'pie'; "
-         "valid: busbw_vs_size, scaling, crossover, metric, gantt, link_utilisation"),
+         "valid: busbw_vs_size, scaling, crossover, metric, breakdown, gantt, "
+         "link_utilisation"),
         ({**BASE, "output": {"timelines": "some"}}, "s.toml: output.timelines: must be one of "
          "none, first, all, got 'some'"),
         ({**BASE, "topology": {"file": "t", "set": {"n": [1, 2]}}}, "s.toml: topology.set.n: a "
