@@ -50,6 +50,44 @@ LOGS: dict[str, tuple[Layout, LogHeader]] = {
             device_name="NVIDIA H100 80GB HBM3",
         ),
     ),
+    # gj-aion's default runs on 2 and 8 of the same nodes, and on 8 with NCCL_MIN_CTAS=24
+    # NCCL_IB_QPS_PER_CONNECTION=2 ("mpirun -np 64 -N 8 ... -b 1M -e 8G -f 2 -g 1")
+    **{
+        name: (
+            "new",
+            LogHeader(
+                n_gpus=1,
+                hosts=tuple(f"node{i}" for i in range(nodes)),
+                device_name="NVIDIA H100 80GB HBM3",
+            ),
+        )
+        for name, nodes in (
+            ("nccl_allreduce_2x8xH100_ndr_nccltests309_gjaion.csv", 2),
+            ("nccl_allreduce_8x8xH100_ndr_nccltests309_gjaion.csv", 8),
+            ("nccl_allreduce_8x8xH100_ndr_mincta24_qps2_nccltests309_gjaion.csv", 8),
+        )
+    },
+    # qoofyk's "all_reduce_perf_mpi -b 8 -e 16g -f 2 -g 1" on 2 bare-metal and 4 VM hosts
+    "nccl_allreduce_2x8xH100_ndr_nccltests309_qoofyk.csv": (
+        "new",
+        LogHeader(
+            min_bytes=8,
+            max_bytes=2**34,
+            n_gpus=1,
+            hosts=("bm-h100-01", "bm-h100-02"),
+            device_name="NVIDIA H100 80GB HBM3",
+        ),
+    ),
+    "nccl_allreduce_4x8xH100_ndr_vm_nccltests309_qoofyk.csv": (
+        "new",
+        LogHeader(
+            min_bytes=8,
+            max_bytes=2**34,
+            n_gpus=1,
+            hosts=("pt01", "spt01", "spt02", "pt02"),
+            device_name="NVIDIA H100 80GB HBM3",
+        ),
+    ),
     # "all_reduce_perf -g 8", 128M to 4G, warm-up 5, 2 iterations
     "nccl_allreduce_8xH100_nvswitch_nccltests290.csv": (
         "new",

@@ -31,7 +31,24 @@ The switch's own throughput is the topology's business: a reducing switch's
 ``reduce_efficiency`` (:mod:`simcoll.topology.machines`) is the share of a link's rate
 that transfers to and from it get.
 
-Not modelled: NVLS across nodes (NVLS-tree, and NVLS with CollNet), user-buffer
+Across servers, NCCL's NVLS-tree (``NCCL_ALGO=NVLSTree``, all-reduce only) joins the
+servers' switches by trees over the network: :func:`nvls_tree_allreduce`. Each server's
+local rank k owns shard k as above; its reduce leg ends at local rank k of every server,
+those heads (one per NIC, so one per rail) add their partial sums up a tree over the
+servers and pass the total back down, and each head multicasts it in its own server::
+
+    node 0: gpus -> nvsw (+) -> head k ==(net, up the tree)==> head k of node 1 (+)
+    node 1: ... <==(net, down the tree)== ... head k -> nvsw -> every GPU of node 1
+
+The trees are NCCL's double binary tree over the servers (``ncclGetDtree``): half of
+each shard's pieces run on each tree, so every NIC carries one channel of each, and a
+server that is inner in one tree is a leaf in the other. Per server, the network then
+moves S each way on two servers and 2 S on more (an inner node of a binary tree takes
+two children's sums and passes one up), which is why the all-reduce's bus bandwidth on
+two servers can pass the NICs' total and falls to about that total on more
+(NVIDIA/nccl-tests#309: about 466 GB/s on 2 x 8 H100, 320-365 on 4 and 8 servers).
+
+Not modelled: NVLS with CollNet (SHARP across servers), user-buffer
 registration (without it NCCL copies through its own NVLS buffers in GPU memory, which at
 3 TB/s and more does not limit these rates), and the multicast object's setup at
 communicator creation.
@@ -46,9 +63,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from simcoll.core.collectives import Collective
+from simcoll.core.errors import ScheduleError
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
+from simcoll.plan.trees import Tree, double_binary_tree
 
-__all__ = ["ALGORITHMS", "nvls_allgather", "nvls_allreduce", "nvls_reducescatter"]
+__all__ = [
+    "ALGORITHMS",
+    "nvls_allgather",
+    "nvls_allreduce",
+    "nvls_reducescatter",
+    "nvls_tree_allreduce",
+]
 
 
 def _builder(
@@ -82,13 +107,24 @@ def _reduce(b: ScheduleBuilder, piece: int, owner: int, channel: int) -> int:
 
 
 def _multicast(
-    b: ScheduleBuilder, piece: int, owner: int, channel: int, deps: Sequence[int] = ()
+    b: ScheduleBuilder,
+    piece: int,
+    owner: int,
+    channel: int,
+    deps: Sequence[int] = (),
+    *,
+    switch: int | None = None,
+    ranks: Sequence[int] | None = None,
+    owner_reads: Sequence[int] = (),
 ) -> None:
-    """``multimem.st``: ``owner`` stores the piece once; the switch writes it to every GPU."""
-    switch = b.n_ranks
+    """``multimem.st``: ``owner`` stores the piece once; the switch (the only one unless
+    named) writes it to every GPU (of ``ranks`` if given), to ``owner`` once its own
+    sends of the piece (``owner_reads``) are done."""
+    switch = b.n_ranks if switch is None else switch
     up = b.add(src=owner, dst=switch, pieces=[piece], channel=channel, deps=deps)
-    for r in range(b.n_ranks):
-        b.add(src=switch, dst=r, pieces=[piece], channel=channel, deps=[up])
+    for r in range(b.n_ranks) if ranks is None else ranks:
+        after = [up, *owner_reads] if r == owner else [up]
+        b.add(src=switch, dst=r, pieces=[piece], channel=channel, deps=after)
 
 
 def nvls_allreduce(
@@ -169,8 +205,133 @@ def nvls_allgather(
     return b.build()
 
 
+def nvls_tree_allreduce(
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    gpus_per_node: int = 8,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> Schedule:
+    """All-reduce as NCCL's NVLS-tree runs it across servers of ``gpus_per_node`` GPUs
+    (ranks ``j g .. j g + g - 1`` on server j), each with a switch that reduces.
+
+    Local rank k of every server heads shard k: the server's switch reduces the shard to
+    it, the heads add their sums up a tree over the servers and pass the total down, and
+    each head multicasts it through its switch. Each shard is cut into ``2 x n_channels x
+    n_chunks`` pieces, alternating between NCCL's two trees over the servers; every
+    server has a switch endpoint (number ``n_ranks + j``), which the engine places on
+    the reducing switch linked to all of that server's GPUs. One server is
+    :func:`nvls_allreduce`.
+
+    Per GPU this moves S (g + 1) / g each way over NVLink, as on one server; a head
+    sends and receives ``S / g`` times 1 (two servers) to 2 (an inner server in one tree)
+    over its NIC.
+
+    Raises
+    ------
+    ScheduleError
+        If ``gpus_per_node`` does not divide ``n_ranks``.
+
+    >>> s = nvls_tree_allreduce(4, 64, gpus_per_node=2)
+    >>> s.n_switches, s.bytes_sent_per_rank().tolist()
+    (2, [128, 128, 128, 128, 192, 192])
+    >>> nvls_tree_allreduce(6, 64, gpus_per_node=4)
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ScheduleError: nvls_tree: 6 ranks do not split into servers of \
+gpus_per_node = 4
+    """
+    g = min(gpus_per_node, n_ranks)
+    if g < 1 or n_ranks % g:
+        raise ScheduleError(f"nvls_tree: {n_ranks} ranks do not split into servers of "
+                            f"gpus_per_node = {gpus_per_node}")  # fmt: skip
+    n_nodes = n_ranks // g
+    if n_nodes == 1:
+        return nvls_allreduce(n_ranks, size_bytes, n_channels=n_channels, n_chunks=n_chunks,
+                              max_in_flight=max_in_flight)  # fmt: skip
+    per_shard = 2 * n_channels * n_chunks
+    groups = tuple(tuple(range(j * g, (j + 1) * g)) for j in range(n_nodes))
+    b = ScheduleBuilder(
+        Collective.ALLREDUCE,
+        "nvls_tree",
+        n_ranks=n_ranks,
+        size_bytes=size_bytes,
+        pieces_per_block=g * per_shard,
+        max_in_flight=max_in_flight,
+        n_switches=n_nodes,
+        params={
+            "gpus_per_node": gpus_per_node,
+            "n_channels": n_channels,
+            "n_chunks": n_chunks,
+            "max_in_flight": max_in_flight,
+            # Which ranks each switch endpoint serves, and that it is their server's own
+            # switch (linked to each of them), for the engine to place it.
+            "switch_groups": groups,
+            "switch_scope": "server",
+        },
+    )
+    trees = double_binary_tree(n_nodes)
+    for j in range(per_shard):
+        channel = (j // 2) % n_channels
+        for local in range(g):
+            piece = b.piece(0, local * per_shard + j)
+            _tree_piece(b, piece, groups, local, trees[j % 2],
+                        channel=channel, down_channel=n_channels + channel)  # fmt: skip
+    return b.build()
+
+
+def _tree_piece(
+    b: ScheduleBuilder,
+    piece: int,
+    groups: tuple[tuple[int, ...], ...],
+    local: int,
+    tree: Tree,
+    *,
+    channel: int,
+    down_channel: int,
+) -> None:
+    """One piece of shard ``local``: reduced to each server's head, up and down the tree
+    of servers, and multicast in each server."""
+    n = b.n_ranks
+    head = [group[local] for group in groups]
+    # The server's sum lands on its head (a copy), before any child's sum is added to it.
+    landed = {}
+    for node, group in enumerate(groups):
+        up = [b.add(src=r, dst=n + node, pieces=[piece], op=Op.REDUCE, channel=channel)
+              for r in group]  # fmt: skip
+        landed[node] = [b.add(src=n + node, dst=head[node], pieces=[piece], channel=channel,
+                              deps=up)]  # fmt: skip
+    order = tree.top_down()
+    for node in reversed(order[1:]):  # children before their parent: up the tree
+        parent = tree.parent[node]
+        added = b.add(src=head[node], dst=head[parent], pieces=[piece], op=Op.REDUCE,
+                      channel=channel, deps=landed[node] + landed[parent][:1])  # fmt: skip
+        landed[parent].append(added)
+    total = {tree.root: landed[tree.root]}
+    sent: dict[int, list[int]] = {node: [] for node in order}
+    for node in order[1:]:  # parents before their children: down the tree
+        parent = tree.parent[node]
+        total[node] = [b.add(src=head[parent], dst=head[node], pieces=[piece],
+                             channel=down_channel, deps=total[parent])]  # fmt: skip
+        sent[parent] += total[node]
+    for node in order:
+        _multicast(
+            b,
+            piece,
+            head[node],
+            down_channel,
+            deps=total[node],
+            switch=n + node,
+            ranks=groups[node],
+            owner_reads=sent[node],
+        )
+
+
 ALGORITHMS: dict[tuple[Collective, str], Callable[..., Schedule]] = {
     (Collective.ALLREDUCE, "nvls"): nvls_allreduce,
+    (Collective.ALLREDUCE, "nvls_tree"): nvls_tree_allreduce,
     (Collective.REDUCESCATTER, "nvls"): nvls_reducescatter,
     (Collective.ALLGATHER, "nvls"): nvls_allgather,
 }

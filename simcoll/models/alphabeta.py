@@ -299,6 +299,47 @@ def _nvls(collective: Collective) -> Formula:
     return formula
 
 
+def _nvls_tree(c: _Call) -> float:
+    """NVLS-tree (:func:`simcoll.algorithms.nvls.nvls_tree_allreduce`) as a pipelined
+    chain of its hops, each moving half a shard (``S / 2g``) per pair: every GPU up to its
+    server's switch (2g halves), the switch down to the heads (2 halves each), the two
+    trees over the servers level by level up and then down (each pair once per tree it is
+    in, levels counted from the leaves up and from the root down), the heads up to their
+    switch, and the switch down to every GPU. An estimate: a level of one tree runs with
+    the same level of the other."""
+    servers = hosts_of(c.net.topology, c.nodes)
+    if len(servers) < 2:
+        return _nvls(Collective.ALLREDUCE)(c)
+    g = len(servers[0])
+    if any(len(server) != g for server in servers):
+        raise ConfigError(f"{c.algorithm}: servers hold different numbers of ranks")
+    switches = [reducing_switch(c.net.topology, [c.nodes[r] for r in server], c.algorithm)
+                for server in servers]  # fmt: skip
+    heads = [[c.nodes[server[local]] for server in servers] for local in range(g)]
+    gpus_up = [(c.nodes[r], switches[j]) for j, server in enumerate(servers) for r in server]
+    to_heads = [(switches[j], heads[local][j]) for local in range(g) for j in range(len(servers))]
+    up_levels: list[list[NodePair]] = []
+    down_levels: list[list[NodePair]] = []
+    for tree in double_binary_tree(len(servers)):
+        level = {tree.root: 0}
+        for node in tree.top_down()[1:]:
+            level[node] = level[tree.parent[node]] + 1
+        depth = max(level.values())
+        for node, at in level.items():
+            if node == tree.root:
+                continue
+            parent = tree.parent[node]
+            while len(up_levels) < depth:
+                up_levels.append([])
+                down_levels.append([])
+            for local in range(g):
+                up_levels[depth - at].append((heads[local][node], heads[local][parent]))
+                down_levels[at - 1].append((heads[local][parent], heads[local][node]))
+    hops = [gpus_up * (2 * g), to_heads * 2, *up_levels, *down_levels,
+            [(b, a) for a, b in to_heads] * 2, [(b, a) for a, b in gpus_up] * (2 * g)]  # fmt: skip
+    return c.chain(hops, c.size / (2 * g))
+
+
 def _sharp(c: _Call) -> float:
     """SHARP: ranks -> group switch (+) [-> root switch (+) -> group switch] -> ranks."""
     n = c.n
@@ -535,6 +576,7 @@ _FORMULAS: dict[tuple[Collective, str], Formula] = {
     (C.ALLREDUCE, "nvls"): _nvls(C.ALLREDUCE),
     (C.REDUCESCATTER, "nvls"): _nvls(C.REDUCESCATTER),
     (C.ALLGATHER, "nvls"): _nvls(C.ALLGATHER),
+    (C.ALLREDUCE, "nvls_tree"): _nvls_tree,
     (C.ALLREDUCE, "sharp"): _sharp,
     (C.ALLREDUCE, "tree"): _double_binary_tree,
     (C.BROADCAST, "tree"): _binomial(towards_root=False),
@@ -641,7 +683,8 @@ def alphabeta_time_s(
     Traceback (most recent call last):
     ...
     simcoll.core.errors.ConfigError: no alpha-beta formula for allreduce/rings; valid: direct, \
-halving_doubling, hierarchical, nvls, reduce_broadcast, reducescatter_allgather, ring, sharp, tree
+halving_doubling, hierarchical, nvls, nvls_tree, reduce_broadcast, reducescatter_allgather, ring, \
+sharp, tree
     """
     c = collective if isinstance(collective, Collective) else Collective.parse(collective)
     formula = _FORMULAS.get((c, algorithm))

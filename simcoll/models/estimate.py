@@ -141,7 +141,15 @@ def estimate_point(
                 return PointEstimate(n * min(steps[c.value], PREFIX_STEPS) * per)
             return PointEstimate(whole)
         return PointEstimate((n - 1) * per)  # a chain: every rank but the last sends
-    if algorithm in ("tree", "double_binary_tree", "msb_tree", "hierarchical", "nvls", "sharp"):
+    if algorithm in (
+        "tree",
+        "double_binary_tree",
+        "msb_tree",
+        "hierarchical",
+        "nvls",
+        "nvls_tree",
+        "sharp",
+    ):
         return PointEstimate(2 * n * per)
     if c is Collective.SENDRECV:
         return PointEstimate(n * per)

@@ -34,14 +34,17 @@ busBw refinements   ring LL: ``min(llMaxBw, 0.5 busBw)``; ring LL128: ``min(0.92
                     perChMaxTreeBw)``, then LL ``min(busBw / 3.8, llMaxBw)``, LL128
                     ``min(busBw x (7/9 on one node, else 120/128), nCh
                     perChMaxTreeLL128Bw)``; NVLS: ``nCh x min(bwIntra x 0.85 x (nCh-1)/nCh
-                    x (2 for all-reduce, else (ppn-1)/ppn), bwInter)``
+                    x (2 for all-reduce, else (ppn-1)/ppn), bwInter)``; NVLS-tree
+                    (all-reduce, several nodes): the same with ``bwInter`` doubled on two
+                    nodes, and at most ``perChMaxNVLSTreeBw`` per channel
 algBw               ring, NVLS: ``busBw x n / nsteps``; tree: ``busBw / 2``
 latency             ring all-reduce/all-gather/reduce-scatter: ``baseLat + (nsteps -
                     nInterSteps) max(intraLat, netOverhead) + nInterSteps interLat``;
                     ring broadcast/reduce: ``baseLat + hwLat`` (all channels identical,
                     as simcoll's rings are), else ``baseLat + nsteps hwLat``; tree:
                     ``baseLat + 2 ((ppn-1) intraLat + log2(nNodes) interLat)``; NVLS:
-                    ``intraLat (+ interLat on several nodes)``
+                    ``intraLat (+ interLat on several nodes)``; NVLS-tree: ``intraLat +
+                    2 log2(nNodes) interLat``
 time                ``lat + nBytes / (1000 algBw)``; tree all-reduce bandwidth times
                     ``treeCorrectionFactor[proto][log2(nBytes / 64)]``; ring simple
                     all-reduce on several nodes with ``nBytes / (nCh n) >= 64``: ``lat x
@@ -93,6 +96,7 @@ NCCL_ALGORITHMS: dict[str, frozenset[Collective]] = {
     "ring": frozenset({C.ALLREDUCE, C.ALLGATHER, C.REDUCESCATTER, C.BROADCAST, C.REDUCE}),
     "tree": frozenset({C.ALLREDUCE}),
     "nvls": frozenset({C.ALLREDUCE, C.ALLGATHER, C.REDUCESCATTER}),
+    "nvls_tree": frozenset({C.ALLREDUCE}),
 }
 """The algorithms of NCCL's model simcoll implements, and the collectives it costs them for."""
 
@@ -100,14 +104,34 @@ Triple = tuple[float, float, float]  # (LL, LL128, simple) or (N1, N2, N4)
 
 
 def _base_latency() -> dict[str, Triple]:
-    return {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0.0, 0.0, 0.0)}
+    return {
+        "tree": (6.8, 14.0, 8.4),
+        "ring": (6.6, 14.0, 8.4),
+        "nvls": (0.0, 0.0, 0.0),
+        "nvls_tree": (0.0, 0.0, 0.0),
+    }
 
 
 def _hw_latency() -> dict[str, dict[str, Triple]]:
     return {
-        "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "nvls": (0.0, 0.0, 25.0)},
-        "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "nvls": (0.0, 0.0, 0.0)},
-        "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "nvls": (0.0, 0.0, 18.0)},
+        "nvlink": {
+            "tree": (0.6, 1.25, 4.0),
+            "ring": (0.6, 1.9, 3.4),
+            "nvls": (0.0, 0.0, 25.0),
+            "nvls_tree": (0.0, 0.0, 25.0),
+        },
+        "pci": {
+            "tree": (1.0, 1.9, 4.0),
+            "ring": (1.0, 2.5, 5.7),
+            "nvls": (0.0, 0.0, 0.0),
+            "nvls_tree": (0.0, 0.0, 0.0),
+        },
+        "net": {
+            "tree": (5.0, 8.5, 14.0),
+            "ring": (2.7, 4.0, 14.0),
+            "nvls": (0.0, 0.0, 18.0),
+            "nvls_tree": (0.0, 0.0, 20.9),
+        },
     }
 
 
@@ -136,7 +160,8 @@ class NcclConstants:
 
     #: ``baseLat[algo][proto]`` (SOTA 3.3).
     base_latency_us: Mapping[str, Triple] = field(default_factory=_base_latency)
-    #: ``hwLat[link][algo][proto]``, per hop (SOTA 3.3; NVLS on NVLink 25, on NET 18).
+    #: ``hwLat[link][algo][proto]``, per hop (SOTA 3.3; NVLS on NVLink 25, on NET 18;
+    #: NVLS-tree on NVLink 25, on NET 20.9, tuning.cc@b647562).
     hw_latency_us: Mapping[str, Mapping[str, Triple]] = field(default_factory=_hw_latency)
     #: ``llMaxBw``: one node by GPU (Hopper 141), several by CPU (Intel 39.0 / 20.4; AMD
     #: would be 22.5 / 19.0) (SOTA 3.2; index rule in tuning.cc@b647562).
@@ -147,6 +172,8 @@ class NcclConstants:
     per_channel_max_tree_bw_gbps: Triple = (38.7, 41.4, 36.0)
     #: ``perChMaxTreeLL128Bw``, Hopper (tuning.cc@b647562).
     per_channel_max_tree_ll128_bw_gbps: Triple = (36.7, 36.7, 29.0)
+    #: ``perChMaxNVLSTreeBw``, Hopper (SOTA 3.2; no one-node value: NVLS-tree spans nodes).
+    per_channel_max_nvls_tree_bw_gbps: Triple = (0.0, 57.7, 45.5)
     #: Ring LL: an 8-byte line carries 4 data bytes and a 4-byte flag (SOTA 3.2).
     ll_factor: float = 0.5
     #: Ring LL128 and tree: "120.0/128.0", written 0.92 in NCCL (SOTA 3.2).
@@ -276,7 +303,8 @@ def nccl_estimate(  # noqa: PLR0917 - NCCL's model: collective, algorithm, proto
     topology
         A validated topology, read as described in the module docstring.
     collective, algorithm, protocol
-        ``algorithm`` is one of :data:`NCCL_ALGORITHMS` (``ring``, ``tree``, ``nvls``),
+        ``algorithm`` is one of :data:`NCCL_ALGORITHMS` (``ring``, ``tree``, ``nvls``,
+        ``nvls_tree``),
         ``protocol`` one of :data:`NCCL_PROTOCOLS` (case-insensitive).
     n_ranks, size_bytes
         Ranks (on the GPUs with ``rank`` 0..n_ranks-1 unless ``rank_nodes`` is given) and
@@ -312,7 +340,7 @@ def nccl_estimate(  # noqa: PLR0917 - NCCL's model: collective, algorithm, proto
         raise ConfigError(f"n_channels must be a positive integer, got {n_channels!r}")
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
         raise ConfigError(f"size_bytes must be a non-negative integer, got {size_bytes!r}")
-    if algorithm == "nvls" and (p != 2 or n_channels < 2):
+    if algorithm in ("nvls", "nvls_tree") and (p != 2 or n_channels < 2):
         raise ConfigError(
             f"NCCL runs NVLS with the simple protocol and at least 2 channels only; got "
             f"{NCCL_PROTOCOLS[p]} with {n_channels} channel(s)"
@@ -320,8 +348,7 @@ def nccl_estimate(  # noqa: PLR0917 - NCCL's model: collective, algorithm, proto
     nodes = map_ranks(topology, n_ranks) if rank_nodes is None else tuple(rank_nodes)
     if len(nodes) != n_ranks:
         raise ConfigError(f"rank_nodes names {len(nodes)} GPUs for {n_ranks} ranks")
-    if algorithm == "nvls":
-        reducing_switch(topology, nodes, algorithm)
+    _check_switches(topology, nodes, algorithm)
     g = _graph(topology, nodes, bw_intra_bytes_per_s, bw_inter_bytes_per_s, router)
     if p == 1 and g.intra_link != "nvlink":
         raise ConfigError("NCCL enables LL128 only where the GPUs talk over NVLink; here an "
@@ -332,7 +359,7 @@ def nccl_estimate(  # noqa: PLR0917 - NCCL's model: collective, algorithm, proto
     nsteps = {C.ALLREDUCE: 2 * (n_ranks - 1), C.BROADCAST: n_ranks, C.REDUCE: n_ranks}.get(
         c, n_ranks - 1
     )
-    algbw = bus * 0.5 if algorithm == "tree" else bus * n_ranks / nsteps
+    algbw = bus * 0.5 if algorithm == "tree" else bus * n_ranks / nsteps  # NVLS-tree: x n/nsteps
     lat = _latency_us(c, algorithm, p, n_ranks, nsteps, g, constants)
     bw = algbw
     if algorithm == "tree" and size_bytes >= 64:
@@ -354,15 +381,36 @@ def nccl_estimate(  # noqa: PLR0917 - NCCL's model: collective, algorithm, proto
     )
 
 
+def _check_switches(topology: nx.DiGraph[str], nodes: tuple[str, ...], algorithm: str) -> None:
+    """Refuse NVLS without a switch that reduces for every rank, and NVLS-tree on one
+    server or on a server without one."""
+    if algorithm == "nvls":
+        reducing_switch(topology, nodes, algorithm)
+    if algorithm != "nvls_tree":
+        return
+    servers = hosts_of(topology, nodes)
+    if len(servers) < 2:
+        raise ConfigError("nvls_tree spans servers; these ranks are on one (use nvls)")
+    g = len(servers[0])
+    if any(server != list(range(j * g, (j + 1) * g)) for j, server in enumerate(servers)):
+        raise ConfigError("nvls_tree needs each server's ranks consecutive and as many per server")
+    for server in servers:
+        reducing_switch(topology, [nodes[r] for r in server], "nvls_tree")
+
+
 def _bus_bandwidth_gbps(  # noqa: PLR0917 - private step of nccl_estimate
     c: Collective, algorithm: str, p: int, n_ch: int, g: _Graph, k: NcclConstants
 ) -> float:
     scale = min(g.n_nodes, 3) - 1  # N1, N2, N4 columns
-    if algorithm == "nvls":
+    if algorithm in ("nvls", "nvls_tree"):
         share = 2.0 if c is C.ALLREDUCE else (g.ppn - 1) / g.ppn
         intra = g.intra_gbps / n_ch * k.nvls_efficiency * (n_ch - 1) / n_ch * share
-        per_channel = intra if g.n_nodes == 1 else min(intra, g.inter_gbps / n_ch)
-        return n_ch * per_channel
+        if g.n_nodes == 1:
+            return n_ch * intra
+        if algorithm == "nvls":
+            return n_ch * min(intra, g.inter_gbps / n_ch)
+        inter = g.inter_gbps / n_ch * (2 if g.n_nodes <= 2 else 1)
+        return n_ch * min(intra, inter, k.per_channel_max_nvls_tree_bw_gbps[scale])
     total = g.intra_gbps if g.n_nodes == 1 else min(g.intra_gbps, g.inter_gbps)
     bus = n_ch * (total / n_ch)
     ll, ll128 = p == 0, p == 1
@@ -387,11 +435,13 @@ def _latency_us(  # noqa: PLR0917 - private step of nccl_estimate
     hw = k.hw_latency_us
     simple = p == 2
     intra_lat = hw[g.intra_link][algorithm][p]
-    inter_algo = "tree" if g.ppn == 1 and algorithm != "nvls" else algorithm
+    inter_algo = "tree" if g.ppn == 1 and algorithm not in ("nvls", "nvls_tree") else algorithm
     inter_lat = hw["net"][inter_algo][p] + k.latency_inter_us * (2 if simple else 1)
     base = k.base_latency_us[algorithm][p]
     if algorithm == "nvls":
         return intra_lat + (inter_lat if g.n_nodes > 1 else 0.0)
+    if algorithm == "nvls_tree":
+        return base + intra_lat + 2 * (g.n_nodes.bit_length() - 1) * inter_lat
     if algorithm == "tree":
         ppn = n // g.n_nodes
         log_nodes = g.n_nodes.bit_length() - 1

@@ -20,6 +20,7 @@ __all__ = [
     "PLACEMENTS",
     "gpus_per_host",
     "map_ranks",
+    "nvls_tree_servers",
     "place_ranks",
     "ranks_per_reducing_switch",
     "switch_endpoints",
@@ -172,6 +173,30 @@ def _placement_file(path: Path, gpus: list[str], n_ranks: int) -> tuple[str, ...
     return tuple(chosen)
 
 
+def nvls_tree_servers(topology: nx.DiGraph[str], rank_nodes: tuple[str, ...]) -> bool:
+    """Whether NVLS-tree can run on these ranks: two servers or more (GPUs' ``host``),
+    each holding an equal run of consecutive ranks, each with a switch that reduces
+    (``reduces`` true) linked to and from all of its GPUs.
+
+    >>> from simcoll.topology import switch_star
+    >>> nvls_tree_servers(switch_star(4, link_bandwidth_bytes_per_s=1e9), ("gpu0", "gpu1"))
+    False
+    """
+    hosts = [topology.nodes[gpu].get("host") for gpu in rank_nodes]
+    runs = [len(list(run)) for _, run in itertools.groupby(hosts)]
+    if len(runs) < 2 or len(set(runs)) != 1 or len(runs) != len(set(hosts)):
+        return False
+    reducing = [node for node in topology.nodes if topology.nodes[node].get("reduces") is True]
+    g = runs[0]
+    return all(
+        any(
+            all(topology.has_edge(gpu, r) and topology.has_edge(r, gpu) for gpu in server)
+            for r in reducing
+        )
+        for server in (rank_nodes[i : i + g] for i in range(0, len(rank_nodes), g))
+    )
+
+
 def switch_endpoints(
     topology: nx.DiGraph[str], rank_nodes: tuple[str, ...], schedule: Schedule
 ) -> tuple[str, ...]:
@@ -179,10 +204,12 @@ def switch_endpoints(
 
     Only switches whose ``reduces`` attribute is true qualify. Without
     ``schedule.params["switch_groups"]`` (NVLS) an endpoint needs a switch with a link to
-    and from every rank's GPU (the NVSwitch of the node). With it (SHARP), endpoint j goes
-    to the qualifying fabric switch (kind ``switch``) nearest to the GPUs of group j: the
-    fewest hops to the farthest of them, then to all of them, then the smallest id; each
-    switch serves one endpoint.
+    and from every rank's GPU (the NVSwitch of the node). With it and
+    ``params["switch_scope"] == "server"`` (NVLS-tree), endpoint j needs a switch linked
+    to and from every GPU of group j (that server's NVSwitch). With groups alone (SHARP),
+    endpoint j goes to the qualifying fabric switch (kind ``switch``) nearest to the GPUs
+    of group j: the fewest hops to the farthest of them, then to all of them, then the
+    smallest id; each switch serves one endpoint.
 
     Raises
     ------
@@ -202,6 +229,21 @@ def switch_endpoints(
             if all(topology.has_edge(g, node) and topology.has_edge(node, g) for g in rank_nodes)
         ][: schedule.n_switches]
         what = "an NVSwitch with NVLink SHARP such as dgx-h100's) linked to all"
+    elif schedule.params.get("switch_scope") == "server":
+        chosen = []
+        for group in groups:
+            gpus = [rank_nodes[r] for r in group]
+            linked = [
+                node
+                for node in reducing
+                if node not in chosen
+                and all(topology.has_edge(g, node) and topology.has_edge(node, g) for g in gpus)
+            ]
+            if not linked:
+                break
+            chosen.append(linked[0])
+        what = ("an NVSwitch with NVLink SHARP, as in h100-ib-fat-tree's servers) linked to "
+                "the GPUs of each server of")  # fmt: skip
     else:
         fabric = [n for n in reducing if topology.nodes[n]["kind"] is NodeKind.SWITCH]
         chosen = _nearest_switches(topology, rank_nodes, groups, fabric)

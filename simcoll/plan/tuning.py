@@ -48,7 +48,7 @@ def default_chunks(collective: Collective, name: str, n_ranks: int, size_bytes: 
     The largest transfer of an unchunked schedule is the whole buffer for algorithms that
     move it whole (chains, trees, in-network), else about one rank's share.
     """
-    whole = name in ("nvls", "sharp", "tree", "reduce_broadcast") or collective in (
+    whole = name in ("nvls", "nvls_tree", "sharp", "tree", "reduce_broadcast") or collective in (
         Collective.BROADCAST,
         Collective.REDUCE,
     )
@@ -60,7 +60,11 @@ ALL_PROTOCOLS = ("LL", "LL128", "simple")
 
 
 # NCCL runs NVLS with the Simple protocol only (state-of-the-art notes, section 3.2).
-PROTOCOLS_OF: dict[str, tuple[str, ...]] = {"nvls": ("simple",), "sharp": ("simple",)}
+PROTOCOLS_OF: dict[str, tuple[str, ...]] = {
+    "nvls": ("simple",),
+    "nvls_tree": ("simple",),
+    "sharp": ("simple",),
+}
 
 
 def protocol_allowed(protocol: Protocol | None, algorithm: str) -> bool:
@@ -161,7 +165,8 @@ _KNOB_OF_ENV = {
     "NCCL_ALGO": "algorithm",
     "NCCL_PROTO": "protocol",
 }
-_NCCL_ALGOS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "collnet": "sharp",
+_NCCL_ALGOS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree",
+               "collnet": "sharp",
                "collnetdirect": "sharp", "collnetchain": "sharp"}  # fmt: skip
 
 

@@ -39,7 +39,7 @@ from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.schedule import Schedule
 from simcoll.output.results import Row, bandwidths
 from simcoll.plan.channels import Plan
-from simcoll.plan.placement import map_ranks
+from simcoll.plan.placement import map_ranks, nvls_tree_servers
 from simcoll.plan.search import search_plan
 from simcoll.plan.tuning import NcclKnobs, protocols_for, runnable_with
 from simcoll.prediction.choices import candidates, default_algorithm
@@ -154,6 +154,9 @@ def call_setup(
     if name not in ("auto", "all"):
         build_schedule(c, name, n_ranks=1, size_bytes=0)  # unknown names fail early
     protocols = protocols_for(knobs.protocol or protocol)  # for nccl: NCCL_PROTO's role
+    spans = nvls_tree_servers(machine.topology, nodes)
+    if name == "all" and "nvls_tree" in names and not spans:
+        names.remove("nvls_tree")  # only where its servers are (by name it says why not)
     names = runnable_with(names, protocols)
     if machine.calibration is not None:
         protocols = [machine.calibration.protocol(p) for p in protocols]

@@ -104,7 +104,7 @@ def _formula(  # noqa: PLR0917 - one call of either model
             size_bytes, n_channels=params.get("n_channels", NCCL_DEFAULT_CHANNELS),
             rank_nodes=nodes, router=router,
         )  # fmt: skip
-    pipelined = ("ring", "nvls", "sharp", "hierarchical", "reducescatter_allgather")
+    pipelined = ("ring", "nvls", "nvls_tree", "sharp", "hierarchical", "reducescatter_allgather")
     if name not in pipelined and plan is None:  # textbook: unchunked; a plan's trees pipeline
         params = {k: v for k, v in params.items() if k != "n_chunks"}
     return alphabeta_time_s(

@@ -230,7 +230,7 @@ def test_copies_of_a_stage_run_at_once_on_their_own_links() -> None:
          "got -1.0"),
         (lambda s: s.collective("allreduce", 8, [0, 1], algorithm="nope"), "allreduce 8 B: "
          "allreduce has no algorithm 'nope'; valid: direct, halving_doubling, hierarchical, "
-         "nvls, reduce_broadcast, reducescatter_allgather, ring, sharp, tree"),
+         "nvls, nvls_tree, reduce_broadcast, reducescatter_allgather, ring, sharp, tree"),
         (lambda s: s.compute([0], 1.0, "x", after=[star().compute([0], 1.0, "y")]),
          "x: after= takes ops of this session, got one of another session"),
         (lambda s: s.compute([0], 1.0, "x", after=[0]), "x: after= takes ops of this session, "
