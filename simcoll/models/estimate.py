@@ -109,6 +109,7 @@ def estimate_point(
     n_channels: int = 1,
     symmetric: bool = True,
     period_ranks: int = 1,
+    gpus_per_node: int = 0,
 ) -> PointEstimate:
     """Estimate the transfers of one simulated collective call (see the module docstring).
 
@@ -116,10 +117,12 @@ def estimate_point(
     default blocks cut into about 512 KiB, at most 64) from the algorithm's shape: rings
     move a piece per rank per step; all-pairs algorithms (direct, pairwise, bruck,
     halving-doubling) at most one per rank pair; trees and in-network algorithms about
-    two per rank. With ``symmetric`` (the caller's knowledge that the symmetric path
-    will run, with ``period_ranks`` ranks per period), a ring all-reduce, all-gather or
-    reduce-scatter costs one period's share on one channel (the other channels are its
-    copies), at :data:`SECONDS_PER_REPRESENTATIVE` each; otherwise every rank's.
+    two per rank, and NVLS cuts every shard (one per rank; NVLS-tree: two per local rank
+    of a server of ``gpus_per_node``) into those pieces. With ``symmetric`` (the caller's
+    knowledge that the symmetric path will run, with ``period_ranks`` ranks per period), a
+    ring all-reduce, all-gather or reduce-scatter costs one period's share on one channel
+    (the other channels are its copies), at :data:`SECONDS_PER_REPRESENTATIVE` each;
+    otherwise every rank's.
     """
     c = collective if isinstance(collective, Collective) else Collective.parse(collective)
     n = max(1, n_ranks)
@@ -141,15 +144,11 @@ def estimate_point(
                 return PointEstimate(n * min(steps[c.value], PREFIX_STEPS) * per)
             return PointEstimate(whole)
         return PointEstimate((n - 1) * per)  # a chain: every rank but the last sends
-    if algorithm in (
-        "tree",
-        "double_binary_tree",
-        "msb_tree",
-        "hierarchical",
-        "nvls",
-        "nvls_tree",
-        "sharp",
-    ):
+    if algorithm in ("nvls", "nvls_tree"):  # per piece: every GPU up and down, the heads
+        g = max(1, min(gpus_per_node or n, n))
+        shards, heads = (n, 1) if algorithm == "nvls" else (2 * g, n // g)
+        return PointEstimate(shards * per * (2 * n + 4 * heads))
+    if algorithm in ("tree", "double_binary_tree", "msb_tree", "hierarchical", "sharp"):
         return PointEstimate(2 * n * per)
     if c is Collective.SENDRECV:
         return PointEstimate(n * per)

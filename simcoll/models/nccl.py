@@ -394,6 +394,8 @@ def _check_switches(topology: nx.DiGraph[str], nodes: tuple[str, ...], algorithm
     g = len(servers[0])
     if any(server != list(range(j * g, (j + 1) * g)) for j, server in enumerate(servers)):
         raise ConfigError("nvls_tree needs each server's ranks consecutive and as many per server")
+    if g < 2:
+        raise ConfigError("NCCL runs NVLS only with two GPUs or more per server")
     for server in servers:
         reducing_switch(topology, [nodes[r] for r in server], "nvls_tree")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import networkx as nx
@@ -81,8 +82,11 @@ def ranks_per_reducing_switch(topology: nx.DiGraph[str], n_ranks: int) -> int:
     return runs[0]
 
 
-def gpus_per_host(topology: nx.DiGraph[str], n_ranks: int) -> int:
-    """GPUs per server among the first ``n_ranks`` GPUs, from their ``host`` attribute.
+def gpus_per_host(
+    topology: nx.DiGraph[str], n_ranks: int, rank_nodes: Sequence[str] | None = None
+) -> int:
+    """GPUs per server among the ranks' GPUs (``rank_nodes``, else the first ``n_ranks``
+    GPUs), from their ``host`` attribute.
 
     Ranks without a host count as one server; unequal servers give the largest count
     that divides them all (so hierarchical groups never straddle two servers).
@@ -92,7 +96,7 @@ def gpus_per_host(topology: nx.DiGraph[str], n_ranks: int) -> int:
     4
     """
     hosts: dict[object, int] = {}
-    for node in gpu_nodes(topology)[:n_ranks]:
+    for node in gpu_nodes(topology)[:n_ranks] if rank_nodes is None else rank_nodes:
         host = topology.nodes[node].get("host")
         hosts[host] = hosts.get(host, 0) + 1
     return math.gcd(*hosts.values())
@@ -173,28 +177,45 @@ def _placement_file(path: Path, gpus: list[str], n_ranks: int) -> tuple[str, ...
     return tuple(chosen)
 
 
-def nvls_tree_servers(topology: nx.DiGraph[str], rank_nodes: tuple[str, ...]) -> bool:
+def nvls_tree_servers(
+    topology: nx.DiGraph[str], rank_nodes: tuple[str, ...], router: Router | None = None
+) -> bool:
     """Whether NVLS-tree can run on these ranks: two servers or more (GPUs' ``host``),
-    each holding an equal run of consecutive ranks, each with a switch that reduces
-    (``reduces`` true) linked to and from all of its GPUs.
+    each holding an equal run of two or more consecutive ranks (NCCL turns NVLS off with
+    one GPU per server), each with a switch that reduces
+    (``reduces`` true) linked to and from all of its GPUs, and local rank k of the first
+    server with a route to and from local rank k of every other (a head whose NIC is
+    down has none).
 
     >>> from simcoll.topology import switch_star
-    >>> nvls_tree_servers(switch_star(4, link_bandwidth_bytes_per_s=1e9), ("gpu0", "gpu1"))
+    >>> star = switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+    >>> nvls_tree_servers(star, ("gpu0", "gpu1"))  # one server, and no switch that reduces
     False
     """
     hosts = [topology.nodes[gpu].get("host") for gpu in rank_nodes]
     runs = [len(list(run)) for _, run in itertools.groupby(hosts)]
-    if len(runs) < 2 or len(set(runs)) != 1 or len(runs) != len(set(hosts)):
+    if len(runs) < 2 or len(set(runs)) != 1 or len(runs) != len(set(hosts)) or runs[0] < 2:
         return False
     reducing = [node for node in topology.nodes if topology.nodes[node].get("reduces") is True]
     g = runs[0]
-    return all(
+    servers = [rank_nodes[i : i + g] for i in range(0, len(rank_nodes), g)]
+    if not all(
         any(
             all(topology.has_edge(gpu, r) and topology.has_edge(r, gpu) for gpu in server)
             for r in reducing
         )
-        for server in (rank_nodes[i : i + g] for i in range(0, len(rank_nodes), g))
-    )
+        for server in servers
+    ):
+        return False
+    router = router if router is not None else Router(topology)
+    try:
+        for server in servers[1:]:
+            for head, other in zip(servers[0], server, strict=True):
+                router.route(head, other)
+                router.route(other, head)
+    except TopologyError:
+        return False
+    return True
 
 
 def switch_endpoints(

@@ -154,9 +154,11 @@ def call_setup(
     if name not in ("auto", "all"):
         build_schedule(c, name, n_ranks=1, size_bytes=0)  # unknown names fail early
     protocols = protocols_for(knobs.protocol or protocol)  # for nccl: NCCL_PROTO's role
-    spans = nvls_tree_servers(machine.topology, nodes)
+    spans = nvls_tree_servers(machine.topology, nodes, machine.router)
     if name == "all" and "nvls_tree" in names and not spans:
         names.remove("nvls_tree")  # only where its servers are (by name it says why not)
+    if by_nccl and name == "auto" and c is Collective.ALLREDUCE and spans:
+        names.append("nvls_tree")  # NCCL's NVLSTree: among its picks across servers
     names = runnable_with(names, protocols)
     if machine.calibration is not None:
         protocols = [machine.calibration.protocol(p) for p in protocols]

@@ -136,6 +136,7 @@ def _choice_estimate(  # noqa: PLR0917 - one choice's facts, and the cache
     estimate = estimate_point(
         setup.collective, name, n_ranks=n, size_bytes=size_bytes, n_chunks=knobs.get("n_chunks"),
         n_channels=channels, symmetric=period is not None, period_ranks=period or 1,
+        gpus_per_node=knobs.get("gpus_per_node", 0),
     )  # fmt: skip
     other_s = _routing_s(setup, name, channels, costs)
     if tried is not None:  # each period checked looks every copy up

@@ -4,7 +4,7 @@ parameters an algorithm takes from the topology (GPUs per server, ranks per swit
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import networkx as nx
 
@@ -64,13 +64,16 @@ def algorithm_params(
     params: Mapping[str, int] | None,
     topology: nx.DiGraph[str],
     n_ranks: int,
+    *,
+    rank_nodes: Sequence[str] | None = None,
 ) -> dict[str, int]:
-    """The user's parameters, plus ``gpus_per_node`` from the topology where it applies."""
+    """The user's parameters, plus ``gpus_per_node`` from the topology where it applies
+    (counted over the ranks' GPUs, ``rank_nodes``, when given)."""
     chosen = dict(params or {})
     fn = ALGORITHMS.get((collective, name))
     accepted = inspect.signature(fn).parameters if fn is not None else {}
     if "gpus_per_node" in accepted:
-        chosen.setdefault("gpus_per_node", gpus_per_host(topology, n_ranks))
+        chosen.setdefault("gpus_per_node", gpus_per_host(topology, n_ranks, rank_nodes))
     if "ranks_per_switch" in accepted and "ranks_per_switch" not in chosen:
         per_switch = ranks_per_reducing_switch(topology, n_ranks)
         if per_switch:

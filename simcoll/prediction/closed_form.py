@@ -49,7 +49,7 @@ def closed_form_rows(
         refusal: ConfigError | None = None
         picked = nccl_choice(setup, size) if setup.by_nccl and size else setup
         for name in picked.names:
-            chosen = algorithm_params(name, c, params, setup.topology, n)
+            chosen = algorithm_params(name, c, params, setup.topology, n, rank_nodes=setup.nodes)
             for proto in picked.protocols:
                 if not protocol_allowed(proto, name):
                     continue

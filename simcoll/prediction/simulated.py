@@ -212,7 +212,8 @@ def candidate_choices(setup: Setup, size_bytes: int) -> tuple[list[Candidate], S
     bounds = _bounds(setup) if len(setup.names) * len(setup.protocols) > 1 else None
     for name in setup.names:
         try:
-            chosen = algorithm_params(name, setup.collective, setup.params, setup.topology, n)
+            chosen = algorithm_params(name, setup.collective, setup.params, setup.topology, n,
+                                      rank_nodes=setup.nodes)  # fmt: skip
         except (ScheduleError, ConfigError) as error:
             if len(setup.names) == 1 and isinstance(error, ConfigError):
                 raise

@@ -423,6 +423,15 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     Case(
+        "nvls-tree-1024",
+        "predict: NVLS-tree all-reduce 1 GiB (NCCL's pick there), 128 DGX H100 on the NDR "
+        "fat-tree: each server's NVSwitch reduces, trees over the servers (the general path)",
+        30.0,
+        lambda: _predict_case(
+            "nvls-tree-1024", "h100-ib-fat-tree.toml", 128, [GIB], "nvls_tree", "simple"
+        ),
+    ),
+    Case(
         "ring-1024-random",
         "predict: ring all-reduce 1 GiB, simple, NCCL's plan, random placement (seed 1), "
         "128 A100 nodes on a 2:1 RoCE fat-tree (hashed ECMP: no symmetry, and over one "

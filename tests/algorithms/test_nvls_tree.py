@@ -156,3 +156,34 @@ def test_the_analytical_model_estimates_it_within_a_tenth_of_flow(n_nodes: int) 
         for model in ("flow", "analytical")
     )  # fmt: skip
     assert formula == pytest.approx(flow, rel=0.10)
+
+
+def test_nccl_never_picks_it_where_it_cannot_run() -> None:
+    # One GPU per server (NCCL turns NVLS off), ranks of a server not consecutive, a head
+    # whose NIC is down: the default pick is something else, and NCCL's model refuses
+    # the first two by name.
+    topology = cluster(4)
+    one_each = tuple(f"gpu{8 * j}" for j in range(4))
+    strided = tuple(f"gpu{8 * (i % 4) + i // 4}" for i in range(16))
+    for nodes, why in ((one_each, "two GPUs or more"), (strided, "consecutive")):
+        with pytest.raises(ConfigError, match=why):
+            nccl_time_s(topology, "allreduce", "nvls_tree", "simple", len(nodes), GIB,
+                        n_channels=16, rank_nodes=nodes)  # fmt: skip
+    from simcoll.topology.whatif import fail  # noqa: PLC0415
+
+    (row,) = predict(fail(cluster(2), "node0.nic0"), "allreduce", [GIB], n_ranks=16).rows
+    assert row.algorithm != "nvls_tree"
+
+
+def test_the_cost_estimate_counts_its_transfers() -> None:
+    # estimate_point: 2g shards of pieces (64 of ~512 KiB at most), each piece sent up by
+    # every GPU and down to every GPU plus 4 transfers per server: 16 x 64 x (32 + 8).
+    # The schedule has 8 shards x 2 trees x 64 pieces, each 16 up + 2 to the heads + 1 up
+    # the tree + 1 down + 2 up for the multicast + 16 down = 38 transfers: 38,912.
+    from simcoll.models.estimate import estimate_point  # noqa: PLC0415
+
+    e = estimate_point("allreduce", "nvls_tree", n_ranks=16, size_bytes=GIB, gpus_per_node=8)
+    assert e.transfers == 16 * 64 * (32 + 8)
+    s = nvls_tree_allreduce(16, GIB, gpus_per_node=8, n_chunks=64)
+    assert s.n_transfers == 8 * 2 * 64 * 38
+    assert e.transfers == pytest.approx(s.n_transfers, rel=0.1)

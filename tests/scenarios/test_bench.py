@@ -43,6 +43,7 @@ def test_the_suite_has_the_issue_cases() -> None:
         "ring-ecmp-256",
         "tree-1024",
         "ring-1024-ecmp",
+        "nvls-tree-1024",
         "ring-1024-random",
         "ring-1024-random-ib",
         "tree-1024-nccl",

@@ -48,7 +48,11 @@ def test_each_point_is_predict_on_the_changed_fabric():
         assert row["time_s"] == expected(row["topology.degrade"], row["topology.fail"])
     plain = next(r for r in rows if not r["topology.degrade"] and not r["topology.fail"])
     half = next(r for r in rows if r["topology.degrade"] == "ib=0.5" and not r["topology.fail"])
-    assert half["time_s"] > 1.8 * plain["time_s"]  # every network link at half rate
+    # Every network link at half rate. NCCL's pick here is NVLS-tree, whose heads each move
+    # S/8 over their NIC each way (nvls.py): at 25 GB/s x the file's net efficiency 0.990
+    # that alone takes S/8 / 24.7 GB/s, more than the whole call at full rate.
+    floor_s = 2**30 / 8 / (25e9 * 0.9895352305294548)
+    assert half["time_s"] >= floor_s > plain["time_s"]
 
 
 def test_a_what_if_in_the_topology_set_applies_to_every_point():
