@@ -63,6 +63,12 @@ def _table(stem: str, *args: str) -> Table:
     return Table(f"{PUBLIC}/{stem}.csv", list(args))
 
 
+def _h100_allreduce(stem: str, n_nodes: int) -> Table:
+    """An all-reduce table of ``n_nodes`` DGX H100 servers of the NDR fat-tree."""
+    return _table(stem, "--set", f"n_nodes={n_nodes}", "--collective", "allreduce",
+                  "--ranks", str(8 * n_nodes))  # fmt: skip
+
+
 MACHINES = [
     Machine(
         "a100",
@@ -119,72 +125,16 @@ MACHINES = [
             "ring",
         ),
         predict=[
-            _table(
-                "nccl_allreduce_4x8xH100_ndr_nccltests309_gjaion",
-                "--set",
-                "n_nodes=4",
-                "--collective",
-                "allreduce",
-                "--ranks",
-                "32",
-            ),
+            _h100_allreduce("nccl_allreduce_4x8xH100_ndr_nccltests309_gjaion", 4),
             # the same thread: NCCL's default on 2 and 8 of gj-aion's nodes, NCCL_MIN_CTAS=24
             # NCCL_IB_QPS_PER_CONNECTION=2 on 8 (simulated with the defaults: simcoll has
             # neither knob in compare), and qoofyk's 2 bare-metal and 4 VM nodes from 8 B
-            _table(
-                "nccl_allreduce_2x8xH100_ndr_nccltests309_gjaion",
-                "--set",
-                "n_nodes=2",
-                "--collective",
-                "allreduce",
-                "--ranks",
-                "16",
-            ),
-            _table(
-                "nccl_allreduce_8x8xH100_ndr_nccltests309_gjaion",
-                "--set",
-                "n_nodes=8",
-                "--collective",
-                "allreduce",
-                "--ranks",
-                "64",
-            ),
-            _table(
-                "nccl_allreduce_8x8xH100_ndr_mincta24_qps2_nccltests309_gjaion",
-                "--set",
-                "n_nodes=8",
-                "--collective",
-                "allreduce",
-                "--ranks",
-                "64",
-            ),
-            _table(
-                "nccl_allreduce_2x8xH100_ndr_nccltests309_qoofyk",
-                "--set",
-                "n_nodes=2",
-                "--collective",
-                "allreduce",
-                "--ranks",
-                "16",
-            ),
-            _table(
-                "nccl_allreduce_4x8xH100_ndr_vm_nccltests309_qoofyk",
-                "--set",
-                "n_nodes=4",
-                "--collective",
-                "allreduce",
-                "--ranks",
-                "32",
-            ),
-            _table(
-                "nccl_allreduce_8xH100_nvswitch_nccltests290",
-                "--set",
-                "n_nodes=1",
-                "--collective",
-                "allreduce",
-                "--ranks",
-                "8",
-            ),
+            _h100_allreduce("nccl_allreduce_2x8xH100_ndr_nccltests309_gjaion", 2),
+            _h100_allreduce("nccl_allreduce_8x8xH100_ndr_nccltests309_gjaion", 8),
+            _h100_allreduce("nccl_allreduce_8x8xH100_ndr_mincta24_qps2_nccltests309_gjaion", 8),
+            _h100_allreduce("nccl_allreduce_2x8xH100_ndr_nccltests309_qoofyk", 2),
+            _h100_allreduce("nccl_allreduce_4x8xH100_ndr_vm_nccltests309_qoofyk", 4),
+            _h100_allreduce("nccl_allreduce_8xH100_nvswitch_nccltests290", 1),
         ],
         # the servers' own parameters held (the hardware file), the network's fitted
         fit=[
