@@ -11,7 +11,9 @@ parameter, each a physical cause that calibration can fit:
   or from one (the switch reduces and multicasts below its links' rate).
 - ``step_latency_s[class]``: a fixed cost every transfer pays on top of its route (kernel
   launch and flag polling, a host thread waking up, a reduction's setup). It adds to the
-  protocol's step latency.
+  protocol's step latency. Over the network only Simple transfers (and runs without a
+  protocol) pay it: it is the cost of Simple's flush and fence, which LL and LL128 do not
+  do (:func:`pays_step_latency`).
 - ``link_latency_s[kind]``: the latency of one link of that kind, replacing the topology
   file's value (an emulated link whose delay could not be applied, a cable longer than the
   spec sheet's).
@@ -63,6 +65,7 @@ __all__ = [
     "PARAMS_MARK",
     "Calibration",
     "foreign_parameters",
+    "pays_step_latency",
     "read_calibration",
     "write_calibration",
 ]
@@ -125,7 +128,8 @@ class Calibration:
         bare = dict.fromkeys(LINK_CLASSES + ENDPOINT_CLASSES, 0.0)
         step = dict(base.step_latency_s) if base else bare
         for cls, extra_s in self.step_latency_s.items():
-            step[cls] = step.get(cls, 0.0) + extra_s
+            if pays_step_latency(name, cls):
+                step[cls] = step.get(cls, 0.0) + extra_s
         by_class = {cls: efficiency * e for cls, e in self.efficiency.items()
                     if cls in LINK_CLASSES}  # fmt: skip
         by_endpoint = {cls: e for cls, e in self.efficiency.items() if cls in ENDPOINT_CLASSES}
@@ -201,6 +205,25 @@ def foreign_parameters(calibration: Calibration, topology: nx.DiGraph[str]) -> l
     if not per_link or any(applies for _, applies in per_link):
         return []
     return [name for name, _ in per_link]
+
+
+def pays_step_latency(protocol: str, cls: str) -> bool:
+    """Whether a transfer of ``protocol`` over links of class ``cls`` pays the fitted
+    ``step_latency_s[cls]``: all do, except LL and LL128 over the network.
+
+    A network receive with Simple ends with a flush of the GPUDirect RDMA write and a
+    flag after a fence (NCCL's net transport flushes Simple receives only; ``tuning.cc``
+    adds the inter-node latency a second time for Simple, "the flush extra latency").
+    LL and LL128 carry their flags inside the data lines and do neither, so the extra
+    fitted on large Simple transfers across servers is not theirs: a 2-server tree/LL
+    all-reduce of 1 KiB paid it on every network hop, 2-3x the measured 25-35 us (issue 32).
+
+    >>> pays_step_latency("LL", "net"), pays_step_latency("LL", "nvlink")
+    (False, True)
+    >>> pays_step_latency("simple", "net"), pays_step_latency("none", "net")
+    (True, True)
+    """
+    return not (cls == "net" and protocol in ("LL", "LL128"))
 
 
 def _check(section: str, key: str, value: object, valid: tuple[str, ...]) -> None:
@@ -336,7 +359,7 @@ def write_calibration(
     lines = [
         PARAMS_MARK,
         "# efficiency: data fraction of the wire per link class (x the protocol's own);",
-        "# step_latency_s: added to every transfer over that class, seconds;",
+        "# step_latency_s: added to every transfer over that class (not LL, LL128 over net), s;",
         "# link_latency_s: replaces the topology's latency of every link of that kind, seconds;",
         "# protocol_efficiency: factor on an NCCL protocol's data fraction;",
         "# launch_s: added once to every collective call, seconds;",

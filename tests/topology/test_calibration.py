@@ -19,6 +19,18 @@ def test_protocol_multiplies_efficiency_and_adds_step_latency():
     assert ll128.latency_s(["ib"]) == pytest.approx(4.0e-6)
 
 
+def test_over_the_network_only_simple_pays_the_fitted_step_latency():
+    # issue 32: a net latency fitted on large Simple transfers was the floor of every LL
+    # hop across servers. NCCL flushes Simple's network receives only; LL and LL128 keep
+    # NCCL's own hop latency there (2.7 and 4.0 us), and pay a fitted NVLink or PCIe one.
+    cal = Calibration(step_latency_s={"net": 10e-6, "nvlink": 1e-6})
+    assert cal.protocol(PROTOCOLS["LL"]).latency_s(["ib"]) == pytest.approx(2.7e-6)
+    assert cal.protocol(PROTOCOLS["LL128"]).latency_s(["pcie", "ib"]) == pytest.approx(4.0e-6)
+    assert cal.protocol(PROTOCOLS["simple"]).latency_s(["ib"]) == pytest.approx(14e-6 + 10e-6)
+    assert cal.protocol(None).latency_s(["ethernet"]) == pytest.approx(10e-6)  # no protocol
+    assert cal.protocol(PROTOCOLS["LL"]).latency_s(["nvlink"]) == pytest.approx(0.6e-6 + 1e-6)
+
+
 def test_apply_replaces_only_the_calibrated_kind():
     star = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-3,
                        link_kind=LinkKind.ETHERNET, switch_kind=NodeKind.SWITCH)  # fmt: skip
