@@ -41,3 +41,12 @@ def test_a_tiny_tree_ll_allreduce_is_launch_plus_its_hops(n_nodes):
     # qoofyk's public runs (nccl-tests#309): 25-30 us on 2 servers, 35-40 on 4
     if n_nodes in (2, 4):
         assert {2: 24e-6, 4: 34e-6}[n_nodes] <= row.time_s <= {2: 31e-6, 4: 41e-6}[n_nodes]
+
+
+def test_ll_on_one_h100_server_runs_at_nccls_cap():
+    # issue 32: ring/LL reached 184 GB/s busbw at 256 MiB on the links alone; NCCL caps
+    # LL's bus bandwidth in one Hopper server at llMaxBw = 141 GB/s (tuning.cc), which
+    # the server's params carry as LL's protocol efficiency
+    graph = load("topologies/dgx-h100.toml")
+    (row,) = predict(graph, "allreduce", [8 * 2**30], algorithm="ring", protocol="LL").rows
+    assert row.busbw_bytes_per_s == pytest.approx(141e9, rel=0.005)
