@@ -64,7 +64,7 @@ from collections.abc import Callable, Sequence
 
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ScheduleError
-from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
+from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Block, Op, Schedule, ScheduleBuilder
 from simcoll.plan.trees import Tree, double_binary_tree
 
 __all__ = [
@@ -273,13 +273,29 @@ gpus_per_node = 4
         },
     )
     trees = double_binary_tree(n_nodes)
+    # Every piece of shard k on tree t moves alike: build it once per (k, t), then repeat
+    # it with its piece and channels (the same transfers, in the same order, as
+    # building each piece in turn).
+    blocks = {(local, t): _tree_block(b, groups, local, trees[t])
+              for local in range(g) for t in range(2)}  # fmt: skip
     for j in range(per_shard):
         channel = (j // 2) % n_channels
         for local in range(g):
-            piece = b.piece(0, local * per_shard + j)
-            _tree_piece(b, piece, groups, local, trees[j % 2],
-                        channel=channel, down_channel=n_channels + channel)  # fmt: skip
+            b.add_block(blocks[local, j % 2], piece=b.piece(0, local * per_shard + j),
+                        channels=(channel, n_channels + channel))  # fmt: skip
     return b.build()
+
+
+def _tree_block(
+    b: ScheduleBuilder, groups: tuple[tuple[int, ...], ...], local: int, tree: Tree
+) -> Block:
+    """:func:`_tree_piece` of one piece of shard ``local`` on ``tree``, as a block whose
+    channel slots are 0 (reduce and up the tree) and 1 (down the tree and multicast)."""
+    one = ScheduleBuilder(b.collective, b.algorithm, n_ranks=b.n_ranks,
+                          size_bytes=b.size_bytes, pieces_per_block=b.pieces_per_block,
+                          n_switches=b.n_switches)  # fmt: skip
+    _tree_piece(one, 0, groups, local, tree, channel=0, down_channel=1)
+    return one.block()
 
 
 def _tree_piece(

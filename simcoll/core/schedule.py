@@ -63,7 +63,15 @@ from simcoll.core.limits import (
     whole_number,
 )
 
-__all__ = ["ROUND_UP_TOLERANCE", "Op", "Schedule", "ScheduleBuilder", "Transfer", "split_bytes"]
+__all__ = [
+    "ROUND_UP_TOLERANCE",
+    "Block",
+    "Op",
+    "Schedule",
+    "ScheduleBuilder",
+    "Transfer",
+    "split_bytes",
+]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -244,6 +252,21 @@ class Schedule:
         return _frozen(received.astype(np.int64))
 
 
+@dataclass(frozen=True)
+class Block:
+    """A run of one-piece transfers that a schedule repeats (:meth:`ScheduleBuilder.block`):
+    endpoints and operation codes, a channel slot per transfer (an index into the
+    channels :meth:`ScheduleBuilder.add_block` is given), and dependencies numbered from
+    the block's first transfer."""
+
+    src: list[int]
+    dst: list[int]
+    op: list[int]
+    channel: IntArray
+    deps_indptr: IntArray
+    deps: IntArray
+
+
 class ScheduleBuilder:
     """Collects transfers for one :class:`Schedule`; algorithms use it and call ``build``.
 
@@ -402,6 +425,58 @@ class ScheduleBuilder:
         self._pieces_indptr.extend(range(base_pieces + 1, base_pieces + len(src) + 1))
         self._deps.extend(deps.tolist())
         self._deps_indptr.extend((deps_indptr[1:] + base_deps).tolist())
+
+    def block(self) -> Block:
+        """Every transfer added so far as a :class:`Block`, to append again with
+        :meth:`add_block`: each must move one piece (its piece and channels are given
+        anew each time), and its dependencies stay within it.
+
+        >>> b = ScheduleBuilder(Collective.BROADCAST, "x", n_ranks=3, size_bytes=4,
+        ...                     pieces_per_block=2)
+        >>> first = b.add(src=0, dst=1, pieces=[0])
+        >>> _ = b.add(src=1, dst=2, pieces=[0], channel=1, deps=[first])
+        >>> hop = b.block()
+        >>> b.add_block(hop, piece=1, channels=[3, 4])
+        >>> s = b.build()
+        >>> s.channel.tolist(), s.pieces.tolist(), s.deps_of(3).tolist()
+        ([0, 1, 3, 4], [0, 0, 1, 1], [2])
+        """
+        if self._pieces_indptr[-1] != len(self._src):
+            raise ScheduleError("a block's transfers move one piece each")
+        return Block(
+            src=list(self._src),
+            dst=list(self._dst),
+            op=list(self._op),
+            channel=np.asarray(self._channel, dtype=np.int64),
+            deps_indptr=np.asarray(self._deps_indptr, dtype=np.int64),
+            deps=np.asarray(self._deps, dtype=np.int64),
+        )
+
+    def add_block(self, block: Block, *, piece: int, channels: Sequence[int]) -> None:
+        """Append ``block``'s transfers, each moving ``piece``, transfer i on channel
+        ``channels[block.channel[i]]``, with its dependencies shifted to the new copies.
+        The same transfers as :meth:`add` one by one, in the same order, at a fraction of
+        the cost (NVLS-tree repeats one piece's 2,500 transfers a thousand times at 1,024
+        GPUs).
+
+        Raises ConfigError past :data:`~simcoll.core.limits.MAX_TRANSFERS` transfers or
+        :data:`~simcoll.core.limits.MAX_DEPENDENCIES` dependencies.
+        """
+        n = len(block.src)
+        base = len(self._src)
+        if base + n > MAX_TRANSFERS:
+            raise self._too_many()
+        if len(self._deps) + len(block.deps) > MAX_DEPENDENCIES:
+            raise self._too_many_dependencies()
+        base_pieces, base_deps = len(self._pieces), len(self._deps)
+        self._src.extend(block.src)
+        self._dst.extend(block.dst)
+        self._op.extend(block.op)
+        self._channel.extend(np.asarray(channels, dtype=np.int64)[block.channel].tolist())
+        self._pieces.extend([piece] * n)
+        self._pieces_indptr.extend(range(base_pieces + 1, base_pieces + n + 1))
+        self._deps.extend((block.deps + base).tolist())
+        self._deps_indptr.extend((block.deps_indptr[1:] + base_deps).tolist())
 
     def build(self) -> Schedule:
         """Freeze and validate the schedule (see :func:`_check_transfers`)."""

@@ -187,3 +187,32 @@ def test_the_cost_estimate_counts_its_transfers() -> None:
     s = nvls_tree_allreduce(16, GIB, gpus_per_node=8, n_chunks=64)
     assert s.n_transfers == 8 * 2 * 64 * 38
     assert e.transfers == pytest.approx(s.n_transfers, rel=0.1)
+
+
+@pytest.mark.parametrize(("n_ranks", "g", "n_channels", "n_chunks"),
+                         [(16, 8, 2, 3), (12, 4, 3, 2), (6, 2, 1, 1), (40, 8, 1, 2)])  # fmt: skip
+def test_the_repeated_blocks_are_the_pieces_built_one_by_one(n_ranks, g, n_channels, n_chunks):
+    # The schedule repeats one piece's transfers per (shard, tree) (ScheduleBuilder.
+    # add_block); built piece by piece with _tree_piece instead it is the same, array for
+    # array.
+    from simcoll.algorithms.nvls import _tree_piece  # noqa: PLC0415
+    from simcoll.core.collectives import Collective  # noqa: PLC0415
+    from simcoll.core.schedule import ScheduleBuilder  # noqa: PLC0415
+    from simcoll.plan.trees import double_binary_tree  # noqa: PLC0415
+
+    size = 2**20
+    got = nvls_tree_allreduce(n_ranks, size, gpus_per_node=g, n_channels=n_channels,
+                              n_chunks=n_chunks)  # fmt: skip
+    per_shard = 2 * n_channels * n_chunks
+    groups = tuple(tuple(range(j * g, (j + 1) * g)) for j in range(n_ranks // g))
+    b = ScheduleBuilder(Collective.ALLREDUCE, "nvls_tree", n_ranks=n_ranks, size_bytes=size,
+                        pieces_per_block=g * per_shard, n_switches=len(groups))  # fmt: skip
+    trees = double_binary_tree(len(groups))
+    for j in range(per_shard):
+        channel = (j // 2) % n_channels
+        for local in range(g):
+            _tree_piece(b, b.piece(0, local * per_shard + j), groups, local, trees[j % 2],
+                        channel=channel, down_channel=n_channels + channel)  # fmt: skip
+    want = b.build()
+    for name in ("src", "dst", "op", "channel", "pieces_indptr", "pieces", "deps_indptr", "deps"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from simcoll.core.collectives import Collective
@@ -88,3 +89,29 @@ def test_builder_refuses_malformed_transfers(transfer, message):
     b.add(**transfer)
     with pytest.raises(ScheduleError, match=message):
         b.build()
+
+
+def test_a_block_added_again_is_its_transfers_added_one_by_one():
+    def builder() -> ScheduleBuilder:
+        return ScheduleBuilder(Collective.ALLREDUCE, "x", n_ranks=4, size_bytes=64,
+                               pieces_per_block=4)  # fmt: skip
+
+    hops = [(0, 1, Op.REDUCE, 0, []), (1, 2, Op.COPY, 1, [0]), (2, 3, Op.COPY, 1, [0, 1])]
+    one = builder()
+    for src, dst, op, slot, deps in hops:
+        one.add(src=src, dst=dst, pieces=[0], op=op, channel=slot, deps=deps)
+    block = one.block()
+    by_block, by_hand = builder(), builder()
+    for piece, channels in ((2, (2, 7)), (3, (0, 3))):
+        by_block.add_block(block, piece=piece, channels=channels)
+        base = by_hand.n_transfers
+        for src, dst, op, slot, deps in hops:
+            by_hand.add(src=src, dst=dst, pieces=[piece], op=op, channel=channels[slot],
+                        deps=[base + d for d in deps])  # fmt: skip
+    a, b = by_block.build(), by_hand.build()
+    for name in ("src", "dst", "op", "channel", "pieces_indptr", "pieces", "deps_indptr", "deps"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    two = builder()
+    two.add(src=0, dst=1, pieces=[0, 1])
+    with pytest.raises(ScheduleError, match="one piece each"):
+        two.block()
