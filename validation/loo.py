@@ -123,15 +123,20 @@ MACHINES = [
             "16",
             "--algorithm",
             "ring",
+            "--nccl",
+            "NCCL_MIN_CTAS=24",  # as the run was made
         ),
         predict=[
             _h100_allreduce("nccl_allreduce_4x8xH100_ndr_nccltests309_gjaion", 4),
             # the same thread: NCCL's default on 2 and 8 of gj-aion's nodes, NCCL_MIN_CTAS=24
-            # NCCL_IB_QPS_PER_CONNECTION=2 on 8 (simulated with the defaults: simcoll has
-            # neither knob in compare), and qoofyk's 2 bare-metal and 4 VM nodes from 8 B
+            # NCCL_IB_QPS_PER_CONNECTION=2 on 8 (the CTAs simulated, not the queue pairs:
+            # simcoll has no such knob), and qoofyk's 2 bare-metal and 4 VM nodes from 8 B
             _h100_allreduce("nccl_allreduce_2x8xH100_ndr_nccltests309_gjaion", 2),
             _h100_allreduce("nccl_allreduce_8x8xH100_ndr_nccltests309_gjaion", 8),
-            _h100_allreduce("nccl_allreduce_8x8xH100_ndr_mincta24_qps2_nccltests309_gjaion", 8),
+            Table(
+                f"{PUBLIC}/nccl_allreduce_8x8xH100_ndr_mincta24_qps2_nccltests309_gjaion.csv",
+                [*_h100_allreduce("", 8).args, "--nccl", "NCCL_MIN_CTAS=24"],
+            ),
             _h100_allreduce("nccl_allreduce_2x8xH100_ndr_nccltests309_qoofyk", 2),
             _h100_allreduce("nccl_allreduce_4x8xH100_ndr_vm_nccltests309_qoofyk", 4),
             _h100_allreduce("nccl_allreduce_8xH100_nvswitch_nccltests290", 1),

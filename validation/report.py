@@ -86,7 +86,7 @@ DATASETS = [
         system="2 nodes x 8 H100, NVLink4 + 8x400G IB, NCCL ring (nccl-tests#309)",
         topology="topologies/h100-rail-optimized.toml",
         measured=[f"{LOGS}/nccl_allreduce_2x8xH100_ndr_ring_mincta24_nccltests309_gjaion.log"],
-        args=["--set", "n_nodes=2", "--algorithm", "ring"],
+        args=["--set", "n_nodes=2", "--algorithm", "ring", "--nccl", "NCCL_MIN_CTAS=24"],
     ),
     Dataset(
         name="rtx4090-nop2p-allreduce",

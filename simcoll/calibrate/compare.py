@@ -27,6 +27,7 @@ import networkx as nx
 
 from simcoll.calibrate.fit import FitPoint, Model, simulate_points
 from simcoll.core.units import format_bytes
+from simcoll.plan.tuning import NcclKnobs
 from simcoll.topology.calibration import Calibration
 
 __all__ = ["REGIMES", "ComparedPoint", "compare", "format_summary", "regime_of", "summarise"]
@@ -84,14 +85,16 @@ def compare(
     model: str = "flow",
     calibration: Calibration | None = None,
     progress: Callable[[], None] | None = None,
+    knobs: NcclKnobs | None = None,
 ) -> list[ComparedPoint]:
     """Simulate every measured point and pair the two; sizes of 0 bytes and sizes too
     small to cut for the algorithm (see :func:`simcoll.calibrate.fit.simulate_points`) are
-    left out. ``progress`` is called once per distinct size simulated."""
+    left out. ``progress`` is called once per distinct size simulated; ``knobs`` are
+    the NCCL settings of the runs."""
     shown = [p for p in points if p.size_bytes > 0]
     simulated = simulate_points(
         topology, shown, calibration, recipe=recipe, protocol=protocol, model=model,
-        progress=progress,
+        progress=progress, knobs=knobs,
     )  # fmt: skip
     return [
         ComparedPoint(p.source, p.collective, p.n_ranks, p.size_bytes, p.time_s, s)

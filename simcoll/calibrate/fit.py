@@ -55,6 +55,7 @@ import numpy as np
 from simcoll.calibrate.gloo import Recipe
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.protocols import link_class
+from simcoll.plan.tuning import NcclKnobs
 from simcoll.prediction import predict
 from simcoll.prediction.call import Machine, call_setup
 from simcoll.prediction.call_cost import CallCosts, call_estimates
@@ -156,10 +157,12 @@ def simulate_points(
     protocol: str | None = None,
     model: str = "flow",
     progress: Callable[[], None] | None = None,
+    knobs: NcclKnobs | None = None,
 ) -> list[float]:
     """Simulated seconds for every point (one ``predict`` call per recipe and n);
     NaN for a size too small to cut into the algorithm's pieces (4 B over 8 ranks).
-    ``progress`` is called once per distinct size simulated (:func:`simulations`)."""
+    ``progress`` is called once per distinct size simulated (:func:`simulations`);
+    ``knobs`` are the NCCL settings the runs were made with (``--nccl``)."""
     out = [math.nan] * len(points)
     for (collective, n_ranks, chosen, in_place), members in _groups(points, recipe).items():
         sizes = sorted({points[i].size_bytes for i in members})
@@ -167,7 +170,7 @@ def simulate_points(
             topology, collective, sizes, algorithm=chosen.algorithm, protocol=protocol,
             model=model, n_ranks=n_ranks, params=dict(chosen.params) or None,
             calibration=calibration, skip_too_small=True, in_place=in_place,
-            progress=progress,
+            progress=progress, knobs=knobs,
         ).rows  # fmt: skip
         by_size = {row.size_bytes: row.time_s for row in rows}
         for i in members:
@@ -202,6 +205,7 @@ def estimate_points(
     recipe: Model,
     protocol: str | None = None,
     model: str = "flow",
+    knobs: NcclKnobs | None = None,
 ) -> float:
     """Wall seconds :func:`simulate_points` is expected to take, by the path each call
     will run (:func:`simcoll.prediction.call_cost.call_estimates`), without simulating."""
@@ -212,7 +216,7 @@ def estimate_points(
         try:
             setup = call_setup(machine, collective, machine.gpus(n_ranks),
                                algorithm=chosen.algorithm, protocol=protocol, model=model,
-                               params=dict(chosen.params) or None)  # fmt: skip
+                               params=dict(chosen.params) or None, knobs=knobs)  # fmt: skip
         except SimcollError:
             continue  # the simulation says why
         for size in sorted({points[i].size_bytes for i in members}):
@@ -237,8 +241,10 @@ class _Evaluator:
         floor_s: float = 0.0,
         progress: Callable[[], None] | None = None,
         held: dict[str, float] | None = None,
+        knobs: NcclKnobs | None = None,
     ) -> None:
         self.topology, self.points, self.recipe, self.model = topology, points, recipe, model
+        self.knobs = knobs
         self.floor_s = floor_s
         self.progress = progress
         self.held = held or {}
@@ -314,7 +320,7 @@ class _Evaluator:
         try:
             return simulate_points(
                 self.topology, self.points, calibration,
-                recipe=self.recipe, protocol=name, model=self.model,
+                recipe=self.recipe, protocol=name, model=self.model, knobs=self.knobs,
             )  # fmt: skip
         except ConfigError:
             if len(self.protocols) == 1:
@@ -353,6 +359,7 @@ def fit(
     parameters: Sequence[str] = PARAMETER_GROUPS,
     progress: Callable[[], None] | None = None,
     held: Calibration | None = None,
+    knobs: NcclKnobs | None = None,
 ) -> FitResult:
     """Fit efficiency, link latency and step latency per class/kind to ``points``.
 
@@ -375,6 +382,9 @@ def fit(
     held
         Parameters held at their values, not fitted (the hardware a params file builds
         on, its ``base``); the result's calibration holds only what was fitted.
+    knobs
+        The NCCL settings the runs were made with (``NCCL_MIN_CTAS``...), simulated as
+        ``simcoll predict --nccl`` does.
 
     Raises
     ------
@@ -403,7 +413,8 @@ def fit(
     order = [i for group in parameters for i, n in enumerate(names)
              if group in (n, n.split(".")[0]) and n not in held_values]  # fmt: skip
     evaluate = _Evaluator(topology, points, recipe=recipe, protocol=protocol, model=model,
-                          floor_s=floor_s, progress=progress, held=held_values)  # fmt: skip
+                          floor_s=floor_s, progress=progress, held=held_values,
+                          knobs=knobs)  # fmt: skip
     kept = np.isfinite(evaluate({}))
     points = [p for p, k in zip(points, kept.tolist(), strict=True) if k]
     if not points:

@@ -35,6 +35,7 @@ from simcoll.core.limits import MAX_RANKS
 from simcoll.core.units import format_duration
 from simcoll.output.folder import OutputFolder
 from simcoll.output.progress import Progress
+from simcoll.plan.tuning import NcclKnobs, parse_nccl_knobs
 from simcoll.topology.calibration import (
     PARAMS_MARK,
     PROTOCOL_NAMES,
@@ -64,6 +65,11 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="NCCL protocol to simulate (default from --backend)")  # fmt: skip
     p.add_argument("--model", choices=("flow", "ideal"), default="flow",
                    help="simulation model (default flow)")  # fmt: skip
+    p.add_argument("--nccl", metavar="NAME=VALUE", action="append", default=[],
+                   help="an NCCL setting the runs were made with, as in their environment "
+                   "(NCCL_MIN_CTAS, NCCL_MAX_CTAS, NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, "
+                   "NCCL_BUFFSIZE, NCCL_ALGO, NCCL_PROTO; repeatable), simulated as "
+                   "`simcoll predict --nccl` does")  # fmt: skip
     p.add_argument("--collective", metavar="NAME", default=None,
                    help="collective of files that do not say it (nccl-tests logs); in a "
                    "measurement CSV, use only this collective's rows")  # fmt: skip
@@ -221,13 +227,15 @@ def _calibrate(args: argparse.Namespace) -> int:
             field="--regimes",
         )
     recipe, protocol, backend = _choices(args, sets)
+    knobs = parse_nccl_knobs(args.nccl)
     held = _held(args.base)
     _say_estimate("calibrate", topology, points, held, recipe, protocol, args.model,
-                  per_pass=True)  # fmt: skip
+                  per_pass=True, knobs=knobs)  # fmt: skip
     bar = Progress(sys.stderr, None, "passes over the points", tty_only=True)
     try:
         result = fit(topology, points, recipe=recipe, protocol=protocol, model=args.model,
-                     parameters=groups, progress=bar.advance, held=held)  # fmt: skip
+                     parameters=groups, progress=bar.advance, held=held,
+                     knobs=knobs)  # fmt: skip
     finally:
         bar.close()
     errors = sorted(abs(e) for e in result.relative_errors)
@@ -236,6 +244,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         "inputs": [str(s.source) for s in sets],
         "topology": str(args.topology),
         "overrides": list(args.set),
+        "nccl": list(args.nccl),
         "backend": backend,
         "algorithms": _recipes(recipe, result.points),
         "protocol": protocol or "none",
@@ -353,18 +362,20 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
         if calibration is not None:
             warn_foreign(calibration, topology, args.params, args.topology)
     recipe, protocol, _ = _choices(args, sets)
+    knobs = parse_nccl_knobs(args.nccl)
     try:
         min_size = parse_size_bytes(args.min_size)
     except SimcollError as error:
         raise ConfigError(f"--min-size: {error.message}") from None
     points = [p for p in _points(sets, args.in_place) if p.size_bytes >= min_size]
     shown = [p for p in points if p.size_bytes > 0]
-    _say_estimate("compare", topology, shown, calibration, recipe, protocol, args.model)
+    _say_estimate("compare", topology, shown, calibration, recipe, protocol, args.model,
+                  knobs=knobs)  # fmt: skip
     bar = Progress(sys.stderr, simulations(shown, recipe), "sizes", tty_only=True)
     try:
         compared = compare(topology, points, recipe=recipe, protocol=protocol,
                            model=args.model, calibration=calibration,
-                           progress=bar.advance)  # fmt: skip
+                           progress=bar.advance, knobs=knobs)  # fmt: skip
     finally:
         bar.close()
     if not compared:
@@ -399,6 +410,7 @@ def _say_estimate(  # noqa: PLR0917 - what the simulations will be
     model: str,
     *,
     per_pass: bool = False,
+    knobs: NcclKnobs | None = None,
 ) -> None:
     """Say on stderr what simulating the points will take, before it starts (a table of
     thousands of rows may take an hour): the calls, and the estimate by the path each
@@ -408,7 +420,7 @@ def _say_estimate(  # noqa: PLR0917 - what the simulations will be
     calls = simulations(points, recipe)
     protocols = PROTOCOL_NAMES if protocol == "auto" and per_pass else (protocol,)
     seconds = sum(estimate_points(topology, points, calibration, recipe=recipe, protocol=p,
-                                  model=model) for p in protocols)  # fmt: skip
+                                  model=model, knobs=knobs) for p in protocols)  # fmt: skip
     what = "a pass over them (a fit makes several)" if per_pass else "them"
     print(f"{command}: {len(points)} measured point(s), {calls} call(s) to simulate; "
           f"estimated about {format_duration(seconds)} for {what}", file=sys.stderr)  # fmt: skip

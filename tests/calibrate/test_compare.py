@@ -268,3 +268,44 @@ def test_compare_and_calibrate_say_what_they_will_simulate_before_they_start(fil
     # issue 31: what it wrote is said on stderr, as every command says it
     assert err[-1] == f"simcoll: wrote {tmp / 'p.toml'}"
     assert "wrote" not in printed.out
+
+
+def test_compare_and_calibrate_simulate_the_runs_nccl_settings(tmp_path, capsys):
+    # The public 2-server ring ran with NCCL_MIN_CTAS=24; compare and calibrate take
+    # --nccl as predict does, and a fit records it with its provenance.
+    from simcoll.plan.tuning import parse_nccl_knobs  # noqa: PLC0415
+    from simcoll.prediction import predict  # noqa: PLC0415
+    from simcoll.topology.io import load  # noqa: PLC0415
+
+    repo = Path(__file__).resolve().parents[2]
+    table = (
+        repo
+        / "validation/data/public/nccl_allreduce_2x8xH100_ndr_ring_mincta24_nccltests309_gjaion.csv"
+    )
+    topo = repo / "topologies/h100-ib-fat-tree.toml"
+    common = ["--topology", str(topo), "--set", "n_nodes=2", "--collective", "allreduce",
+              "--ranks", "16", "--algorithm", "ring", "--min-size", "1G"]  # fmt: skip
+    times = {}
+    for knobs in ([], ["NCCL_MAX_CTAS=2"]):
+        out = tmp_path / f"cmp{len(knobs)}"
+        flags = [a for k in knobs for a in ("--nccl", k)]
+        assert main(["compare", str(table), *common, *flags, "--out", str(out)]) == 0
+        with (out / "points.csv").open() as handle:
+            rows = list(csv.DictReader(handle))
+        times[len(knobs)] = {int(r["size_bytes"]): float(r["simulated_s"]) for r in rows}
+    graph = load(topo, {"n_nodes": "2"})
+    (row,) = predict(graph, "allreduce", [2**30], algorithm="ring", n_ranks=16,
+                     knobs=parse_nccl_knobs(["NCCL_MAX_CTAS=2"])).rows  # fmt: skip
+    assert times[1][2**30] == pytest.approx(row.time_s, rel=1e-12)
+    assert times[1][2**30] > 1.5 * times[0][2**30]  # 2 channels: 2 of the 8 NICs
+    capsys.readouterr()
+    params = tmp_path / "p.toml"
+    assert main(["calibrate", str(table), *common[:-2], "--regimes", "bandwidth",
+                 "--fit", "efficiency.net", "--nccl", "NCCL_MIN_CTAS=24",
+                 "-o", str(params)]) == 0  # fmt: skip
+    assert tomllib.loads(params.read_text())["fit"]["nccl"] == ["NCCL_MIN_CTAS=24"]
+    capsys.readouterr()
+    assert main(["compare", str(table), *common, "--nccl", "NCCL_CTAS=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simcoll: error: --nccl: ")
+    assert err.count("\n") == 1
