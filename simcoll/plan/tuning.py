@@ -27,6 +27,7 @@ __all__ = [
     "CallTuning",
     "NcclKnobs",
     "default_chunks",
+    "nvls_chunks",
     "parse_nccl_knobs",
     "protocol_allowed",
     "protocols_for",
@@ -113,6 +114,52 @@ def ring_chunks(collective: Collective, n_ranks: int, size_bytes: int, n_channel
     parts = ring_blocks * n_channels
     largest = -(-collective.block_bytes(size_bytes, n_ranks) // parts)
     return max(1, min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES)))
+
+
+#: NCCL's NVLS channels on Hopper (``NCCL_NVLS_NCHANNELS``' default) and its NVLS chunk
+#: (``NCCL_NVLS_CHUNKSIZE``, 128 KiB), before the per-call cuts of :func:`nvls_chunks`.
+NVLS_CHANNELS = 16
+NVLS_CHUNK_BYTES = 128 * 2**10
+#: The sizes below which NCCL halves the NVLS chunk (``enqueue.cc``), in units of
+#: ``channels x heads x chunk`` ("concurrentOps"): (multiple, largest chunk kept above it).
+_NVLS_CUTS = ((64, 65536), (8, 32768), (2, 16384))
+_NVLS_TREE_CUTS = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
+
+
+def nvls_chunks(
+    algorithm: str,
+    n_heads: int,
+    size_bytes: int,
+    *,
+    n_nodes: int = 1,
+    n_channels: int = NVLS_CHANNELS,
+) -> int:
+    """Chunks each NVLS channel pipelines per head for an all-reduce of ``size_bytes``:
+    the buffer over ``n_heads`` heads and ``n_channels`` channels, in NCCL's chunk for
+    that size (``enqueue.cc``: 128 KiB, cut to 64, 32 or 16 KiB for smaller calls, at
+    other sizes for NVLS-tree, and at most 64 KiB for NVLS-tree on 4 servers or more),
+    at most :data:`MAX_DEFAULT_CHUNKS`.
+
+    A channel's call takes about ``(chunks + stages - 1)`` chunk times, so few chunks
+    per channel leave much of it filling and draining the pipeline: at 64 MiB on two
+    8-GPU servers NVLS-tree pipelines 4 chunks of 128 KiB per channel, at 1 GiB 64.
+
+    >>> nvls_chunks("nvls_tree", 8, 64 * 2**20), nvls_chunks("nvls_tree", 8, 32 * 2**20)
+    (4, 4)
+    >>> nvls_chunks("nvls", 8, 128 * 2**20), nvls_chunks("nvls", 8, 2**30)
+    (16, 64)
+    >>> nvls_chunks("nvls_tree", 8, 2**30, n_nodes=4)  # 64 KiB chunks from 4 servers
+    64
+    """
+    chunk = NVLS_CHUNK_BYTES
+    if algorithm == "nvls_tree" and n_nodes >= 4:  # NCCL_NVLS_TREE_MAX_CHUNKSIZE's default
+        chunk = 65536
+    concurrent = n_channels * n_heads
+    for multiple, largest in _NVLS_TREE_CUTS if algorithm == "nvls_tree" else _NVLS_CUTS:
+        if size_bytes < multiple * concurrent * chunk and chunk > largest:
+            chunk = largest
+    per_channel = -(-size_bytes // (concurrent * chunk))
+    return max(1, min(MAX_DEFAULT_CHUNKS, per_channel))
 
 
 #: NCCL's slots per connection (``NCCL_STEPS``, ``src/include/device.h``).

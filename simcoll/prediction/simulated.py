@@ -28,6 +28,7 @@ from simcoll.plan.tuning import (
     CHUNK_TARGET_BYTES,
     MAX_DEFAULT_CHUNKS,
     NcclKnobs,
+    nvls_chunks,
     protocol_allowed,
     ring_chunks,
     tune_call,
@@ -410,8 +411,11 @@ def _schedule(
     fn = ALGORITHMS[collective, name]
     if "n_chunks" in params or "n_chunks" not in inspect.signature(fn).parameters:
         return schedule
-    largest = int(schedule.transfer_bytes.max(initial=0))
-    n_chunks = min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES))
+    if collective is Collective.ALLREDUCE and name in ("nvls", "nvls_tree"):
+        n_chunks = _nvls_chunks(name, n_ranks, size_bytes, params)
+    else:
+        largest = int(schedule.transfer_bytes.max(initial=0))
+        n_chunks = min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES))
     if n_chunks <= 1:
         return schedule
     try:
@@ -420,6 +424,16 @@ def _schedule(
         )
     except ScheduleError:  # too few bytes per block for that many pieces: stay unchunked
         return schedule
+
+
+def _nvls_chunks(name: str, n_ranks: int, size_bytes: int, params: dict[str, int]) -> int:
+    """NVLS and NVLS-tree all-reduce pieces per shard as NCCL pipelines them: a channel
+    carries few chunks of a middle-sized call, so filling and draining its pipeline
+    takes a large share of the call (:func:`simcoll.plan.tuning.nvls_chunks`). simcoll
+    runs NCCL's 16 channels as one: in the fluid model each channel's share of the links
+    is the rest's, so the pieces per channel, not the channels, set the pipeline."""
+    heads = min(params.get("gpus_per_node", n_ranks), n_ranks) if name == "nvls_tree" else n_ranks
+    return nvls_chunks(name, heads, size_bytes, n_nodes=n_ranks // max(1, heads))
 
 
 def tries_fast_ring(setup: Setup, name: str, knobs: Mapping[str, int], plan: Plan | None) -> bool:

@@ -74,3 +74,39 @@ def test_bad_knobs_are_one_line(item: str, message: str) -> None:
         parse_nccl_knobs([item])
     assert "\n" not in str(error.value)
     assert str(error.value).startswith("--nccl")
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "n_nodes", "size_bytes", "chunk_bytes"),
+    [
+        # NCCL's enqueue.cc, 16 channels x 8 heads = 128 concurrent chunks: NVLS cuts
+        # its 128 KiB below 64 x 128 x 128 KiB = 1 GiB to 64 KiB, below 8 x 128 x 64 KiB
+        # = 64 MiB to 32 KiB, below 2 x 128 x 32 KiB = 8 MiB to 16 KiB
+        ("nvls", 1, 2**30, 128 * 2**10),
+        ("nvls", 1, 2**29, 64 * 2**10),
+        ("nvls", 1, 2**25, 32 * 2**10),
+        ("nvls", 1, 2**22, 16 * 2**10),
+        # NVLS-tree: 128 KiB kept from 4 x 128 x 128 KiB = 64 MiB, 64 KiB down to
+        # 1 x 128 x 64 KiB = 8 MiB, 32 KiB below; on 4 servers or more 64 KiB at most
+        ("nvls_tree", 2, 2**26, 128 * 2**10),
+        ("nvls_tree", 2, 2**25, 64 * 2**10),
+        ("nvls_tree", 2, 2**22, 32 * 2**10),
+        ("nvls_tree", 4, 2**30, 64 * 2**10),
+    ],
+)
+def test_nvls_channels_pipeline_nccls_chunks(algorithm, n_nodes, size_bytes, chunk_bytes):
+    from simcoll.plan.tuning import nvls_chunks  # noqa: PLC0415
+
+    by_hand = min(64, max(1, size_bytes // (16 * 8 * chunk_bytes)))
+    assert nvls_chunks(algorithm, 8, size_bytes, n_nodes=n_nodes) == by_hand
+
+
+def test_a_simulated_nvls_tree_call_cuts_its_shards_as_nccl_does():
+    # 64 MiB on two 8-GPU servers: NCCL's channels each pipeline 4 chunks of 128 KiB per
+    # head, so simcoll cuts each shard into 4 pieces per tree (it was 64 of 16 KiB)
+    from simcoll.core.collectives import Collective  # noqa: PLC0415
+    from simcoll.prediction.simulated import _schedule  # noqa: PLC0415
+
+    s = _schedule(Collective.ALLREDUCE, "nvls_tree", 16, 2**26, {"gpus_per_node": 8})
+    assert s.params["n_chunks"] == 4
+    assert s.pieces_per_block == 8 * 2 * 4  # 8 shards x 2 trees x 4 chunks
