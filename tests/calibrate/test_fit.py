@@ -220,9 +220,12 @@ def test_simulations_and_their_estimate_are_counted_before_any_runs(monkeypatch)
     assert seconds == pytest.approx(2 * 6 * SECONDS_PER_REPRESENTATIVE + 4 * route_s + looked_up)
 
 
-def test_a_size_that_cannot_run_does_not_zero_the_estimate_of_the_others():
+def test_a_size_that_cannot_run_does_not_zero_the_estimate_of_the_others(monkeypatch):
     # The SuperBench tables start at 4 B, which an 8-rank all-reduce cannot cut: the
-    # estimate skipped every size of the call after it and printed "about 0 ns".
+    # estimate skipped every size of the call after it and printed "about 0 ns". (Routes
+    # cost a fixed time here: timed on this machine, one slow first route under a busy
+    # test run made the estimate alone 3x the other and failed the test.)
+    monkeypatch.setattr(call_cost, "seconds_per_route", lambda setup, costs=None: (1e-4, 1e-4))
     ring = lambda c, n, s: "ring"  # noqa: E731 - the recipe
     alone = estimate_points(star(4), [FitPoint("allgather", 4, 4096, 1.0)], None,
                             recipe=ring, protocol="simple")  # fmt: skip
@@ -230,7 +233,7 @@ def test_a_size_that_cannot_run_does_not_zero_the_estimate_of_the_others():
     both = estimate_points(star(4), points, None, recipe=ring, protocol="simple")
     assert alone > 0
     # the refused size may have paid the routes first (the cache): the same calls otherwise
-    assert 0.5 * alone < both < 2 * alone  # routes are timed on the fabric: not exact
+    assert 0.5 * alone < both < 2 * alone
 
 
 def test_a_fit_reports_every_pass():
