@@ -24,7 +24,7 @@ from simcoll.plan.channels import Plan
 from simcoll.plan.tuning import default_chunks, protocol_allowed
 from simcoll.prediction.choices import algorithm_params
 from simcoll.prediction.nccl_choice import nccl_choice
-from simcoll.prediction.simulated import Setup, planned_knobs
+from simcoll.prediction.simulated import Setup, nvls_call_chunks, planned_knobs
 from simcoll.topology import Router
 
 __all__ = ["CLOSED_FORM_MODELS", "closed_form_rows"]
@@ -76,12 +76,16 @@ def _knobs(
 ) -> tuple[dict[str, int], Plan | None]:
     """The algorithm's parameters as the flow model builds them, and the plan's channels
     it uses: on the plan, its channels and NCCL's pieces and window; else ~512 KiB pieces
-    (:func:`default_chunks`) and no plan (a ring in rank order, textbook trees)."""
+    (:func:`default_chunks`; NCCL's chunks for NVLS all-reduces,
+    :func:`~simcoll.prediction.simulated.nvls_call_chunks`) and no plan (a ring in rank
+    order, textbook trees)."""
     knobs, used = planned_knobs(setup, name, proto, size_bytes, dict(chosen))
     if used is not None:
         return {**knobs, "n_channels": used.n_channels}, used
-    knobs.setdefault("n_chunks", default_chunks(setup.collective, name, len(setup.nodes),
-                                                size_bytes))  # fmt: skip
+    n = len(setup.nodes)
+    if setup.collective is Collective.ALLREDUCE and name in ("nvls", "nvls_tree"):
+        knobs.setdefault("n_chunks", nvls_call_chunks(name, n, size_bytes, knobs))
+    knobs.setdefault("n_chunks", default_chunks(setup.collective, name, n, size_bytes))
     return knobs, None
 
 

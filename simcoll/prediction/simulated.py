@@ -412,7 +412,7 @@ def _schedule(
     if "n_chunks" in params or "n_chunks" not in inspect.signature(fn).parameters:
         return schedule
     if collective is Collective.ALLREDUCE and name in ("nvls", "nvls_tree"):
-        n_chunks = _nvls_chunks(name, n_ranks, size_bytes, params)
+        n_chunks = nvls_call_chunks(name, n_ranks, size_bytes, params)
     else:
         largest = int(schedule.transfer_bytes.max(initial=0))
         n_chunks = min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES))
@@ -426,12 +426,13 @@ def _schedule(
         return schedule
 
 
-def _nvls_chunks(name: str, n_ranks: int, size_bytes: int, params: dict[str, int]) -> int:
+def nvls_call_chunks(name: str, n_ranks: int, size_bytes: int, params: Mapping[str, int]) -> int:
     """NVLS and NVLS-tree all-reduce pieces per shard as NCCL pipelines them: a channel
     carries few chunks of a middle-sized call, so filling and draining its pipeline
     takes a large share of the call (:func:`simcoll.plan.tuning.nvls_chunks`). simcoll
     runs NCCL's 16 channels as one: in the fluid model each channel's share of the links
-    is the rest's, so the pieces per channel, not the channels, set the pipeline."""
+    is the rest's, so the pieces per channel, not the channels, set the pipeline. The
+    flow and analytical models both cut NVLS calls so."""
     heads = min(params.get("gpus_per_node", n_ranks), n_ranks) if name == "nvls_tree" else n_ranks
     return nvls_chunks(name, heads, size_bytes, n_nodes=n_ranks // max(1, heads))
 
