@@ -104,6 +104,7 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
     issue_s: FloatArray,
     start_s: FloatArray,
     end_s: FloatArray,
+    rate_cap_bytes_per_s: FloatArray | None = None,
 ) -> KernelRun:
     """Run every transfer to its arrival; fill ``issue_s``, ``start_s`` and ``end_s``.
 
@@ -111,7 +112,9 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
     its pair, wire bytes, latency, dependencies left and dependents (CSR); per connection
     its transfers in order (``conn_order[conn_end[c - 1]:conn_end[c]]``) and the most of
     them in flight at once (its window); per pair its links and their weights (None for
-    all 1); per link its capacity.
+    all 1); per link its capacity; and optionally per transfer the most rate it may take
+    (``inf``: none), which the fabric's flows take as a link of their own
+    (:func:`simcoll.network.fairshare.max_min_rates_sparse`).
 
     One transfer of 1 B over two links of 4 B/s, no latency: it starts at 0 and arrives
     at 0.25 s, two instants.
@@ -135,6 +138,8 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
     ).astype(np.float64)  # fmt: skip
     left = np.array(deps_left, dtype=np.int64)
     busy_s = np.zeros(len(capacity_bytes_per_s))
+    cap = (np.full(len(pair_of), np.inf) if rate_cap_bytes_per_s is None
+           else np.asarray(rate_cap_bytes_per_s, dtype=np.float64))  # fmt: skip
     stats = np.zeros(3, dtype=np.int64)
     notice = _compile_notice()
     _simulate(
@@ -157,6 +162,8 @@ def run_flows(  # noqa: PLR0917 - the run's arrays, as the engine holds them
         end_s,
         busy_s,
         stats,
+        cap,
+        bool(np.isfinite(cap).any()),
     )
     if notice is not None:
         notice.cancel()
@@ -351,27 +358,41 @@ def _component(  # type: ignore[no-untyped-def]  # noqa: PLR0917
 
 
 @_jit
-def _uses(component, flow, pair_of, pair_ptr):  # type: ignore[no-untyped-def]
-    """How many flow-link incidences the component's flows make."""
+def _uses(component, flow, pair_of, pair_ptr, cap):  # type: ignore[no-untyped-def]
+    """How many flow-link incidences the component's flows make (a capped flow's own
+    link, its cap, counted)."""
     n_use = 0
     for slot in component:
-        p = pair_of[flow[slot]]
+        t = flow[slot]
+        p = pair_of[t]
         n_use += pair_ptr[p + 1] - pair_ptr[p]
+        if cap[t] < math.inf:
+            n_use += 1
     return n_use
 
 
 @_jit
 def _incidences(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     component, epoch, flow, pair_of, pair_ptr, pair_link, pair_weight, capacity, link_seen,
-    link_local, use_flow, use_link, use_weight, local_capacity,
+    link_local, use_flow, use_link, use_weight, local_capacity, cap,
 ):  # fmt: skip
     """The component's incidences for :func:`_max_min` into ``use_*`` (room for all of
     them), its links numbered from 0 as they are met, with their capacities; returns how
-    many links. ``epoch`` is new: it stamps the links numbered."""
+    many links. ``epoch`` is new: it stamps the links numbered. A flow with a rate cap
+    gets a link of its own of that capacity (as the reference adds one per capped flow;
+    the order of links changes no float, see :func:`_max_min`)."""
     n_local = 0
     at = 0
     for x in range(len(component)):
-        p = pair_of[flow[component[x]]]
+        t = flow[component[x]]
+        if cap[t] < math.inf:
+            local_capacity[n_local] = cap[t]
+            use_flow[at] = x
+            use_link[at] = n_local
+            use_weight[at] = 1.0
+            n_local += 1
+            at += 1
+        p = pair_of[t]
         for e in range(pair_ptr[p], pair_ptr[p + 1]):
             lk = pair_link[e]
             if link_seen[lk] != epoch:
@@ -505,9 +526,13 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
     end_s,
     busy_s,
     stats,
+    cap,
+    capped,
 ):
     n_conn = len(conn_end)
     n_links = len(capacity)
+    # a component's local links: the fabric's, and one per capped flow (one per slot)
+    n_room = n_links + (n_conn if capped else 0)
     n_left = len(pair_of)
     # engine: per connection, the next transfer to issue and the next to send (positions
     # in conn_order; those in between are issued and queued)
@@ -558,10 +583,10 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
     stack = np.empty(n_links, dtype=np.int64)
     # max-min's work arrays: per link of a component (at most every link), per flow and
     # per incidence (grown to the largest component met)
-    local_capacity = np.empty(n_links)
-    link_work = (np.empty(n_links), np.empty(n_links), np.empty(n_links),
-                 np.empty(n_links + 1, dtype=np.int64), np.empty(n_links, dtype=np.int64),
-                 np.empty(n_links, dtype=np.int64), np.empty(n_links, dtype=np.int64))  # fmt: skip
+    local_capacity = np.empty(n_room)
+    link_work = (np.empty(n_room), np.empty(n_room), np.empty(n_room),
+                 np.empty(n_room + 1, dtype=np.int64), np.empty(n_room, dtype=np.int64),
+                 np.empty(n_room, dtype=np.int64), np.empty(n_room, dtype=np.int64))  # fmt: skip
     use_flow = np.empty(16, dtype=np.int64)
     use_link = np.empty(16, dtype=np.int64)
     use_weight = np.empty(16)
@@ -704,7 +729,7 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
             continue
         reshares += 1
         updates += n_comp
-        n_use = _uses(component[:n_comp], flow, pair_of, pair_ptr)
+        n_use = _uses(component[:n_comp], flow, pair_of, pair_ptr, cap)
         if n_use > len(use_flow):  # the work arrays grow to the largest component yet
             use_flow = np.empty(2 * n_use, dtype=np.int64)
             use_link = np.empty(2 * n_use, dtype=np.int64)
@@ -718,7 +743,7 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
         epoch += 1
         n_local = _incidences(
             component[:n_comp], epoch, flow, pair_of, pair_ptr, pair_link, pair_weight, capacity,
-            link_seen, link_local, use_flow, use_link, use_weight, local_capacity,
+            link_seen, link_local, use_flow, use_link, use_weight, local_capacity, cap,
         )  # fmt: skip
         _max_min(n_comp, n_use, n_local, use_flow, use_link, use_weight, local_capacity,
                  link_work, (flow_uses, new_rate, active, freezing, on_incidence))  # fmt: skip

@@ -23,6 +23,7 @@ on the SimPy process, the reference.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections import deque
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from simcoll.network.fabric import Fabric, FabricStats
 from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
 from simcoll.plan.channels import Plan
 from simcoll.plan.placement import map_ranks, switch_endpoints
+from simcoll.sim.pacing import multimem_sends, paced_rate_caps
 from simcoll.sim.routes import (
     LinkArrays,
     Routes,
@@ -238,6 +240,7 @@ class FlowRun:
         model: str = "flow",
         packet_bytes: int = 0,
         finish_heap: bool = False,
+        rate_cap_bytes_per_s: FloatArray | None = None,
     ) -> None:
         self.links = links
         self.pair_of = pair_of
@@ -245,6 +248,7 @@ class FlowRun:
         self.pair_weights = pair_weights
         self.latency_s = latency_s
         self.wire_bytes = wire_bytes
+        self.cap_rates(rate_cap_bytes_per_s)
         self.fabric: Fabric | PacketFabric
         self.on_done: Callable[[], None] | None = None
         self.env = simpy.Environment()
@@ -273,6 +277,17 @@ class FlowRun:
         """How many transfers (flows) the run holds."""
         return len(self.end_s)
 
+    def cap_rates(self, rate_cap_bytes_per_s: FloatArray | None) -> None:
+        """Give each transfer the most rate it may take, bytes/s (``inf``: none; None:
+        no transfer has a cap), before the run: a capped flow shares links as if it
+        also crossed a link of its own of that capacity (:mod:`simcoll.sim.pacing`)."""
+        self.rate_cap_bytes_per_s = (
+            None if rate_cap_bytes_per_s is None
+            else np.asarray(rate_cap_bytes_per_s, dtype=np.float64)
+        )  # fmt: skip
+        self._cap = (None if self.rate_cap_bytes_per_s is None
+                     else array("d", self.rate_cap_bytes_per_s.tobytes()))  # fmt: skip
+
     def _group_connections(self, conn_of: IntArray, conn_window: IntArray) -> None:
         """Per connection, its transfers in index order and its window."""
         counts = np.bincount(conn_of, minlength=len(conn_window))
@@ -289,11 +304,12 @@ class FlowRun:
     def _send(self, t: int, start_s: float) -> None:
         self.start_s[t] = start_s
         pair = self._pair[t]
+        cap = math.inf if self._cap is None else self._cap[t]
         if isinstance(self.fabric, Fabric):
-            self.fabric.send(t, self.pair_links[pair], self._wire[t], start_s,
+            self.fabric.send(t, self.pair_links[pair], self._wire[t], start_s, cap,
                              weights=self.pair_weights[pair])  # fmt: skip
         else:
-            self.fabric.send(t, self.pair_links[pair], self._wire[t], start_s)
+            self.fabric.send(t, self.pair_links[pair], self._wire[t], start_s, cap)
 
     def _try_issue(self, c: int) -> None:
         now = self.env.now
@@ -400,6 +416,7 @@ class FlowRun:
             issue_s=self.issue_s,
             start_s=self.start_s,
             end_s=self.end_s,
+            rate_cap_bytes_per_s=self.rate_cap_bytes_per_s,
         )
         self.deps_left = _ints(done.deps_left)
         fabric.link_busy_s[:] = done.link_busy_s
@@ -456,6 +473,18 @@ class _Run(FlowRun):
         key = (s.src * s.n_endpoints + s.dst) * (s.n_channels or 1) + s.channel
         _, conn_of = np.unique(key, return_inverse=True)
         n_conn = int(conn_of.max(initial=-1)) + 1
+        wire_bytes = s.timed_bytes / efficiency  # pieces one byte apart: the largest
+        caps = None
+        if s.params.get("paced"):
+            caps = paced_rate_caps(
+                conn_of=conn_of,
+                wire_bytes=wire_bytes,
+                paced=multimem_sends(s),
+                pair_of=routes.pair_of,
+                pair_links=routes.pair_links,
+                pair_weights=routes.pair_weights,
+                capacity_bytes_per_s=routes.capacity_bytes_per_s,
+            )
         # A ring's quotient (routes given) has small components and many flows in
         # flight: finish times in a heap pay there (see Fabric); trees' do not.
         super().__init__(
@@ -465,7 +494,7 @@ class _Run(FlowRun):
             pair_links=routes.pair_links,
             pair_weights=routes.pair_weights,
             latency_s=routes.latency_s[routes.pair_of],
-            wire_bytes=s.timed_bytes / efficiency,  # pieces one byte apart: the largest
+            wire_bytes=wire_bytes,
             deps_indptr=s.deps_indptr,
             deps=s.deps,
             conn_of=conn_of.astype(np.int64),
@@ -473,6 +502,7 @@ class _Run(FlowRun):
             model=model,
             packet_bytes=packet_bytes,
             finish_heap=routes_given if finish_heap is None else finish_heap,
+            rate_cap_bytes_per_s=caps,
         )
         self.bytes = s.transfer_bytes
 

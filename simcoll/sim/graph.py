@@ -204,6 +204,7 @@ class ExecutionGraph:
         pair_of = np.zeros(n, dtype=np.int64)
         latency = np.zeros(n)
         wire = np.zeros(n)
+        cap = np.full(n, np.inf)  # per node: its call's rate cap (sim.pacing), if any
         n_deps = np.zeros(n, dtype=np.int64)
         dep_parts: list[IntArray] = []
         conn_of = np.zeros(n, dtype=np.int64)
@@ -229,6 +230,8 @@ class ExecutionGraph:
             pair_weights += run.pair_weights
             latency[ids] = run.latency_s
             wire[ids] = run.wire_bytes
+            if run.rate_cap_bytes_per_s is not None:
+                cap[ids] = run.rate_cap_bytes_per_s
             n_deps[ids], own = _call_deps(part)
             dep_parts.append(own)
             conn_of[ids] = np.frombuffer(run.conn_of, dtype=np.int64) + n_conn
@@ -250,6 +253,7 @@ class ExecutionGraph:
             conn_of=conn_of,
             conn_window=np.concatenate([*windows, _NO_LINKS]),
             model=self.model,
+            rate_cap_bytes_per_s=cap if np.isfinite(cap).any() else None,
         )
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +49,10 @@ def _assert_identical(compiled: SimulationResult, reference: SimulationResult) -
     assert compiled.stats.instants == reference.stats.instants
     assert compiled.stats.reshares == reference.stats.reshares
     assert compiled.stats.flow_rate_updates == reference.stats.flow_rate_updates
+
+
+def _paced(schedule: Schedule) -> Schedule:
+    return dataclasses.replace(schedule, params={**schedule.params, "paced": True})
 
 
 CASES: dict[str, Callable[[], tuple[nx.DiGraph[str], Schedule]]] = {
@@ -97,6 +102,15 @@ CASES: dict[str, Callable[[], tuple[nx.DiGraph[str], Schedule]]] = {
         _file("dgx1-v100.toml"),
         build_schedule("reducescatter", "ring", n_ranks=8, size_bytes=8 * 2**20),
     ),
+    # Paced (simcoll.sim.pacing): every GPU's send into its switch carries a rate cap.
+    "paced-nvls-allreduce-dgx-h100": lambda: (
+        _file("dgx-h100.toml"),
+        _paced(build_schedule("allreduce", "nvls", n_ranks=8, size_bytes=2**24, n_chunks=4)),
+    ),
+    "paced-nvls-tree-allreduce-ib": lambda: (
+        _file("h100-ib-fat-tree.toml", n_nodes="4"),
+        _paced(build_schedule("allreduce", "nvls_tree", n_ranks=32, size_bytes=2**26, n_chunks=4)),
+    ),
 }
 
 
@@ -106,6 +120,9 @@ def test_compiled_runs_are_the_references(case: str, monkeypatch: pytest.MonkeyP
     compiled, reference = _both(monkeypatch, lambda: simulate(topology, schedule))
     _assert_identical(compiled, reference)
     assert compiled.time_s > 0
+    if case.startswith("paced"):  # the caps bind: slower than the same schedule unpaced
+        unpaced = dataclasses.replace(schedule, params={**schedule.params, "paced": False})
+        assert compiled.time_s > simulate(topology, unpaced).time_s
 
 
 @pytest.mark.parametrize("protocol", ["LL", "LL128", "simple"])
@@ -180,6 +197,37 @@ def test_random_dependency_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
         schedule = builder.build()
         compiled, reference = _both(monkeypatch, lambda s=schedule: simulate(topology, s))
         _assert_identical(compiled, reference)
+
+
+def test_rate_caps_on_random_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Caps on some transfers, of every size against their links' shares: a capped flow
+    # takes a link of its own in both (fairshare.max_min_rates_sparse's way).
+    rng = np.random.default_rng(11)
+    topology = _file("a100-roce-2to1.toml", n_nodes="2")
+    for _ in range(6):
+        builder = ScheduleBuilder(Collective.SENDRECV, "random", n_ranks=16,
+                                  size_bytes=16 * 2**20, pieces_per_block=16)  # fmt: skip
+        for index in range(40):
+            src = int(rng.integers(0, 16))
+            deps = sorted({int(d) for d in rng.integers(0, index, 2)}) if index else []
+            builder.add(src=src, dst=(src + int(rng.integers(1, 16))) % 16,
+                        pieces=[int(rng.integers(0, 16))], deps=deps)  # fmt: skip
+        schedule = builder.build()
+        caps = np.where(rng.random(schedule.n_transfers) < 0.5, np.inf,
+                        rng.choice([1e9, 5e9, 2e10, 1e12], schedule.n_transfers))  # fmt: skip
+
+        def run(s: Schedule = schedule, c: np.ndarray = caps) -> SimulationResult:
+            prepared = engine.prepare(topology, s)
+            prepared.cap_rates(c)
+            try:
+                return prepared.run("flow")
+            finally:
+                prepared.release()
+
+        compiled, reference = _both(monkeypatch, run)
+        _assert_identical(compiled, reference)
+        uncapped = simulate(topology, schedule)
+        assert compiled.time_s > uncapped.time_s
 
 
 def test_a_stuck_run_is_the_same_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,104 @@
+"""Tests of simcoll.sim.pacing: paced legs move at the pace of the run's busiest link."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simcoll.algorithms.nvls import nvls_allreduce
+from simcoll.core.collectives import Collective
+from simcoll.core.schedule import ScheduleBuilder
+from simcoll.sim import engine
+from simcoll.sim.pacing import multimem_sends, paced_rate_caps
+from simcoll.topology import load, ring
+
+TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+RATE = 1e9  # the slow link, bytes/s
+PIECE = 10**6  # bytes
+N_PIECES = 4
+
+
+def _two_stage(paced: bool) -> float:
+    """``N_PIECES`` pieces from rank 0 to 1 over a 2 GB/s link, each forwarded on to rank 2
+    over a 1 GB/s link once it has arrived (store and forward), no latency."""
+    topology = ring(3, link_bandwidth_bytes_per_s=2 * RATE, link_latency_s=0.0)
+    topology.edges["gpu1", "gpu2"]["bandwidth_bytes_per_s"] = RATE
+    b = ScheduleBuilder(Collective.SENDRECV, "pipeline", n_ranks=3,
+                        size_bytes=N_PIECES * PIECE, pieces_per_block=N_PIECES)  # fmt: skip
+    for piece in range(N_PIECES):
+        first = b.add(src=0, dst=1, pieces=[piece])
+        b.add(src=1, dst=2, pieces=[piece], deps=[first])
+    run = engine.prepare(topology, b.build())
+    if paced:
+        run.cap_rates(
+            paced_rate_caps(
+                conn_of=np.frombuffer(run.conn_of, dtype=np.int64),
+                wire_bytes=run.wire_bytes,
+                paced=np.ones(run.n_transfers, dtype=bool),
+                pair_of=run.pair_of,
+                pair_links=run.pair_links,
+                pair_weights=run.pair_weights,
+                capacity_bytes_per_s=run.fabric.capacity_bytes_per_s,
+            )
+        )
+    try:
+        return run.run("flow").time_s
+    finally:
+        run.release()
+
+
+def test_a_fast_stage_fills_the_pipeline_at_the_slow_stages_pace() -> None:
+    # Unpaced, the first piece crosses the fast link in PIECE / 2 GB/s, then the slow
+    # link streams all of them: 0.5 ms + 4 x 1 ms. Paced, the busiest link needs
+    # 4 MB / 1 GB/s = 4 ms, so the fast stage's connection (4 MB) moves at most
+    # 1 GB/s: the first piece takes a whole step, 1 ms + 4 x 1 ms.
+    assert _two_stage(paced=False) == pytest.approx(PIECE / (2 * RATE) + N_PIECES * PIECE / RATE)
+    assert _two_stage(paced=True) == pytest.approx((N_PIECES + 1) * PIECE / RATE)
+
+
+def test_only_what_a_gpu_sends_into_its_switch_is_multimem() -> None:
+    # Per piece of shard k: every rank's share up (n), the sum down to k (1), k's store
+    # up (1) and the switch's copies down (n): n + 1 of 2 n + 2 are a GPU's sends.
+    n = 4
+    s = nvls_allreduce(n, 4 * 2**10)
+    sent = multimem_sends(s)
+    assert int(sent.sum()) == n * (n + 1)
+    assert (s.dst[sent] == n).all()
+    assert (s.src[~sent] == n).all()
+
+
+def test_an_nvls_calls_legs_are_capped_at_their_share_of_the_busiest_link() -> None:
+    # One DGX H100, NVLS all-reduce of S on n = 8 GPUs: each GPU's link into the switch
+    # carries S (its shares of every shard's reduction) + S / n (its shard's store), the
+    # busiest links, so the link bound is S (n + 1) / n / B. The reduce leg's connection
+    # (S) is capped at B n / (n + 1), the store's (S / n) at B / (n + 1); the switch's
+    # sends are not capped. Wire efficiencies cancel out of both.
+    topology = load(TOPOLOGIES / "dgx-h100.toml")
+    n = 8
+    schedule = nvls_allreduce(n, 2**24, n_chunks=2)
+    run = engine.prepare(topology, replace(schedule, params={**schedule.params, "paced": True}))
+    caps = run.rate_cap_bytes_per_s
+    assert caps is not None
+    s = run.s
+    up = multimem_sends(s)
+    link_s = [topology.edges[f"gpu{r}", "nvsw"]["bandwidth_bytes_per_s"] for r in range(n)]
+    bandwidth = link_s[0]
+    assert link_s == [bandwidth] * n
+    reduce_leg = up & (s.channel == 0)
+    store_leg = up & (s.channel == 1)
+    assert caps[reduce_leg] == pytest.approx(np.full(reduce_leg.sum(), bandwidth * n / (n + 1)))
+    assert caps[store_leg] == pytest.approx(np.full(store_leg.sum(), bandwidth / (n + 1)))
+    assert np.isinf(caps[~up]).all()
+    run.release()
+
+
+def test_a_schedule_that_does_not_ask_is_not_paced() -> None:
+    topology = ring(3, link_bandwidth_bytes_per_s=RATE, link_latency_s=0.0)
+    b = ScheduleBuilder(Collective.SENDRECV, "one", n_ranks=3, size_bytes=8, pieces_per_block=1)
+    b.add(src=0, dst=1, pieces=[0])
+    run = engine.prepare(topology, b.build())
+    assert run.rate_cap_bytes_per_s is None
+    run.release()
