@@ -29,7 +29,10 @@ it).
 
 The switch's own throughput is the topology's business: a reducing switch's
 ``reduce_efficiency`` (:mod:`simcoll.topology.machines`) is the share of a link's rate
-that transfers to and from it get.
+that transfers to and from it get. Every schedule here asks to be paced
+(``params["paced"]``, :mod:`simcoll.sim.pacing`): what a GPU sends into its switch is
+issued by its warps a chunk per step, so it moves at the pace of the pipeline's busiest
+link even while it runs alone, as the first chunks fill the pipeline.
 
 Across servers, NCCL's NVLS-tree (``NCCL_ALGO=NVLSTree``, all-reduce only) joins the
 servers' switches by trees over the network: :func:`nvls_tree_allreduce`. Each server's
@@ -93,7 +96,12 @@ def _builder(
         size_bytes=size_bytes,
         pieces_per_block=pieces_per_block,
         max_in_flight=max_in_flight,
-        params={"n_channels": n_channels, "n_chunks": n_chunks, "max_in_flight": max_in_flight},
+        params={
+            "n_channels": n_channels,
+            "n_chunks": n_chunks,
+            "max_in_flight": max_in_flight,
+            "paced": True,  # SM-bound legs (simcoll.sim.pacing)
+        },
         n_switches=1 if n_ranks > 1 else 0,  # one rank needs no switch
     )
 
@@ -270,6 +278,7 @@ gpus_per_node = 4
             # switch (linked to each of them), for the engine to place it.
             "switch_groups": groups,
             "switch_scope": "server",
+            "paced": True,  # SM-bound legs (simcoll.sim.pacing)
         },
     )
     trees = double_binary_tree(n_nodes)

@@ -27,11 +27,13 @@ all-to-all, gather, scatter            carries n - 1 of them, so B = link / (n -
 direct broadcast, reduce, send/recv    P(1, k)                                        S / (k B)
 direct all-reduce                      P(2, k): reduce-scatter, then all-gather       S / (n k B)
 reduce_broadcast all-reduce            C(2, k): direct reduce, then direct broadcast  S / (k B)
-nvls all-reduce                        4 alpha + ((n + 1) k + 2) tau: every link      S / (n k B)
+nvls all-reduce                        4 alpha + ((n + 1) k + n + 4) tau: every link  S / (n k B)
                                        carries (n + 1) k pieces (reduce to the owner,
                                        multicast from it), plus the pipeline's fill
+                                       at the legs' pace (see below)
 nvls reduce-scatter                    P(1, n k) + alpha + tau                        S / (n k B)
-nvls all-gather                        alpha + tau + P(1, n k)                        S / (n k B)
+nvls all-gather                        alpha + n tau + P(1, n k): the store moves at  S / (n k B)
+                                       the down links' pace, B / n (see below)
 sharp all-reduce                       C(2, k) or, with two levels of switches,       S / (k B)
                                        C(4, k): rank -> group switch (-> root ->
                                        group switch) -> rank, hop by hop
@@ -40,9 +42,14 @@ sharp all-reduce                       C(2, k) or, with two levels of switches, 
 These are exact against the flow simulator when each hop's pattern is symmetric (every
 pair sees the same latency and load), piece sizes divide evenly and, for ``nvls``, the
 reducing switch's links are the GPUs' own (tests/test_analytical.py holds them to 1e-9).
-The NVLS all-reduce is the exception: its two legs share every link, and the form is
-exact unchunked on up to 4 GPUs with a window of 2 or more, and within 1 % from 64
-chunks (its fill is off by up to 3 tau).
+NVLS schedules are paced (:mod:`simcoll.sim.pacing`): what a GPU sends into the switch
+moves at most at its connection's bytes over the busiest link's time, so the first
+pieces through take a whole step at every leg. For the all-gather that is the store of
+a block at B / n (each down link carries all n blocks): n tau for its first piece, where
+the unpaced store took tau. The NVLS all-reduce is the exception to exactness: its two
+legs share every link (the reduce leg at B n / (n + 1), the store at B / (n + 1)), and
+the form is an upper estimate, within tau of the flow model where the window hides the
+latency (exact from 3 chunks on 4 GPUs or more), so within 1 % from 64 chunks.
 Otherwise alpha_max and the busiest link make them an estimate from above for rings.
 
 Textbook formulas for the algorithms with several peers per rank, summed over the
@@ -291,10 +298,11 @@ def _nvls(collective: Collective) -> Formula:
         alpha = cost.alpha_s
         tau = c.tau(c.size / (n * c.k), cost)
         if collective is Collective.ALLREDUCE:  # reduce to the owner, then multicast
-            return 4 * alpha + ((n + 1) * c.k + 2) * tau
+            return 4 * alpha + ((n + 1) * c.k + n + 4) * tau
         if collective is Collective.REDUCESCATTER:  # all n blocks up, then block r down
             return pipeline_time_s(1, n * c.k, alpha, tau, c.window) + alpha + tau
-        return alpha + tau + pipeline_time_s(1, n * c.k, alpha, tau, c.window)
+        # the first store, paced at B / n, then every block's pieces down
+        return alpha + n * tau + pipeline_time_s(1, n * c.k, alpha, tau, c.window)
 
     return formula
 

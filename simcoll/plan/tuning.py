@@ -133,12 +133,13 @@ def nvls_chunks(
     *,
     n_nodes: int = 1,
     n_channels: int = NVLS_CHANNELS,
+    max_chunks: int = MAX_DEFAULT_CHUNKS,
 ) -> int:
     """Chunks each NVLS channel pipelines per head for an all-reduce of ``size_bytes``:
     the buffer over ``n_heads`` heads and ``n_channels`` channels, in NCCL's chunk for
     that size (``enqueue.cc``: 128 KiB, cut to 64, 32 or 16 KiB for smaller calls, at
     other sizes for NVLS-tree, and at most 64 KiB for NVLS-tree on 4 servers or more),
-    at most :data:`MAX_DEFAULT_CHUNKS`.
+    at most ``max_chunks``.
 
     A channel's call takes about ``(chunks + stages - 1)`` chunk times, so few chunks
     per channel leave much of it filling and draining the pipeline: at 64 MiB on two
@@ -159,7 +160,7 @@ def nvls_chunks(
         if size_bytes < multiple * concurrent * chunk and chunk > largest:
             chunk = largest
     per_channel = -(-size_bytes // (concurrent * chunk))
-    return max(1, min(MAX_DEFAULT_CHUNKS, per_channel))
+    return max(1, min(max_chunks, per_channel))
 
 
 #: NCCL's slots per connection (``NCCL_STEPS``, ``src/include/device.h``).

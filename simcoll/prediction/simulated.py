@@ -426,15 +426,37 @@ def _schedule(
         return schedule
 
 
+#: The most transfers an NVLS call's pieces make while they follow NCCL's chunks one for
+#: one; past it a call keeps :data:`MAX_DEFAULT_CHUNKS` pieces per shard or as many as the
+#: budget allows, each several of NCCL's chunks (about 0.5 s on the compiled loop).
+NVLS_TRANSFER_BUDGET = 2**19
+
+
 def nvls_call_chunks(name: str, n_ranks: int, size_bytes: int, params: Mapping[str, int]) -> int:
     """NVLS and NVLS-tree all-reduce pieces per shard as NCCL pipelines them: a channel
     carries few chunks of a middle-sized call, so filling and draining its pipeline
     takes a large share of the call (:func:`simcoll.plan.tuning.nvls_chunks`). simcoll
     runs NCCL's 16 channels as one: in the fluid model each channel's share of the links
-    is the rest's, so the pieces per channel, not the channels, set the pipeline. The
-    flow and analytical models both cut NVLS calls so."""
+    is the rest's, so the pieces per channel, not the channels, set the pipeline. A piece
+    is one of NCCL's chunks while the call stays within :data:`NVLS_TRANSFER_BUDGET`
+    transfers: paced legs (:mod:`simcoll.sim.pacing`) fill the pipeline one piece per
+    leg, so a piece of several chunks would fill it as many times slower. The flow and
+    analytical models both cut NVLS calls so.
+
+    >>> nvls_call_chunks("nvls", 8, 2**32, {})  # one server: NCCL's 256 chunks
+    256
+    >>> nvls_call_chunks("nvls_tree", 1024, 2**30, {"gpus_per_node": 8})  # 64 of its 128
+    64
+    """
     heads = min(params.get("gpus_per_node", n_ranks), n_ranks) if name == "nvls_tree" else n_ranks
-    return nvls_chunks(name, heads, size_bytes, n_nodes=n_ranks // max(1, heads))
+    n_nodes = n_ranks // max(1, heads)
+    if name == "nvls_tree" and n_nodes > 1:  # per chunk: 2 pieces (trees) per head
+        per_piece = n_nodes * (2 * heads + 2) + 2 * (n_nodes - 1)
+        per_chunk = 2 * heads * per_piece
+    else:  # per chunk: a piece per shard, n up, the sum down, the store, n copies
+        per_chunk = n_ranks * (2 * n_ranks + 2)
+    most = max(MAX_DEFAULT_CHUNKS, NVLS_TRANSFER_BUDGET // max(1, per_chunk))
+    return nvls_chunks(name, heads, size_bytes, n_nodes=n_nodes, max_chunks=most)
 
 
 def tries_fast_ring(setup: Setup, name: str, knobs: Mapping[str, int], plan: Plan | None) -> bool:

@@ -24,18 +24,26 @@ SM-issued is :func:`multimem_sends`: what a GPU sends into its switch (its share
 sum coming back, the multicast's copies) is the same operation, cut through; a network
 send is the NIC's DMA, at the wire's pace; neither is paced.
 
-A schedule asks for it with ``params["paced"] = True``, and the engine
-(:class:`simcoll.sim.engine._Run`) applies it per call, so a call in a workload is paced
-as the same call alone. No builder asks yet. With :mod:`simcoll.algorithms.nvls`'s
-builders asking (measured 2026-11-27, ``simcoll predict topologies/h100-ib-fat-tree.toml
+A schedule asks for it with ``params["paced"] = True``, as the NVLS builders of
+:mod:`simcoll.algorithms.nvls` do, and the engine (:class:`simcoll.sim.engine._Run`)
+applies it per call, so a call in a workload is paced as the same call alone. The
+pipeline fills one piece per leg, so a piece should be one of NCCL's chunks: NVLS calls
+are cut so while they stay under a transfer budget
+(:func:`simcoll.prediction.simulated.nvls_call_chunks`).
+
+What it gives (measured 2026-11-27, ``simcoll predict topologies/h100-ib-fat-tree.toml
 --set n_nodes=2 --collective allreduce --algorithm nvls_tree``, against qoofyk's and
 gj-aion's 2 x 8 runs in ``validation/data/public``): 460 us at 64 MiB (measured 466-477;
-418 unpaced), 716 at 128 MiB (748-751; 674), 4,301 at 1 GiB (4,485-4,497; 4,258), and
-``validation/loo.py``'s medians go from 6.6 to 4.3 % from 64 MiB and from 11.0 to 10.2 %
-from 1 KiB. From 4 to 16 MiB the paced call is slower than measured (153 us at 4 MiB
-against 94-111): NCCL cuts its chunks there and its fill is shorter than the model's.
-What holds it back is ``--model analytical``, whose NVLS forms are the unpaced flow
-model's, to the event (``tests/models/test_analytical.py``).
+418 unpaced), 716 at 128 MiB (748-751; 674), 4,301 at 1 GiB (4,485-4,497; 4,258): from
+64 MiB a steady 4-5 % fast, the rate NVLS-tree reaches, where it was 3-14 %. One DGX
+H100 at 128 MiB: 611.5 us (measured 613.3; 583.1 unpaced). From 4 to 16 MiB a paced
+call is slower than measured (153 us at 4 MiB against 94-111): NCCL cuts its chunks
+there and fills its pipeline faster than the model does.
+
+The model's assumption: a leg's warps move no faster than the busiest link lets the
+whole pipeline move, with no headroom. A paced connection that waits (on a latency its
+window does not hide, or on a dependency) cannot catch up afterwards; with NCCL's 8 slots
+per connection and its chunks that costs little, with a window of 1 or 2 a lot.
 """
 
 from __future__ import annotations

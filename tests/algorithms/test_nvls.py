@@ -56,10 +56,12 @@ def test_traffic_per_gpu_is_nccls(n: int) -> None:
 def test_allreduce_by_hand_on_two_gpus(model: str, efficiency: float) -> None:
     # n = 2, unchunked, shard h = S/2 at B x e per direction (the switch's efficiency, as a
     # calibration's efficiency.nvls gives it): tau = h / (B e), a = one GPU-switch link.
-    # Each uplink sends shard 0 then shard 1 up (in at tau + a, 2 tau + a); shard 0's sum
-    # reaches GPU 0 at 2 tau + 2a, is stored up by 3 tau + 3a and written to both GPUs by
-    # 4 tau + 4a; shard 1's sum reaches GPU 1 at 3 tau + 2a, is up at 4 tau + 3a and on
-    # both downlinks once shard 0's copies are off them: T = 5 tau + 4a.
+    # Paced (simcoll.sim.pacing): every uplink carries 3 h (both shards up, its own
+    # shard's store), the busiest links, so the reduce leg (2 h) moves at 2/3 B e and the
+    # store (h) at 1/3 B e, in both models. Each uplink sends shard 0 then shard 1 up (in
+    # at a + 1.5 tau, a + 3 tau); shard 0's sum reaches GPU 0 at 2a + 2.5 tau, is stored
+    # up by 3a + 5.5 tau and written to both GPUs by 4a + 6.5 tau; shard 1's sum reaches
+    # GPU 1 at 2a + 4 tau, is up at 3a + 7 tau and on both GPUs at T = 4a + 8 tau.
     n, size_bytes, links = 2, 2**20, 18
     bandwidth = links * BYTES_PER_LINK_S
     node = nvswitch_node(n, nvlinks_per_gpu=links, nvlink_bandwidth_bytes_per_s=BYTES_PER_LINK_S,
@@ -67,7 +69,7 @@ def test_allreduce_by_hand_on_two_gpus(model: str, efficiency: float) -> None:
     protocol = Calibration(efficiency={"nvls": efficiency}).protocol(None)
     tau = size_bytes / 2 / (bandwidth * efficiency)
     result = simulate(node, nvls_allreduce(n, size_bytes), model=model, protocol=protocol)
-    assert result.time_s == pytest.approx(5 * tau + 4 * LATENCY_S, rel=1e-9)
+    assert result.time_s == pytest.approx(8 * tau + 4 * LATENCY_S, rel=1e-9)
 
 
 def test_nvls_on_dgx_h100_is_nccls_figure() -> None:

@@ -189,37 +189,44 @@ def nvswitch(n: int):
 def test_nvls_reduce_scatter_and_all_gather(n, chunks, window):
     # alpha = one GPU-switch link. Reduce-scatter: a GPU's up connection carries all n
     # blocks (n k pieces of S / (n k)), then block r's last piece comes down:
-    # P(1, n k) + alpha + tau. All-gather: block r goes up, and each GPU's down connection
-    # carries the n k pieces of every block (multimem.st writes the storing GPU too):
-    # alpha + tau + P(1, n k).
+    # P(1, n k) + alpha + tau (paced at B: the up link is the busiest). All-gather: block
+    # r goes up, and each GPU's down connection carries the n k pieces of every block
+    # (multimem.st writes the storing GPU too); the down links are the busiest (S each),
+    # so the store (S / n) is paced at B / n and its first piece takes n tau:
+    # alpha + n tau + P(1, n k).
     size = n * chunks * 6000
     topo = nvswitch(n)
     params = {"n_chunks": chunks, "max_in_flight": window}
     tau = size / (n * chunks) / B
     rs = pipelined(1, n * chunks, LINK_S, tau, window) + LINK_S + tau
     assert_agree(topo, "reducescatter", "nvls", n, size, rs, **params)
-    ag = LINK_S + tau + pipelined(1, n * chunks, LINK_S, tau, window)
+    ag = LINK_S + n * tau + pipelined(1, n * chunks, LINK_S, tau, window)
     assert_agree(topo, "allgather", "nvls", n, size, ag, **params)
 
 
 @pytest.mark.parametrize("window", [2, 8, 10**6])
 def test_nvls_all_reduce_unchunked_on_two_gpus_by_hand(window):
-    # n = 2, k = 1, shard h = S/2, tau = h / B, a = one GPU-switch link. Each uplink sends
-    # shard 0 then shard 1 up (reduce leg), done at tau and 2 tau, in at the switch a later.
-    # Shard 0's sum comes down to GPU 0: in at 2 tau + 2a; GPU 0 stores it up (its uplink
-    # is idle since 2 tau): in at 3 tau + 3a; the switch writes it to both GPUs: 4 tau + 4a.
-    # Shard 1: sum at GPU 1 at 3 tau + 2a, stored up by 4 tau + 3a, written to both
-    # downlinks once shard 0's copies are off them (4 tau + 3a): in at 5 tau + 4a.
+    # n = 2, k = 1, shard h = S/2, tau = h / B, a = one GPU-switch link (a > tau). Every
+    # uplink carries 3 h (both shards up, its own shard's store): the busiest links, 3 tau.
+    # Paced, the reduce leg (2 h) moves at 2 h / 3 tau = 2 B / 3, the store (h) at B / 3.
+    # Each uplink sends shard 0 then shard 1 up, 1.5 tau each: in at a + 1.5 tau and
+    # a + 3 tau. Shard 0's sum comes down to GPU 0 (the switch's send, not paced): in at
+    # 2a + 2.5 tau; GPU 0 stores it up at B / 3: in at 3a + 5.5 tau; the switch writes it
+    # to both GPUs: 4a + 6.5 tau. Shard 1: its sum in at GPU 1 at 2a + 4 tau, stored by
+    # 3a + 7 tau, written to both: 4a + 8 tau. The form, an upper estimate, is tau above.
     size = 2 * 6000
     tau = size / 2 / B
-    assert_agree(nvswitch(2), "allreduce", "nvls", 2, size, 5 * tau + 4 * LINK_S,
-                 n_chunks=1, max_in_flight=window)  # fmt: skip
+    params = {"n_chunks": 1, "max_in_flight": window}
+    schedule = build_schedule("allreduce", "nvls", n_ranks=2, size_bytes=size, **params)
+    assert simulate(nvswitch(2), schedule).time_s == pytest.approx(8 * tau + 4 * LINK_S, rel=REL)
+    analytic = alphabeta_time_s(nvswitch(2), "allreduce", "nvls", 2, size, **params)
+    assert analytic == pytest.approx(9 * tau + 4 * LINK_S, rel=REL)
 
 
 @pytest.mark.parametrize("n", [2, 3, 8])
 def test_nvls_all_reduce_is_within_1pct_of_flow_when_pipelined(n):
     # 64 chunks per shard: every link carries (n + 1) x 64 pieces; the form's fill
-    # (2 tau) is off the simulated one by at most 3 tau of 65 n tau.
+    # ((n + 4) tau at the legs' pace) is off the simulated one by at most tau.
     size = n * 64 * 60000
     params = {"n_chunks": 64, "max_in_flight": 8}
     schedule = build_schedule("allreduce", "nvls", n_ranks=n, size_bytes=size, **params)
@@ -230,12 +237,13 @@ def test_nvls_all_reduce_is_within_1pct_of_flow_when_pipelined(n):
 
 
 def test_nvls_all_reduce_tends_to_s_n_plus_1_over_n_b():
-    # 4 alpha + ((n + 1) k + 2) tau with tau = S / (n k B): (n + 1) S / (n B) for many chunks.
+    # 4 alpha + ((n + 1) k + n + 4) tau with tau = S / (n k B): (n + 1) S / (n B) for
+    # many chunks.
     n, size, k = 8, 64 * 2**20, 64
     t = alphabeta_time_s(nvswitch(n), "allreduce", "nvls", n, size, n_chunks=k,
                          max_in_flight=10**6)  # fmt: skip
     tau = size / (n * k * B)
-    assert t == pytest.approx(4 * LINK_S + (n + 1) * size / (n * B) + 2 * tau, rel=REL)
+    assert t == pytest.approx(4 * LINK_S + (n + 1) * size / (n * B) + (n + 4) * tau, rel=REL)
 
 
 def sharp_tree(leaf_down_ports: int):
