@@ -12,6 +12,7 @@ from simcoll.algorithms.nvls import nvls_allreduce
 from simcoll.core.collectives import Collective
 from simcoll.core.schedule import ScheduleBuilder
 from simcoll.sim import engine
+from simcoll.sim.graph import ExecutionGraph
 from simcoll.sim.pacing import multimem_sends, paced_rate_caps
 from simcoll.topology import load, ring
 
@@ -102,3 +103,20 @@ def test_a_schedule_that_does_not_ask_is_not_paced() -> None:
     run = engine.prepare(topology, b.build())
     assert run.rate_cap_bytes_per_s is None
     run.release()
+
+
+def test_a_paced_call_in_an_execution_graph_is_the_call_alone() -> None:
+    # One simulator: a workload's call (sim.graph) keeps its caps, so after 5 us of
+    # compute a paced NVLS all-reduce ends 5 us later than alone, and no sooner than
+    # the same call unpaced would.
+    topology = load(TOPOLOGIES / "dgx-h100.toml")
+    schedule = nvls_allreduce(8, 2**24, n_chunks=4)
+    alone = engine.simulate(topology, schedule).time_s
+    plain = replace(schedule, params={**schedule.params, "paced": False})
+    unpaced = engine.simulate(topology, plain).time_s
+    graph = ExecutionGraph(topology)
+    compute = graph.span(5e-6)
+    call = graph.call(engine.prepare(topology, schedule), after=compute)
+    done = graph.simulate()
+    assert float(done.end_s[call.end]) == pytest.approx(5e-6 + alone, rel=1e-12)
+    assert alone > unpaced
