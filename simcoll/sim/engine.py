@@ -48,6 +48,7 @@ from simcoll.sim.routes import (
     LinkArrays,
     Routes,
     batch_costs,
+    bytes_per_link,
     edge_facts,
     pair_efficiency,
     pair_endpoint,
@@ -427,15 +428,8 @@ class FlowRun:
 
     def _link_bytes(self) -> FloatArray:
         """Bytes over each fabric link (each link class, on the symmetric path)."""
-        per_pair = np.bincount(
-            self.pair_of, weights=self.wire_bytes, minlength=len(self.pair_links)
-        )
-        total = np.zeros(len(self.fabric.link_busy_s))
-        for links, weights, moved in zip(
-            self.pair_links, self.pair_weights, per_pair.tolist(), strict=True
-        ):
-            total[links] += moved if weights is None else moved * weights
-        return total
+        return bytes_per_link(self.pair_of, self.wire_bytes, self.pair_links,
+                              self.pair_weights, len(self.fabric.link_busy_s))  # fmt: skip
 
 
 class _Run(FlowRun):

@@ -52,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from simcoll.core.schedule import Schedule
+from simcoll.sim.routes import bytes_per_link
 
 __all__ = ["link_bound_of_bytes_s", "multimem_sends", "paced_rate_caps"]
 
@@ -91,10 +92,8 @@ def link_bound_of_bytes_s(
     ...                       capacity_bytes_per_s=np.array([6.0, 1.0]))
     3.0
     """
-    per_pair = np.bincount(pair_of, weights=wire_bytes, minlength=len(pair_links))
-    on_link = np.zeros(len(capacity_bytes_per_s))
-    for links, weights, moved in zip(pair_links, pair_weights, per_pair.tolist(), strict=True):
-        on_link[links] += moved if weights is None else moved * weights
+    on_link = bytes_per_link(pair_of, wire_bytes, pair_links, pair_weights,
+                             len(capacity_bytes_per_s))  # fmt: skip
     return float((on_link / capacity_bytes_per_s).max(initial=0.0))
 
 

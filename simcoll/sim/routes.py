@@ -21,6 +21,7 @@ __all__ = [
     "LinkArrays",
     "Routes",
     "batch_costs",
+    "bytes_per_link",
     "edge_facts",
     "pair_efficiency",
     "pair_endpoint",
@@ -48,6 +49,28 @@ class Routes:
     capacity_bytes_per_s: FloatArray  # per fabric link
     # per pair: data fraction of the wire, where a calibrated protocol sets it per class
     efficiency: FloatArray | None = None
+
+
+def bytes_per_link(
+    pair_of: IntArray,
+    wire_bytes: FloatArray,
+    pair_links: list[IntArray],
+    pair_weights: list[FloatArray | None],
+    n_links: int,
+) -> FloatArray:
+    """Wire bytes over each fabric link: every transfer's bytes on each link of its pair,
+    times the link's weight.
+
+    >>> bytes_per_link(np.array([0, 1, 1]), np.array([3.0, 1.0, 2.0]),
+    ...                [np.array([0]), np.array([0, 1])], [None, np.array([1.0, 2.0])],
+    ...                2).tolist()
+    [6.0, 6.0]
+    """
+    per_pair = np.bincount(pair_of, weights=wire_bytes, minlength=len(pair_links))
+    total = np.zeros(n_links)
+    for links, weights, moved in zip(pair_links, pair_weights, per_pair.tolist(), strict=True):
+        total[links] += moved if weights is None else moved * weights
+    return total
 
 
 def route_pair(
