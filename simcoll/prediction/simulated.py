@@ -450,13 +450,25 @@ def nvls_call_chunks(name: str, n_ranks: int, size_bytes: int, params: Mapping[s
     """
     heads = min(params.get("gpus_per_node", n_ranks), n_ranks) if name == "nvls_tree" else n_ranks
     n_nodes = n_ranks // max(1, heads)
-    if name == "nvls_tree" and n_nodes > 1:  # per chunk: 2 pieces (trees) per head
-        per_piece = n_nodes * (2 * heads + 2) + 2 * (n_nodes - 1)
-        per_chunk = 2 * heads * per_piece
-    else:  # per chunk: a piece per shard, n up, the sum down, the store, n copies
-        per_chunk = n_ranks * (2 * n_ranks + 2)
+    per_chunk = nvls_transfers_per_chunk(name, n_ranks, heads)
     most = max(MAX_DEFAULT_CHUNKS, NVLS_TRANSFER_BUDGET // max(1, per_chunk))
     return nvls_chunks(name, heads, size_bytes, n_nodes=n_nodes, max_chunks=most)
+
+
+def nvls_transfers_per_chunk(name: str, n_ranks: int, heads: int) -> int:
+    """Transfers an NVLS (``heads = n_ranks``) or NVLS-tree all-reduce schedule
+    (:mod:`simcoll.algorithms.nvls`) makes per chunk of each shard: on one server, a
+    piece per shard of n shares up, the sum down, the store and n copies; across N
+    servers of g heads, two pieces (one per tree) per head, each g + 1 + 1 + g transfers
+    per server and 2 (N - 1) over the network.
+
+    >>> nvls_transfers_per_chunk("nvls", 8, 8), nvls_transfers_per_chunk("nvls_tree", 16, 8)
+    (144, 608)
+    """
+    n_nodes = n_ranks // max(1, heads)
+    if name == "nvls_tree" and n_nodes > 1:
+        return 2 * heads * (n_nodes * (2 * heads + 2) + 2 * (n_nodes - 1))
+    return n_ranks * (2 * n_ranks + 2)
 
 
 def tries_fast_ring(setup: Setup, name: str, knobs: Mapping[str, int], plan: Plan | None) -> bool:

@@ -286,6 +286,11 @@ class FlowRun:
             None if rate_cap_bytes_per_s is None
             else np.asarray(rate_cap_bytes_per_s, dtype=np.float64)
         )  # fmt: skip
+        caps = self.rate_cap_bytes_per_s
+        if caps is not None and (caps.shape != (len(self.pair_of),) or not (caps > 0).all()):
+            raise ConfigError(f"rate caps: one positive cap per transfer ({len(self.pair_of)}), "
+                              f"got {caps.shape[0] if caps.ndim else 0} with "
+                              f"{int((caps <= 0).sum())} not positive")  # fmt: skip
         self._cap = (None if self.rate_cap_bytes_per_s is None
                      else array("d", self.rate_cap_bytes_per_s.tobytes()))  # fmt: skip
 

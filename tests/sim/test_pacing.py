@@ -8,9 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simcoll.algorithms import build_schedule
 from simcoll.algorithms.nvls import nvls_allreduce
 from simcoll.core.collectives import Collective
+from simcoll.core.errors import ConfigError
 from simcoll.core.schedule import ScheduleBuilder
+from simcoll.prediction.simulated import nvls_transfers_per_chunk
 from simcoll.sim import engine
 from simcoll.sim.graph import ExecutionGraph
 from simcoll.sim.pacing import multimem_sends, paced_rate_caps
@@ -120,3 +123,31 @@ def test_a_paced_call_in_an_execution_graph_is_the_call_alone() -> None:
     done = graph.simulate()
     assert float(done.end_s[call.end]) == pytest.approx(5e-6 + alone, rel=1e-12)
     assert alone > unpaced
+
+
+@pytest.mark.parametrize(
+    ("name", "n_ranks", "heads"), [("nvls", 2, 2), ("nvls", 8, 8), ("nvls_tree", 16, 8),
+                                   ("nvls_tree", 32, 8), ("nvls_tree", 24, 4)]
+)  # fmt: skip
+def test_the_transfer_budget_counts_what_the_builders_build(
+    name: str, n_ranks: int, heads: int
+) -> None:
+    # nvls_call_chunks keeps a call under NVLS_TRANSFER_BUDGET by this count: it must be
+    # the built schedule's own, per chunk, at any chunk count.
+    params = {"gpus_per_node": heads} if name == "nvls_tree" else {}
+    for chunks in (1, 3):
+        s = build_schedule("allreduce", name, n_ranks=n_ranks, size_bytes=n_ranks * 2**16,
+                           n_chunks=chunks, **params)  # fmt: skip
+        assert s.n_transfers == chunks * nvls_transfers_per_chunk(name, n_ranks, heads)
+
+
+def test_caps_of_the_wrong_length_or_sign_are_refused() -> None:
+    topology = ring(3, link_bandwidth_bytes_per_s=RATE, link_latency_s=0.0)
+    b = ScheduleBuilder(Collective.SENDRECV, "one", n_ranks=3, size_bytes=8, pieces_per_block=1)
+    b.add(src=0, dst=1, pieces=[0])
+    run = engine.prepare(topology, b.build())
+    for bad in (np.array([1.0, 2.0]), np.array([0.0]), np.array([-1.0])):
+        with pytest.raises(ConfigError, match="one positive cap per transfer"):
+            run.cap_rates(bad)
+    run.cap_rates(np.array([np.inf]))  # no cap is a cap of inf
+    run.release()
