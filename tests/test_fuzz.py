@@ -1035,8 +1035,8 @@ EXACT = [
     ),
     pytest.param(
         "topology",
-        _edited(H100, b"n_gpus", b"n_\xffgpus"),
-        "topology/case.toml: line 18: not UTF-8 text (byte 0xff at offset 1037); save the "
+        _edited(H100, b"\nn_gpus", b"\nn_\xffgpus"),  # [params]' key, not the description's
+        "topology/case.toml: line 18: not UTF-8 text (byte 0xff at offset 1059); save the "
         "file as UTF-8",
         id="not UTF-8",
     ),

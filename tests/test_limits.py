@@ -12,6 +12,7 @@ from simcoll.algorithms import algorithm_names, build_schedule
 from simcoll.core.checks import check_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
+from simcoll.network.clock import TICK_S, on_grid
 from simcoll.prediction import predict
 from simcoll.sim.engine import simulate
 from simcoll.topology import ring, switch_star
@@ -41,7 +42,8 @@ def test_zero_bytes_cost_only_latency(collective: Collective) -> None:
         result = simulate(STAR, schedule)
         finite_and_ordered(result)
         assert result.busbw_bytes_per_s == 0.0
-        assert result.time_s <= schedule.n_transfers * 2 * LATENCY_S * (1 + 1e-12)
+        # each route's latency rounded up to the clock's tick (simcoll.network.clock)
+        assert result.time_s <= schedule.n_transfers * on_grid(2 * LATENCY_S)
 
 
 @pytest.mark.parametrize("collective", list(Collective), ids=lambda c: c.value)
@@ -102,5 +104,10 @@ def test_nanosecond_latency_under_a_terabyte_keeps_both_exactly() -> None:
     topo = ring(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-9)
     result = simulate(topo, build_schedule("sendrecv", "direct", n_ranks=2, size_bytes=2**40))
     finite_and_ordered(result)
-    assert result.time_s == 1e-9 + 2**40 / 1e9  # both directions at once, each alone on its link
-    assert result.start_s.tolist() == [1e-9, 1e-9]
+    # Both directions at once, each alone on its link. The latency is a whole number of the
+    # clock's ticks (2^-50 s); the transfer's 1,100 s is past 2^53 ticks, where a float's
+    # spacing is coarser than a tick and the grid leaves it as it is.
+    latency_s = on_grid(1e-9)
+    assert latency_s == pytest.approx(1e-9, abs=TICK_S)
+    assert result.time_s == latency_s + 2**40 / 1e9
+    assert result.start_s.tolist() == [latency_s, latency_s]

@@ -70,3 +70,19 @@ def test_version_is_the_projects(installed: Path, tmp_path: Path) -> None:
     licence = (REPO / "LICENSE").read_text()
     assert licence.startswith("Apache License\nVersion 2.0, January 2004")
     assert project["license"] == "Apache-2.0"
+
+
+def test_measurements_and_models_are_found_by_name_from_the_wheel(
+    installed: Path, tmp_path: Path
+) -> None:
+    # issue 41: a shipped measurement file by name (with or without .csv), and the README's
+    # read_model_file by the name scenarios take
+    for name in ("nccl_allreduce_8xA100_nvswitch_superbench",
+                 "nccl_allreduce_8xA100_nvswitch_superbench.csv"):  # fmt: skip
+        done = _run([str(installed / "simcoll"), "compare", name, "--topology", "dgx-a100",
+                     "--min-size", "1G"], cwd=tmp_path)  # fmt: skip
+        assert "nccl_allreduce_8xA100_nvswitch_superbench.csv" in done.stdout
+    code = ("from simcoll.training import read_model_file; "
+            "print(read_model_file('llama3-70b')[0].n_layers)")  # fmt: skip
+    done = _run([str(installed / "python"), "-c", code], cwd=tmp_path)
+    assert done.stdout.strip() == "80"  # Llama 3 70B: 80 layers (Llama 3 paper, table 3)

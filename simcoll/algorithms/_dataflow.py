@@ -9,7 +9,9 @@ as "who sends what" than as explicit dependency lists (halving-doubling, hierarc
 add their transfers through it.
 
 >>> from simcoll.core.collectives import Collective
->>> from simcoll.core.schedule import Op, ScheduleBuilder
+>>> from collections.abc import Iterable
+
+from simcoll.core.schedule import Op, ScheduleBuilder
 >>> flow = Dataflow(ScheduleBuilder(Collective.ALLGATHER, "demo", n_ranks=3, size_bytes=3,
 ...                                 pieces_per_block=1))
 >>> flow.add(0, 1, [0], Op.COPY, 0), flow.add(1, 2, [0], Op.COPY, 0)
@@ -19,6 +21,8 @@ add their transfers through it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from simcoll.core.schedule import Op, ScheduleBuilder
 
@@ -34,9 +38,12 @@ class Dataflow:
         self.reducers: dict[tuple[int, int], list[int]] = {}
         self.readers: dict[tuple[int, int], list[int]] = {}
 
-    def add(self, src: int, dst: int, pieces: list[int], op: Op, channel: int) -> int:
-        """Add one transfer; return its index."""
-        deps: set[int] = set()
+    def add(  # noqa: PLR0917 - a transfer's fields, as ScheduleBuilder.add takes them
+        self, src: int, dst: int, pieces: list[int], op: Op, channel: int, after: Iterable[int] = ()
+    ) -> int:
+        """Add one transfer, after ``after`` too (an ordering the data does not imply);
+        return its index."""
+        deps: set[int] = set(after)
         for p in pieces:
             deps.update(self._writes(src, p))  # read after write
             deps.update(self.readers.get((dst, p), ()))  # write after read

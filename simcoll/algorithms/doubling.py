@@ -30,15 +30,15 @@ first 2r, then 2r..n-1) run the power-of-two algorithm, each standing for the bl
 the ranks it represents; finally each odd rank 2i + 1 sends the result back to 2i (for
 reduce-scatter only block 2i, so that every rank r ends with block r).
 
-A rank sends data as soon as the data it sends has arrived, and writes into a buffer only
-after whatever read or wrote it before: the dependencies are exactly the data
-dependencies. Every step a rank takes uses data from its previous step, so a rank also
-takes its steps in order, as in MPI. (Ranks 2r..n-1 have no fold to wait for: their first
-core step may add into a partner whose fold is still arriving, where MPI's rendezvous
-would hold it until the partner posts its receive.) Each block (or sub-block) is cut into
-``n_channels x n_chunks`` pieces; a step sends, per channel and chunk, one transfer with
-that piece of every block it moves, so chunk j of a step follows chunk j of the step
-before (pipelining) and channels run in parallel.
+Each step is an ``MPI_Sendrecv`` between partners, as MPICH runs it: a transfer starts
+once both partners have finished their previous step (sent and received: MPI's
+rendezvous holds a send until its receiver has posted the receive), and after the data
+it moves has arrived and whatever it overwrites has been read (the data dependencies).
+So ranks 2r..n-1, which have no fold, wait for a partner still folding. Each block (or
+sub-block) is cut into ``n_channels x n_chunks`` pieces; a step sends, per channel and
+chunk, one transfer with that piece of every block it moves, so chunk j of a step
+follows chunk j of the step before and channels run in parallel. By default a step is
+one piece per block (:data:`~simcoll.algorithms.chunking.STEPWISE`), as MPI sends it.
 """
 
 from __future__ import annotations
@@ -109,15 +109,29 @@ class _Plan:
             params={"n_channels": n_channels, "n_chunks": n_chunks, "max_in_flight": max_in_flight},
         )
         self.flow = Dataflow(self.b)
+        # Per (rank, channel, chunk): the transfers of the rank's last step, sent and
+        # received, and those of the step being added.
+        self.last: dict[tuple[int, int, int], list[int]] = {}
+        self.current: dict[tuple[int, int, int], list[int]] = {}
 
     def send(self, src: int, dst: int, slots: Iterable[int], op: Op) -> None:
-        """Move ``slots`` from src to dst: one transfer per chunk and channel."""
+        """Move ``slots`` from src to dst in the current step: one transfer per chunk and
+        channel, once both ranks have finished their last step."""
         slots = sorted(slots)
         for chunk in range(self.n_chunks):
             for channel in range(self.n_channels):
                 offset = channel * self.n_chunks + chunk
                 pieces = [s * self.per_slot + offset for s in slots]
-                self.flow.add(src, dst, pieces, op, channel)
+                before = [*self.last.get((src, channel, chunk), ()),
+                          *self.last.get((dst, channel, chunk), ())]  # fmt: skip
+                t = self.flow.add(src, dst, pieces, op, channel, after=before)
+                for rank in (src, dst):
+                    self.current.setdefault((rank, channel, chunk), []).append(t)
+
+    def end_step(self) -> None:
+        """The step's transfers become the last step of the ranks that took part."""
+        self.last.update(self.current)
+        self.current = {}
 
 
 def _halving(plan: _Plan, ranks: list[int], slots_of: list[list[int]]) -> None:
@@ -136,6 +150,7 @@ def _halving(plan: _Plan, ranks: list[int], slots_of: list[list[int]]) -> None:
                 s for j in range(p) if j // distance == partner // distance for s in slots_of[j]
             ]
             plan.send(ranks[i], ranks[partner], given, Op.REDUCE)
+        plan.end_step()
         distance //= 2
 
 
@@ -151,6 +166,7 @@ def _doubling(plan: _Plan, ranks: list[int], slots_of: list[list[int]]) -> None:
         for i in range(p):
             held = [s for j in range(p) if j // distance == i // distance for s in slots_of[j]]
             plan.send(ranks[i], ranks[i ^ distance], held, Op.COPY)
+        plan.end_step()
         distance *= 2
 
 
@@ -188,6 +204,7 @@ def halving_doubling_reducescatter(
     extra = n_ranks - len(ranks)
     for i in range(extra):
         plan.send(2 * i, 2 * i + 1, range(n_ranks), Op.REDUCE)
+    plan.end_step()
     _halving(plan, ranks, blocks)
     for i in range(extra):
         plan.send(2 * i + 1, 2 * i, [2 * i], Op.COPY)
@@ -220,6 +237,7 @@ def halving_doubling_allgather(
     extra = n_ranks - len(ranks)
     for i in range(extra):
         plan.send(2 * i, 2 * i + 1, [2 * i], Op.COPY)
+    plan.end_step()
     _doubling(plan, ranks, blocks)
     for i in range(extra):
         plan.send(2 * i + 1, 2 * i, [b for b in range(n_ranks) if b != 2 * i], Op.COPY)
@@ -255,6 +273,7 @@ def halving_doubling_allreduce(
     sub_blocks = [[i] for i in range(p)]
     for i in range(extra):
         plan.send(2 * i, 2 * i + 1, range(p), Op.REDUCE)
+    plan.end_step()
     _halving(plan, ranks, sub_blocks)
     _doubling(plan, ranks, sub_blocks)
     for i in range(extra):

@@ -51,6 +51,7 @@ node has arrived, and is gathered inside the node as soon as it is all-reduced.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 
 from simcoll.algorithms._dataflow import Dataflow
@@ -264,8 +265,9 @@ def reducescatter_gather_reduce(
 ) -> Schedule:
     """gloo's reduce: a ring reduce-scatter, then each rank's reduced block to the root.
 
-    Every gather transfer of block r (one per channel and chunk, the pieces rank r reduced
-    last) waits for the last reduce-scatter transfer into r of its channel and chunk.
+    The gather of block r is one message per channel, as gloo sends it: every piece of
+    the block on that channel, once the last reduce-scatter transfer into r of each of
+    its chunks has arrived (gloo gathers after its reduce-scatter loop has drained).
 
     >>> s = reducescatter_gather_reduce(4, 64, root=0)
     >>> s.n_transfers, s.bytes_sent_per_rank().tolist(), s.bytes_received_per_rank().tolist()
@@ -285,11 +287,12 @@ def reducescatter_gather_reduce(
     )
     rings = ring_orders(n_ranks, n_channels, None)
     done = _ring_phase(b, op=Op.REDUCE, block_at=-1, rings=rings, n_chunks=n_chunks, after={})
-    for (rank, channel, chunk), last in sorted(done.items()):
+    for rank, channel in itertools.product(range(n_ranks), range(n_channels)):
         if rank != root:  # its block (the ring ends with block r at rank r), to the root
-            piece = (rank * n_channels + channel) * n_chunks + chunk
-            b.add(src=rank, dst=root, pieces=[piece], op=Op.COPY, channel=channel,
-                  deps=(last,))  # fmt: skip
+            first = (rank * n_channels + channel) * n_chunks
+            deps = [done[rank, channel, chunk] for chunk in range(n_chunks)]
+            b.add(src=rank, dst=root, pieces=list(range(first, first + n_chunks)), op=Op.COPY,
+                  channel=channel, deps=deps)  # fmt: skip
     return b.build()
 
 

@@ -3,12 +3,18 @@ and all-reduce on NCCL's double binary tree. The trees' shapes are :mod:`simcoll
 
 Binomial tree (broadcast, reduce, gather, scatter)
     MPICH's classic binomial tree (:func:`simcoll.plan.trees.binomial_tree`).
-    Broadcast and reduce move the whole buffer over every edge, cut into
-    ``n_channels x n_chunks`` pieces (as the ring does): a rank forwards a piece down as
-    soon as it has arrived, or up once the pieces of all its children have been added
-    into its own. Gather and scatter move, over the edge above ``v``, the blocks of v's
-    whole subtree: one transfer per channel and chunk, holding that piece of each of
-    those blocks. A rank sends to its children at once, one connection each.
+    Broadcast moves the whole buffer over every edge, cut into ``n_channels x n_chunks``
+    pieces (as the ring does): a rank forwards a piece to all its children at once, one
+    connection each, as soon as it has arrived.
+    Reduce, gather and scatter run as MPICH runs them (``MPIR_Reduce_intra_binomial``,
+    ``MPIR_Gather_intra_binomial``, ``MPIR_Scatter_intra_binomial``): a rank serves its
+    children one after another. Going up (reduce, gather) it receives from its children
+    mask 1 first, each receive posted once the one before has completed, then
+    sends its partial sum (reduce) or its whole subtree's blocks (gather) to its parent;
+    going down (scatter) it sends each child the blocks of that child's subtree, the
+    largest mask first, each send once the one before has arrived. Each step moves its whole
+    message by default (:data:`~simcoll.algorithms.chunking.STEPWISE`); cut into pieces
+    by request, piece j of a step follows piece j of the step before.
 
 Double binary tree (all-reduce)
     NCCL's two complementary binary trees (:func:`simcoll.plan.trees.double_binary_tree`),
@@ -54,19 +60,49 @@ Lane = tuple[int, int]  # (channel, chunk)
 Arrivals = dict[tuple[int, Lane], list[int]]  # (rank, lane) -> transfers arriving there
 
 
-def _up(b: ScheduleBuilder, tree: Tree, lanes: list[Lane], pieces: PiecesOf, op: Op) -> Arrivals:
+def _up(
+    b: ScheduleBuilder,
+    tree: Tree,
+    lanes: list[Lane],
+    pieces: PiecesOf,
+    op: Op,
+    *,
+    in_turn: bool = False,
+) -> Arrivals:
     """Every rank but the root sends each lane up once its children's lanes arrived.
 
-    ``pieces(rank, channel, chunk)`` is what the edge above ``rank`` carries. Returns the
-    transfers arriving at each (rank, lane).
+    ``pieces(rank, channel, chunk)`` is what the edge above ``rank`` carries. With
+    ``in_turn``, a parent receives from its children one after another, in the reverse
+    of their listed order (MPICH's: mask 1 first): a child's lane waits for the lane of
+    the child before it to have arrived. Returns the transfers arriving at each (rank, lane).
     """
     into: Arrivals = {}
-    for rank in reversed(tree.top_down()[1:]):
+    for rank in _bottom_up(tree, in_turn):
+        parent = tree.parent[rank]
         for lane in lanes:
-            t = b.add(src=rank, dst=tree.parent[rank], pieces=pieces(rank, *lane), op=op,
-                      channel=lane[0], deps=into.get((rank, lane), ()))  # fmt: skip
-            into.setdefault((tree.parent[rank], lane), []).append(t)
+            deps = list(into.get((rank, lane), ()))
+            if in_turn:
+                deps += into.get((parent, lane), ())[-1:]  # the sibling received before
+            t = b.add(src=rank, dst=parent, pieces=pieces(rank, *lane), op=op,
+                      channel=lane[0], deps=deps)  # fmt: skip
+            into.setdefault((parent, lane), []).append(t)
     return into
+
+
+def _bottom_up(tree: Tree, in_turn: bool) -> list[int]:
+    """Every rank but the root, each after its children; with ``in_turn`` also each
+    after the siblings received before it (those listed after it)."""
+    if not in_turn:
+        return tree.top_down()[:0:-1]
+    ranks: list[int] = []
+
+    def visit(rank: int) -> None:
+        for child in reversed(tree.children[rank]):
+            visit(child)
+            ranks.append(child)
+
+    visit(tree.root)
+    return ranks
 
 
 def _down(
@@ -76,18 +112,24 @@ def _down(
     pieces: PiecesOf,
     *,
     at_root: Arrivals | None = None,
+    in_turn: bool = False,
 ) -> None:
     """Every rank forwards each lane to its children once it has arrived (copies).
 
     ``pieces(child, channel, chunk)`` is what the edge above ``child`` carries; the
-    root's sends wait for ``at_root[root, lane]``.
+    root's sends wait for ``at_root[root, lane]``. With ``in_turn``, a rank sends to its
+    children one after another in their listed order (MPICH's: the largest mask first):
+    a child's lane waits for the lane sent to the child before it to have arrived.
     """
     arrived: Arrivals = dict(at_root or {})
     for rank in tree.top_down():
-        for child in tree.children[rank]:
+        for i, child in enumerate(tree.children[rank]):
             for lane in lanes:
+                deps = list(arrived.get((rank, lane), ()))
+                if in_turn and i:
+                    deps += arrived[tree.children[rank][i - 1], lane]
                 t = b.add(src=rank, dst=child, pieces=pieces(child, *lane), op=Op.COPY,
-                          channel=lane[0], deps=arrived.get((rank, lane), ()))  # fmt: skip
+                          channel=lane[0], deps=deps)  # fmt: skip
                 arrived[child, lane] = [t]
 
 
@@ -188,16 +230,18 @@ def tree_reduce(
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> Schedule:
-    """Binomial-tree reduce: partial sums flow up, pipelined in pieces.
+    """Binomial-tree reduce as MPICH runs it: a rank adds in its children's partial sums
+    one after another (mask 1 first), then sends its own up; whole by default.
 
     >>> s = tree_reduce(4, 40)
-    >>> [(t.src, t.dst, t.op.value) for t in s.transfers()]
-    [(3, 2, 'reduce'), (1, 0, 'reduce'), (2, 0, 'reduce')]
+    >>> [(t.src, t.dst, t.op.value, t.deps) for t in s.transfers()]  # 2 -> 0 after 1 -> 0
+    [(1, 0, 'reduce', ()), (3, 2, 'reduce', ()), (2, 0, 'reduce', (1, 0))]
     """
     b = _builder(Collective.REDUCE, n_ranks, size_bytes, root=root, n_channels=n_channels,
                  n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
     _up(b, binomial_tree(n_ranks, root), _lanes(range(n_channels), n_chunks),
-        lambda _, channel, chunk: [channel * n_chunks + chunk], Op.REDUCE)  # fmt: skip
+        lambda _, channel, chunk: [channel * n_chunks + chunk], Op.REDUCE,
+        in_turn=True)  # fmt: skip
     return b.build()
 
 
@@ -220,17 +264,18 @@ def tree_gather(
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> Schedule:
-    """Binomial-tree gather: each rank sends up the blocks of its whole subtree.
+    """Binomial-tree gather as MPICH runs it: each rank sends up the blocks of its whole
+    subtree, once its children's have arrived one after another (mask 1 first).
 
     >>> s = tree_gather(4, 40)
-    >>> [(t.src, t.dst, t.size_bytes) for t in s.transfers()]
-    [(3, 2, 10), (1, 0, 10), (2, 0, 20)]
+    >>> [(t.src, t.dst, t.size_bytes, t.deps) for t in s.transfers()]
+    [(1, 0, 10, ()), (3, 2, 10, ()), (2, 0, 20, (1, 0))]
     """
     b = _builder(Collective.GATHER, n_ranks, size_bytes, root=root, n_channels=n_channels,
                  n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
     tree = binomial_tree(n_ranks, root)
     pieces = _subtree_pieces(tree, b.pieces_per_block, n_chunks)
-    _up(b, tree, _lanes(range(n_channels), n_chunks), pieces, Op.COPY)
+    _up(b, tree, _lanes(range(n_channels), n_chunks), pieces, Op.COPY, in_turn=True)
     return b.build()
 
 
@@ -243,7 +288,8 @@ def tree_scatter(
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> Schedule:
-    """Binomial-tree scatter: each rank receives the blocks of its whole subtree.
+    """Binomial-tree scatter as MPICH runs it: each rank receives the blocks of its whole
+    subtree; a rank sends to its children one after another, largest subtree first.
 
     >>> s = tree_scatter(4, 40)
     >>> [(t.src, t.dst, t.size_bytes) for t in s.transfers()]
@@ -253,7 +299,7 @@ def tree_scatter(
                  n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
     tree = binomial_tree(n_ranks, root)
     pieces = _subtree_pieces(tree, b.pieces_per_block, n_chunks)
-    _down(b, tree, _lanes(range(n_channels), n_chunks), pieces)
+    _down(b, tree, _lanes(range(n_channels), n_chunks), pieces, in_turn=True)
     return b.build()
 
 

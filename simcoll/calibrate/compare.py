@@ -26,6 +26,7 @@ from typing import Any
 import networkx as nx
 
 from simcoll.calibrate.fit import FitPoint, Model, simulate_points
+from simcoll.calibrate.residuals import max_abs_error, median_abs_error, time_error
 from simcoll.core.units import format_bytes
 from simcoll.plan.tuning import NcclKnobs
 from simcoll.topology.calibration import Calibration
@@ -62,8 +63,9 @@ class ComparedPoint:
 
     @property
     def time_error(self) -> float:
-        """Signed relative error of the simulated time."""
-        return self.simulated_s / self.measured_s - 1
+        """Signed relative error of the simulated time
+        (:func:`simcoll.calibrate.residuals.time_error`)."""
+        return time_error(self.measured_s, self.simulated_s)
 
     @property
     def busbw_error(self) -> float:
@@ -125,10 +127,10 @@ def summarise(
                 min_size_bytes=min(p.size_bytes for p in chosen),
                 max_size_bytes=max(p.size_bytes for p in chosen),
                 mean_time_error=statistics.fmean(times),
-                median_abs_time_error=statistics.median(abs(e) for e in times),
-                max_abs_time_error=max(abs(e) for e in times),
+                median_abs_time_error=median_abs_error(times),
+                max_abs_time_error=max_abs_error(times),
                 mean_busbw_error=statistics.fmean(busbw),
-                median_abs_busbw_error=statistics.median(abs(e) for e in busbw),
+                median_abs_busbw_error=median_abs_error(busbw),
             )
             out.append(row)
     return out

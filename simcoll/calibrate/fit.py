@@ -6,18 +6,21 @@ ranks, size) is simulated with :func:`simcoll.prediction.predict` and the residu
 ``log(simulated / measured)``, so a 10 % miss at 4 KiB weighs what it weighs at 1 GiB.
 The variables are ``1 / efficiency`` and the latencies in seconds, in which a collective
 without shared links is exactly linear (time = latencies + bytes / (efficiency x
-bandwidth)); the fit is Levenberg-Marquardt with a forward-difference Jacobian, kept to
-physical values (efficiency in [0.05, 1]: no transfer carries more data than its
-wire; times at least 0), a handful of simulations
-per iteration.
+bandwidth)), kept to physical values (efficiency in [0.05, 1]: no transfer carries more
+data than its wire; times in [0, 1] s). A fit finds which parameters the data can tell
+apart (below), scans each fitted time over :data:`SCAN_S` for a start, then descends
+(:mod:`simcoll.calibrate.descent`: the least squares of the log errors on the times'
+slopes, a simulation per variable and one per trial step). Fitted values left on a bound
+are named (:func:`at_bounds`): the data pushed them past what is physical.
 
-Speed: a fit needs a few hundred evaluations, so :class:`_Evaluator` keeps every
-simulated time by what it depends on. The launch cost is added, never simulated (it
-only delays the call); with ``protocol="auto"`` each protocol runs on its own and the
-fastest is kept per size, as ``predict`` does, so moving one protocol's factor
-re-simulates that protocol only; the Jacobian is taken only over the groups asked
-for; and what one Jacobian or one step needs is simulated in forked worker processes,
-one per core (the same numbers, sooner).
+Speed: a fit takes tens of passes over the points (the 4 x 8 H100 table's, 7
+parameters: 58), so :class:`_Evaluator` keeps every simulated time by what it depends
+on. The launch cost is added, never simulated (it only delays the call); with
+``protocol="auto"`` each protocol runs on its own and the fastest is kept per size, as
+``predict`` does, so moving one protocol's factor re-simulates that protocol only; the
+slopes are taken only over the groups asked for; and what one set of slopes or one scan
+needs is simulated in worker processes forked once per fit, one per core (the same
+numbers, sooner).
 
 Which parameters are fitted is decided by the data, not by hand: a parameter enters only
 if its Jacobian column adds rank. From point-to-point runs over routes of one length, a
@@ -41,6 +44,7 @@ columns and drop out the same way.
 
 from __future__ import annotations
 
+import gc
 import math
 import multiprocessing
 import os
@@ -52,7 +56,10 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from simcoll.calibrate.descent import PLANNED_STEPS, Problem, descend
 from simcoll.calibrate.gloo import Recipe
+from simcoll.calibrate.measurements import MAX_TIME_S
+from simcoll.calibrate.residuals import time_error
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.protocols import link_class
 from simcoll.plan.tuning import NcclKnobs
@@ -62,6 +69,7 @@ from simcoll.prediction.call_cost import CallCosts, call_estimates
 from simcoll.topology.calibration import (
     LINK_CLASSES,
     MAX_EFFICIENCY,
+    MAX_PARAM_S,
     PROTOCOL_NAMES,
     Calibration,
 )
@@ -72,6 +80,7 @@ __all__ = [
     "FitPoint",
     "FitResult",
     "Model",
+    "at_bounds",
     "estimate_points",
     "fit",
     "simulate_points",
@@ -79,14 +88,11 @@ __all__ = [
 ]
 
 _TIME_SCALE_S = 1e-6  # scale of a time variable that starts at 0
-_STEP = 1e-3  # forward-difference step, a fraction of the variable's scale
-_MAX_ITERATIONS = 30
-# Converged: a step lowers the squared log error by less than this fraction, or no step
-# lowers it before the damping reaches _MAX_DAMPING (steps a million times shorter than
-# Gauss-Newton's). Each trial is a simulation of every point: these bound the waste.
-_CONVERGED = 1e-6
+_STEP = 1e-3  # the identification's difference step, a fraction of the variable's scale
 _MAX_JOBS = 8  # worker processes of a fit, at most
-_MAX_DAMPING = 1e6
+_AT_BOUND = 1e-9  # how close to a bound a fitted value is on it, relative to the bound
+#: The smallest efficiency a fit may reach: 1/20 of the wire.
+MIN_FITTED_EFFICIENCY = 0.05
 #: What is fitted by default, in priority order.
 PARAMETER_GROUPS = ("efficiency", "link_latency_s", "step_latency_s", "launch_s")
 #: Groups that can be asked for (``protocol_efficiency`` only means something with NCCL's
@@ -121,11 +127,14 @@ class FitResult:
     points: list[FitPoint]
     iterations: int
     history: list[float] = field(default_factory=list)
+    #: Fitted values on a bound of the fit, in words (:func:`at_bounds`).
+    at_bounds: list[str] = field(default_factory=list)
 
     @property
     def relative_errors(self) -> list[float]:
-        """``simulated / measured - 1`` per point."""
-        return [s / p.time_s - 1 for s, p in zip(self.simulated_s, self.points, strict=True)]
+        """``simulated / measured - 1`` per point
+        (:func:`simcoll.calibrate.residuals.time_error`)."""
+        return [time_error(p.time_s, s) for s, p in zip(self.simulated_s, self.points, strict=True)]
 
     def residual_rows(self) -> list[dict[str, Any]]:
         """One dict per point, for the params file."""
@@ -137,7 +146,7 @@ class FitResult:
                 "size_bytes": p.size_bytes,
                 "measured_s": p.time_s,
                 "simulated_s": s,
-                "error": s / p.time_s - 1,
+                "error": time_error(p.time_s, s),
             }
             for p, s in zip(self.points, self.simulated_s, strict=True)
         ]
@@ -228,7 +237,8 @@ def estimate_points(
 
 
 class _Evaluator:
-    """:func:`simulate_points` for one fit, memoised (see the module docstring)."""
+    """:func:`simulate_points` for one fit, memoised (see the module docstring), and the
+    count of its simulations against the count it expects (:meth:`expect`)."""
 
     def __init__(
         self,
@@ -239,7 +249,7 @@ class _Evaluator:
         protocol: str | None,
         model: str,
         floor_s: float = 0.0,
-        progress: Callable[[], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
         held: dict[str, float] | None = None,
         knobs: NcclKnobs | None = None,
     ) -> None:
@@ -258,19 +268,30 @@ class _Evaluator:
         )
         self._memo: dict[tuple[str | None, tuple[tuple[str, float], ...]], list[float]] = {}
         self.simulations = 0
+        self.expected = 0
         self.jobs = _jobs()
+        self._pool: Any = None
+
+    def expect(self, passes: int) -> None:
+        """About ``passes`` more sets of values are still to be simulated (each a pass per
+        protocol): what progress reports as the total, revised as the fit goes on."""
+        self.expected = self.simulations + passes * len(self.protocols)
+
+    def raw(self, values: dict[str, float]) -> np.ndarray:
+        """Seconds per point with these parameter values (names as :func:`_parameters`),
+        over the held ones, before the launch cost and the floor; NaN where none ran."""
+        values = {**self.held, **values}
+        best = np.full(len(self.points), math.inf)
+        for name in self.protocols:
+            times = np.asarray(self._protocol_times(name, values), dtype=float)
+            best = np.where(np.isfinite(times), np.minimum(best, times), best)
+        return np.where(np.isfinite(best), best, math.nan)
 
     def __call__(self, values: dict[str, float]) -> list[float]:
-        """Seconds per point with these parameter values (names as :func:`_parameters`),
-        over the held ones."""
-        values = {**self.held, **values}
-        launch_s = values.get("launch_s", 0.0)
-        best = [math.inf] * len(self.points)
-        for name in self.protocols:
-            times = self._protocol_times(name, values)
-            best = [min(b, t) if math.isfinite(t) else b for b, t in zip(best, times, strict=True)]
-        floor_s = self.floor_s
-        return [max(t + launch_s, floor_s) if math.isfinite(t) else math.nan for t in best]
+        """Seconds per point with these parameter values, over the held ones: the launch
+        cost added and the floor kept; NaN where none ran."""
+        launch_s = {**self.held, **values}.get("launch_s", 0.0)
+        return [float(t) for t in np.maximum(self.raw(values) + launch_s, self.floor_s)]
 
     def prefetch(self, batch: Sequence[dict[str, float]]) -> None:
         """Simulate what ``batch`` will ask for and the memo lacks, in parallel where
@@ -283,20 +304,42 @@ class _Evaluator:
                     tasks.append(key)
         if len(tasks) < 2 or self.jobs < 2:
             return
-        global _FORKED  # noqa: PLW0603 - what forked workers inherit
-        _FORKED = self
-        context = multiprocessing.get_context("fork")
-        with context.Pool(min(self.jobs, len(tasks))) as pool:
-            results = pool.map(_simulate_forked, tasks)
-        _FORKED = None
-        for key, found in zip(tasks, results, strict=True):
+        # in order, each as soon as it and those before it are done: progress ticks
+        for key, found in zip(tasks, self._workers().imap(_simulate_forked, tasks), strict=True):
             self._memo[key] = found
             self._simulated()
+
+    def _workers(self) -> Any:
+        """The fit's worker processes, forked once from this evaluator (each fork of a
+        large process copies what it touches: one pool for the fit, not one per batch)."""
+        if self._pool is None:
+            global _FORKED  # noqa: PLW0603 - what forked workers inherit
+            _FORKED = self
+            gc.freeze()  # the collector leaves the inherited objects alone in the workers
+            try:
+                self._pool = multiprocessing.get_context("fork").Pool(self.jobs)
+            finally:
+                gc.unfreeze()
+                _FORKED = None
+        return self._pool
+
+    def __enter__(self) -> _Evaluator:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the worker processes, if any were started."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
 
     def _simulated(self) -> None:
         self.simulations += 1
         if self.progress is not None:
-            self.progress()
+            self.progress(self.simulations, max(self.expected, self.simulations))
 
     def _key(
         self, name: str | None, values: dict[str, float]
@@ -310,8 +353,8 @@ class _Evaluator:
         found = self._memo.get(key)
         if found is None:
             found = self._simulate(key)
-            self._simulated()
             self._memo[key] = found
+            self._simulated()
         return found
 
     def _simulate(self, key: tuple[str | None, tuple[tuple[str, float], ...]]) -> list[float]:
@@ -357,7 +400,7 @@ def fit(
     protocol: str | None = None,
     model: str = "flow",
     parameters: Sequence[str] = PARAMETER_GROUPS,
-    progress: Callable[[], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
     held: Calibration | None = None,
     knobs: NcclKnobs | None = None,
 ) -> FitResult:
@@ -378,7 +421,9 @@ def fit(
         the modeller's statement of which cause is real.
     progress
         Called after each pass over the points (one simulation of every point with one
-        set of parameter values and one protocol).
+        set of parameter values and one protocol) with the passes done and the passes
+        expected in all: an estimate, revised as the fit goes (how many steps the
+        descent takes is known only when it ends).
     held
         Parameters held at their values, not fitted (the hardware a params file builds
         on, its ``base``); the result's calibration holds only what was fitted.
@@ -392,12 +437,7 @@ def fit(
         With no points, a point of zero time or size, or when nothing is identifiable.
     """
     for p in points:
-        if not 0 < p.time_s < math.inf:
-            raise ConfigError(
-                f"a measured time of {p.time_s!r} s ({p.collective}, {p.size_bytes} B) is not a "
-                "positive finite number; cannot fit a log error",
-                source=p.source or None,
-            )
+        _check_time(p)
     floor_s = _floor_s(points) if "floor_s" in parameters else 0.0
     points = [p for p in points if p.size_bytes > 0]
     if not points:
@@ -412,55 +452,100 @@ def fit(
     held_values.pop("floor_s", None)  # measured from these points' 0-byte calls, or none
     order = [i for group in parameters for i, n in enumerate(names)
              if group in (n, n.split(".")[0]) and n not in held_values]  # fmt: skip
-    evaluate = _Evaluator(topology, points, recipe=recipe, protocol=protocol, model=model,
-                          floor_s=floor_s, progress=progress, held=held_values,
-                          knobs=knobs)  # fmt: skip
-    kept = np.isfinite(evaluate({}))
-    points = [p for p, k in zip(points, kept.tolist(), strict=True) if k]
-    if not points:
-        raise ConfigError("nothing to fit: every size is too small to cut for its algorithm")
-    measured = np.log([p.time_s for p in points])
+    with _Evaluator(topology, points, recipe=recipe, protocol=protocol, model=model,
+                    floor_s=floor_s, progress=progress, held=held_values,
+                    knobs=knobs) as evaluate:  # fmt: skip
+        evaluate.expect(1 + len(order) + _planned(names, order))
+        # the sizes too small to cut (NaN), at the start's values: the identification's base
+        kept = np.isfinite(evaluate.raw({names[i]: _value(names[i], start[i]) for i in order}))
+        points = [p for p, k in zip(points, kept.tolist(), strict=True) if k]
+        if not points:
+            raise ConfigError("nothing to fit: every size is too small to cut for its algorithm")
+        measured = np.log([p.time_s for p in points])
 
-    def values_of(theta: np.ndarray, active: list[int]) -> dict[str, float]:
-        return {names[i]: _value(names[i], theta[i]) for i in active}
+        def values_of(theta: np.ndarray, active: list[int]) -> dict[str, float]:
+            return {names[i]: _value(names[i], theta[i]) for i in active}
 
-    def calibration_of(theta: np.ndarray, active: list[int]) -> Calibration:
-        return Calibration.from_values({**values_of(theta, active), "floor_s": floor_s})
+        def calibration_of(theta: np.ndarray, active: list[int]) -> Calibration:
+            return Calibration.from_values({**values_of(theta, active), "floor_s": floor_s})
 
-    def simulated_of(theta: np.ndarray, active: list[int]) -> list[float]:
-        return [float(t) for t in np.asarray(evaluate(values_of(theta, active)))[kept]]
+        def simulated_of(theta: np.ndarray, active: list[int]) -> list[float]:
+            return [float(t) for t in np.asarray(evaluate(values_of(theta, active)))[kept]]
 
-    def residual(theta: np.ndarray, active: list[int]) -> np.ndarray:
-        return np.log(simulated_of(theta, active)) - measured
+        def residual(theta: np.ndarray, active: list[int]) -> np.ndarray:
+            return np.log(simulated_of(theta, active)) - measured
 
-    def prefetch(thetas: list[np.ndarray], active: list[int]) -> None:
-        evaluate.prefetch([values_of(theta, active) for theta in thetas])
+        def prefetch(thetas: list[np.ndarray], active: list[int]) -> None:
+            evaluate.prefetch([values_of(theta, active) for theta in thetas])
 
-    # Which parameters the data can tell apart is judged without the floor: at the start
-    # (every efficiency 1) small calls run under it, and would hide what moves them.
-    evaluate.floor_s = 0.0
-    base = residual(start, order)
-    jacobian = _jacobian(residual, start, base, order, order, scale, prefetch)
-    evaluate.floor_s = floor_s
-    active = _identifiable(jacobian, order)
-    if not active:
-        raise ConfigError("no parameter changes the simulated times of these points")
-    n_efficiency = sum(name.startswith(_EFFICIENCIES) for name in names)
-    start = _scanned(residual, start, active, names, prefetch)
-    theta, history = _levenberg_marquardt(residual, start, active, scale, n_efficiency, prefetch)
-    calibration = calibration_of(theta, active)
-    simulated = simulated_of(theta, active)
-    fitted = [names[i] for i in active]
-    dropped = [names[i] for i in order if i not in active]
-    return FitResult(
-        calibration=calibration,
-        fitted=fitted,
-        not_identifiable=dropped,
-        simulated_s=simulated,
-        points=list(points),
-        iterations=len(history),
-        history=history,
-    )
+        # Which parameters the data can tell apart is judged without the floor: at the start
+        # (every efficiency 1) small calls run under it, and would hide what moves them.
+        evaluate.floor_s = 0.0
+        base = residual(start, order)
+        jacobian = _jacobian(residual, start, base, order, order, scale, prefetch)
+        evaluate.floor_s = floor_s
+        active = _identifiable(jacobian, order)
+        if not active:
+            raise ConfigError("no parameter changes the simulated times of these points")
+        evaluate.expect(_planned(names, active))
+        n_efficiency = sum(name.startswith(_EFFICIENCIES) for name in names)
+        after_scan = _planned(names, active, scan=False)
+        start = _scanned(residual, start, active, names, prefetch,
+                         lambda left: evaluate.expect(left + after_scan))  # fmt: skip
+        launch = names.index("launch_s")
+        lower, upper = _bounds(len(names), n_efficiency)
+        problem = Problem(
+            lambda theta: np.asarray(evaluate.raw(values_of(theta, active)))[kept],
+            measured,
+            lower=lower,
+            upper=upper,
+            scale=scale,
+            active=active,
+            added=launch if launch in active else None,
+            added_s=held_values.get("launch_s", 0.0),
+            floor_s=floor_s,
+            prefetch=lambda thetas: prefetch(thetas, active),
+            expect=evaluate.expect,
+        )
+        theta, history = descend(problem, start)
+        calibration = calibration_of(theta, active)
+        simulated = simulated_of(theta, active)
+        fitted = [names[i] for i in active]
+        dropped = [names[i] for i in order if i not in active]
+        return FitResult(
+            calibration=calibration,
+            fitted=fitted,
+            not_identifiable=dropped,
+            simulated_s=simulated,
+            points=list(points),
+            iterations=len(history) - 1,
+            history=history,
+            at_bounds=at_bounds(
+                {n: _value(n, theta[i]) for n, i in zip(fitted, active, strict=True)}
+            ),
+        )
+
+
+def _check_time(p: FitPoint) -> None:
+    """Refuse a measured time that no call takes: not positive, not finite, or over
+    :data:`~simcoll.calibrate.measurements.MAX_TIME_S` (a day)."""
+    what = f"a measured time of {p.time_s!r} s ({p.collective}, {p.size_bytes} B)"
+    if not 0 < p.time_s < math.inf:
+        raise ConfigError(f"{what} is not a positive finite number; cannot fit a log error",
+                          source=p.source or None)  # fmt: skip
+    if p.time_s > MAX_TIME_S:
+        raise ConfigError(f"{what} is more than a day ({MAX_TIME_S:g} s) for one call; is it "
+                          "in other units?", source=p.source or None)  # fmt: skip
+
+
+def _planned(names: list[str], fitted: list[int], *, scan: bool = True) -> int:
+    """Passes a fit of the parameters ``fitted`` is expected to make once it knows
+    them: the scan of each simulated time (:data:`SCAN_S`; not where ``scan`` is done),
+    and the descent's steps, each the slopes of every simulated parameter and a trial
+    (a launch cost is added to the times, never simulated)."""
+    simulated = [i for i in fitted if names[i] != "launch_s"]
+    timed = [i for i in simulated if not names[i].startswith(_EFFICIENCIES)]
+    return scan * len(timed) * len(SCAN_S) + PLANNED_STEPS * (len(simulated) + 1)
 
 
 def _floor_s(points: Sequence[FitPoint]) -> float:
@@ -512,20 +597,20 @@ def _parameters(topology: nx.DiGraph[str]) -> tuple[list[str], np.ndarray, np.nd
 SCAN_S = (0.0, 1e-6, 3e-6, 10e-6, 30e-6, 100e-6)
 
 
-def _scanned(
+def _scanned(  # noqa: PLR0917 - the fit's state, passed through
     residual: Callable[[np.ndarray, list[int]], np.ndarray],
     start: np.ndarray,
     active: list[int],
     names: list[str],
     prefetch: Callable[[list[np.ndarray], list[int]], None],
+    expect: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """``start`` with each fitted time parameter, in turn, set to the value of
     :data:`SCAN_S` whose residuals are smallest (a coarse search before the fit's local
-    one)."""
+    one); ``expect`` is told the passes the scan has left after each parameter."""
     theta = start.copy()
-    for i in active:
-        if names[i].startswith(_EFFICIENCIES):
-            continue
+    timed = [i for i in active if not names[i].startswith(_EFFICIENCIES)]
+    for done, i in enumerate(timed, start=1):
         trials = []
         for value_s in SCAN_S:
             trial = theta.copy()
@@ -534,20 +619,14 @@ def _scanned(
         prefetch(trials, active)
         costs = [float(np.sum(residual(t, active) ** 2)) for t in trials]
         theta = trials[int(np.argmin(costs))]
+        if expect is not None:  # a launch cost's values cost no simulation
+            expect(len(SCAN_S) * sum(names[j] != "launch_s" for j in timed[done:]))
     return theta
 
 
 def _value(name: str, variable: float) -> float:
     """A parameter's value from its fit variable (efficiency is fitted as its inverse)."""
     return 1 / variable if name.startswith(_EFFICIENCIES) else variable
-
-
-def _clip(theta: np.ndarray, n_efficiency: int) -> np.ndarray:
-    """Keep variables physical: 1/efficiency in [1 / MAX_EFFICIENCY, 20] (an efficiency
-    of at most 1: data never moves faster than the wire), times at least 0."""
-    out: np.ndarray = np.maximum(theta, 0.0)
-    out[:n_efficiency] = np.clip(out[:n_efficiency], 1 / MAX_EFFICIENCY, 20.0)
-    return out
 
 
 def _jacobian(  # noqa: PLR0917 - the fit's state, passed through
@@ -590,43 +669,33 @@ def _identifiable(jacobian: np.ndarray, order: list[int]) -> list[int]:
     return chosen
 
 
-def _levenberg_marquardt(  # noqa: PLR0917 - the fit's state, passed through
-    residual: Callable[[np.ndarray, list[int]], np.ndarray],
-    theta: np.ndarray,
-    active: list[int],
-    scale: np.ndarray,
-    n_efficiency: int,
-    prefetch: Callable[[list[np.ndarray], list[int]], None] | None = None,
-) -> tuple[np.ndarray, list[float]]:
-    """Minimise ``|residual|^2`` over the ``active`` variables, kept physical (the first
-    ``n_efficiency`` are inverse efficiencies); ``prefetch`` as :func:`_jacobian`'s."""
-    r = residual(theta, active)
-    cost = float(r @ r)
-    history = [cost]
-    damping = 1e-3
-    for _ in range(_MAX_ITERATIONS):
-        jac = _jacobian(residual, theta, r, active, active, scale, prefetch)[:, active]
-        normal = jac.T @ jac
-        gradient = jac.T @ r
-        improved = done = False
-        delta = np.zeros(len(active))
-        while damping < _MAX_DAMPING:
-            lhs = normal + damping * np.diag(np.diag(normal) + 1e-30)
-            delta = np.linalg.solve(lhs, -gradient)
-            trial = theta.copy()
-            trial[active] += delta
-            trial = _clip(trial, n_efficiency)
-            if prefetch is not None:
-                prefetch([trial], active)
-            r_trial = residual(trial, active)
-            cost_trial = float(r_trial @ r_trial)
-            if cost_trial < cost:
-                done = cost - cost_trial < _CONVERGED * cost or cost_trial < 1e-24
-                theta, r, cost, improved = trial, r_trial, cost_trial, True
-                damping = max(damping / 3, 1e-12)
-                break
-            damping *= 4
-        history.append(cost)
-        if not improved or done:
-            break
-    return theta, history
+def _bounds(n: int, n_efficiency: int) -> tuple[np.ndarray, np.ndarray]:
+    """Physical values of the fit's variables: 1 / efficiency in [1 / MAX_EFFICIENCY,
+    1 / MIN_FITTED_EFFICIENCY] (no transfer carries more data than its wire), times in
+    [0, MAX_PARAM_S] (what a params file may hold)."""
+    lower, upper = np.zeros(n), np.full(n, MAX_PARAM_S)
+    lower[:n_efficiency] = 1 / MAX_EFFICIENCY
+    upper[:n_efficiency] = 1 / MIN_FITTED_EFFICIENCY
+    return lower, upper
+
+
+def at_bounds(values: dict[str, float]) -> list[str]:
+    """The fitted values that sit on a bound of the fit, in words: the data pushed them
+    there, and past it is not physical (an efficiency above 1, a time below 0), so
+    another cause moves those times, or the model lacks one.
+
+    >>> at_bounds({"efficiency.nvlink": 1.0, "efficiency.net": 0.92, "launch_s": 0.0,
+    ...            "link_latency_s.ib": 1e-05})
+    ['efficiency.nvlink = 1 is at its upper bound 1', 'launch_s = 0 s is at its lower bound 0 s']
+    """
+    out = []
+    for name, value in values.items():
+        if name.startswith(_EFFICIENCIES):
+            for side, bound in (("upper", MAX_EFFICIENCY), ("lower", MIN_FITTED_EFFICIENCY)):
+                if abs(value - bound) <= _AT_BOUND * bound:
+                    out.append(f"{name} = {value:g} is at its {side} bound {bound:g}")
+        elif value <= _AT_BOUND * _TIME_SCALE_S:
+            out.append(f"{name} = {value:g} s is at its lower bound 0 s")
+        elif value >= MAX_PARAM_S * (1 - _AT_BOUND):
+            out.append(f"{name} = {value:g} s is at its upper bound {MAX_PARAM_S:g} s")
+    return out

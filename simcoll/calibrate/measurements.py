@@ -32,11 +32,13 @@ from simcoll.core.limits import MAX_RANKS, MAX_SIZE_BYTES
 from simcoll.output.results import bandwidths
 
 __all__ = [
+    "MAX_TIME_S",
     "MEASUREMENT_COLUMNS",
     "REQUIRED_COLUMNS",
     "Measurement",
     "MeasurementSet",
     "MeasurementWriter",
+    "check_time_s",
     "csv_rows",
     "measurement_from_cells",
     "parse_measurement_csv",
@@ -64,6 +66,9 @@ MEASUREMENT_COLUMNS = (
 )
 #: The columns a measurement CSV must have to be read.
 REQUIRED_COLUMNS = MEASUREMENT_COLUMNS[:4]
+#: The longest time one measured call may take: a day. A longer one is a slip of units or
+#: digits (``1e300`` us), not a run, and would pass for a point the fit must reach.
+MAX_TIME_S = 86_400.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,8 +119,15 @@ def sidecar_path(path: str | Path) -> Path:
 
     >>> sidecar_path("runs/a100.csv").as_posix()
     'runs/a100.json'
+    >>> sidecar_path("/")
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: /: is a directory, not a file
     """
-    return Path(path).with_suffix(".json")
+    named = Path(path)
+    if not named.name:  # "/", ".": pathlib's ValueError ("has an empty name") was a traceback
+        raise ConfigError("is a directory, not a file", source=str(path))
+    return named.with_suffix(".json")
 
 
 def write_sidecar(path: str | Path, metadata: Mapping[str, Any]) -> Path:
@@ -340,8 +352,7 @@ def measurement_from_cells(values: Mapping[str, str]) -> Measurement:
                           field="size_bytes")  # fmt: skip
     if n_ranks > MAX_RANKS:
         raise ConfigError(f"must be at most {MAX_RANKS}, got {n_ranks}", field="n_ranks")
-    if time_s <= 0:
-        raise ConfigError(f"must be positive, got {time_s!r}", field="time_s")
+    check_time_s(time_s, repr(time_s), field="time_s")
     return Measurement(
         collective=collective,
         n_ranks=n_ranks,
@@ -353,6 +364,27 @@ def measurement_from_cells(values: Mapping[str, str]) -> Measurement:
         redop=values.get("redop", ""),
         root=_integer("root", values.get("root") or "-1"),
     )
+
+
+def check_time_s(time_s: float, text: str, *, source: str | None = None, field: str) -> float:
+    """``time_s`` if it can be a measured call's time: positive, finite and at most
+    :data:`MAX_TIME_S`; else a one-line ConfigError naming ``source`` and ``field``
+    (``text``: the time as the file wrote it).
+
+    >>> check_time_s(1e294, "1e300 us (1e+294 s)", source="a.csv", field="line 3: time_us_oop")
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: a.csv: line 3: time_us_oop: got 1e300 us (1e+294 s), more \
+than a day (86400 s) for one call; is it in other units?
+    """
+    if not math.isfinite(time_s):
+        raise ConfigError(f"not a finite number: {text}", source=source, field=field)
+    if time_s <= 0:
+        raise ConfigError(f"must be positive, got {text}", source=source, field=field)
+    if time_s > MAX_TIME_S:
+        raise ConfigError(f"got {text}, more than a day ({MAX_TIME_S:g} s) for one call; is it "
+                          "in other units?", source=source, field=field)  # fmt: skip
+    return time_s
 
 
 def _required(values: Mapping[str, str], name: str) -> str:

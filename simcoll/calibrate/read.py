@@ -23,6 +23,7 @@ from simcoll.calibrate.measurements import (
     select_rows,
 )
 from simcoll.core.errors import ConfigError
+from simcoll.core.shipped import find
 
 __all__ = ["read_measurements"]
 
@@ -35,9 +36,11 @@ def read_measurements(
     Parameters
     ----------
     path
-        A ``.csv`` is a measurement CSV or, told apart by its header, the nccl-tests table
-        layout of ``validation/data/public`` (``size_bytes,...,time_us_oop,...``). Any other
-        suffix (``.log``, ``.txt``, ``.out``) is read as an nccl-tests log.
+        A file, or the name of a shipped one (``validation/data/public``, with or
+        without ``.csv``). A ``.csv`` is a measurement CSV or, told apart by its header,
+        the nccl-tests table layout of ``validation/data/public``
+        (``size_bytes,...,time_us_oop,...``). Any other suffix (``.log``, ``.txt``,
+        ``.out``) is read as an nccl-tests log.
     collective, n_ranks
         Needed where the file does not say them (a table CSV or a log whose name does not
         name the collective). Where a measurement CSV says them, they select its rows.
@@ -49,6 +52,7 @@ def read_measurements(
         missing column, a value that is not a number, a negative size, a time that is not
         positive, fewer than one rank, an unknown collective, a malformed sidecar.
     """
+    path = find(path, "measurements")  # a shipped file by name, as topologies are
     source = str(path)
     text = read_text(path)
     if not text.strip():

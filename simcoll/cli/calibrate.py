@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,14 @@ from simcoll.calibrate.fit import (
 from simcoll.calibrate.gloo import BACKENDS, Recipe, default_protocol, recipe_for
 from simcoll.calibrate.measurements import MeasurementSet, sidecar_path
 from simcoll.calibrate.read import read_measurements
-from simcoll.cli._args import add_what_if, positive_int_at_most, warn_foreign, what_if
+from simcoll.calibrate.residuals import max_abs_error, median_abs_error
+from simcoll.cli._args import (
+    add_what_if,
+    positive_int_at_most,
+    read_params,
+    too_few_gpus,
+    what_if,
+)
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_RANKS
@@ -93,9 +101,9 @@ def add_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
         "times by least squares on log(simulated/measured), and write them with their "
         "provenance and residuals to a params TOML for `simcoll compare --params` and "
         "`simcoll predict --params`.",
-        epilog="example: simcoll calibrate validation/data/testbed/star4-1gbit.csv "
-        "--collective sendrecv --topology validation/topologies/star4-1gbit.toml "
-        "-o star4.params.toml",
+        epilog="example (shipped measurements and topologies are found by name): simcoll "
+        "calibrate nccl_allreduce_8xA100_nvswitch_superbench --topology dgx-a100 "
+        "--collective allreduce -o a100.params.toml",
     )
     _common(p)
     p.add_argument("-o", "--output", required=True, metavar="PARAMS.toml",
@@ -125,9 +133,9 @@ def add_compare(sub: argparse._SubParsersAction[Any]) -> None:
         "of time and busbw per file, collective and size regime (latency < 64 KiB, middle, "
         "bandwidth >= 64 MiB). With --out, also writes points.csv, summary.csv and "
         "compare.png (measured vs simulated busbw over size).",
-        epilog="example: simcoll compare validation/data/nccl-tests-logs/"
-        "nccl_allgather_8xA100_nvswitch_superbench.log --topology topologies/dgx-a100.toml "
-        "--params a100.params.toml --out compare-a100",
+        epilog="example (shipped measurements and topologies are found by name): simcoll "
+        "compare nccl_allgather_8xA100_nvswitch_superbench --topology dgx-a100 "
+        "--out compare-a100",
     )
     _common(p)
     add_what_if(p)
@@ -153,11 +161,23 @@ def _inputs(args: argparse.Namespace) -> tuple[nx.DiGraph[str], list[Measurement
         for path in args.measurements
     ]
     for s in sets:
+        _check_ranks(args, topology, s)
+    for s in sets:
         if s.metadata.get("dropped_rows"):
             print(f"simcoll: warning: {s.source}: dropped {s.metadata['dropped_rows']} row(s) "
                   f"that failed nccl-tests' data check ({s.metadata['failed_check']}); a wrong "
                   "result is no timing", file=sys.stderr)  # fmt: skip
     return topology, sets
+
+
+def _check_ranks(args: argparse.Namespace, topology: nx.DiGraph[str], runs: MeasurementSet) -> None:
+    """Refuse runs on more ranks than the topology has GPUs, before any estimate or
+    simulation, with the ``--set n_nodes=N`` that fits them where the topology file's
+    builder takes one (N from the runs' ranks and the GPUs per server)."""
+    n_ranks = max((m.n_ranks for m in runs.rows), default=0)
+    why = too_few_gpus(args.topology, _overrides(args), topology, n_ranks)
+    if why:
+        raise ConfigError(f"runs on {why}", source=runs.source)
 
 
 def _points(sets: list[MeasurementSet], in_place: bool) -> list[FitPoint]:
@@ -199,6 +219,7 @@ def _choices(args: argparse.Namespace, sets: list[MeasurementSet]) -> tuple[Mode
 def _calibrate(args: argparse.Namespace) -> int:
     # say so before the fit (minutes), not after it
     check_output(args.output, mark=PARAMS_MARK.encode(), inputs=_input_files(args), what="-o")
+    _check_writable(args.output)
     groups = [g.strip() for g in args.fit.split(",") if g.strip()]
     if not groups:
         raise ConfigError(f"names no parameter group; valid: {', '.join(ALL_GROUPS)}",
@@ -231,14 +252,13 @@ def _calibrate(args: argparse.Namespace) -> int:
     held = _held(args.base)
     _say_estimate("calibrate", topology, points, held, recipe, protocol, args.model,
                   per_pass=True, knobs=knobs)  # fmt: skip
-    bar = Progress(sys.stderr, None, "passes over the points", tty_only=True)
+    bar = Progress(sys.stderr, None, "passes over the points", each_step=True, about=True)
     try:
         result = fit(topology, points, recipe=recipe, protocol=protocol, model=args.model,
-                     parameters=groups, progress=bar.advance, held=held,
-                     knobs=knobs)  # fmt: skip
+                     parameters=groups, held=held, knobs=knobs,
+                     progress=lambda _, total: bar.advance(total=total))  # fmt: skip
     finally:
         bar.close()
-    errors = sorted(abs(e) for e in result.relative_errors)
     provenance = {
         "command": shlex.join(["simcoll", *sys.argv[1:]]),
         "inputs": [str(s.source) for s in sets],
@@ -254,24 +274,43 @@ def _calibrate(args: argparse.Namespace) -> int:
         "fitted": result.fitted,
         "not_identifiable": result.not_identifiable,
         "iterations": result.iterations,
-        "median_abs_error": errors[len(errors) // 2],
-        "max_abs_error": errors[-1],
+        # one definition with compare's (simcoll.calibrate.residuals): of [[residuals]]'s errors
+        "median_abs_error": median_abs_error(result.relative_errors),
+        "max_abs_error": max_abs_error(result.relative_errors),
+        "at_bounds": result.at_bounds,
     }
     calibration = Calibration(**{**_sections(result.calibration), "provenance": provenance})
     out_dir = Path(args.output).resolve().parent
     bases = [os.path.relpath(Path(b).resolve(), out_dir) for b in args.base]
     write_calibration(args.output, calibration, result.residual_rows(), base=bases)
     print(f"fitted on {len(result.points)} points ({backend}, protocol {protocol or 'none'}):")
-    for name, value in result.calibration.values.items():
+    values = result.calibration.values  # and a fitted launch cost of 0, which it leaves out
+    for name in [*values, *(n for n in result.fitted if n not in values)]:
         unit = "" if "efficiency" in name else " s"
-        print(f"  {name} = {value:.6g}{unit}")
+        print(f"  {name} = {values.get(name, 0.0):.6g}{unit}")
     if result.not_identifiable:
         print("  not identifiable from these runs (left uncalibrated): "
               + ", ".join(result.not_identifiable))  # fmt: skip
     print(f"  |error| median {100 * provenance['median_abs_error']:.1f} %, "
           f"max {100 * provenance['max_abs_error']:.1f} %")  # fmt: skip
+    for text in result.at_bounds:
+        print(f"simcoll: note: {text}", file=sys.stderr)
     print(f"simcoll: wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def _check_writable(path: str) -> None:
+    """Create and remove a scratch file beside ``path``, as writing it will: a folder
+    that takes no file (``/proc``, read-only, not ours) is said before the fit, not
+    after it."""
+    target = Path(path)
+    try:
+        fd, scratch = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as error:
+        raise ConfigError(f"cannot write a file in {target.parent}: {error.strerror}",
+                          source=f"-o {path}") from None  # fmt: skip
+    os.close(fd)
+    os.unlink(scratch)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -358,9 +397,8 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
     topology = what_if(topology, args)
     calibration = topology.graph.get("calibration")  # the topology file's own, by default
     if args.params is not None:
-        calibration = None if args.params == "none" else read_calibration(args.params)
-        if calibration is not None:
-            warn_foreign(calibration, topology, args.params, args.topology)
+        calibration = (None if args.params == "none"
+                       else read_params(args.params, topology, args.topology))  # fmt: skip
     recipe, protocol, _ = _choices(args, sets)
     knobs = parse_nccl_knobs(args.nccl)
     try:

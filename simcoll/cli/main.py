@@ -24,7 +24,7 @@ from simcoll.cli.plan import add_plan
 from simcoll.cli.predict import add_predict
 from simcoll.cli.run import add_run
 from simcoll.cli.topo import add_topo
-from simcoll.core.errors import SimcollError, SimulationError
+from simcoll.core.errors import SimcollError, SimulationError, one_line
 from simcoll.core.shipped import shipped_names
 
 __all__ = ["main"]
@@ -98,7 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{error.filename}: " if error.filename else ""
         if isinstance(error, _StdoutWriteError):
             _silence_stdout()
-        print(f"simcoll: error: {where}{error.strerror or error}", file=sys.stderr)
+        # one line of at most 2,000 characters, as every error: a 100,000-character path
+        # (ENAMETOOLONG) was echoed whole (issue 41)
+        print(f"simcoll: error: {one_line(f'{where}{error.strerror or error}')}",
+              file=sys.stderr)  # fmt: skip
         return 2
     except KeyboardInterrupt:
         print("simcoll: interrupted", file=sys.stderr)

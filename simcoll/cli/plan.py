@@ -7,8 +7,11 @@ import argparse
 import sys
 from dataclasses import replace
 
+import networkx as nx
+
 from simcoll.cli._args import Parser, SubParsers, positive_int_at_most
 from simcoll.core.collectives import Collective
+from simcoll.core.errors import SimcollError
 from simcoll.core.limits import MAX_RANKS
 from simcoll.core.units import format_bytes
 from simcoll.plan.channels import Plan, ring_plan
@@ -16,6 +19,7 @@ from simcoll.plan.nccl_log import format_plan, log_plan, read_nccl_log
 from simcoll.plan.placement import place_ranks
 from simcoll.plan.search import search_plan
 from simcoll.plan.tuning import parse_nccl_knobs, tune_call
+from simcoll.prediction import predict
 from simcoll.topology import gpu_nodes, load, parse_overrides
 
 __all__ = ["add_plan"]
@@ -84,10 +88,24 @@ def _show(args: argparse.Namespace) -> int:
     print(f"# {plan.n_ranks} ranks, placement {plan.placement}, routing "
           f"{plan.routing or 'ecmp'}, plan "
           f"{'nccl (NCCL search rules)' if plan.source == 'search' else plan.source}")  # fmt: skip
-    print(format_plan(plan, topology))
+    print(format_plan(plan, topology, nvls_channels=_nvls_channels(topology, n, args.placement)))
     _print_nic_use(plan)
     _print_tuning(plan, buffsize_bytes=knobs.buffsize_bytes)
     return 0
+
+
+def _nvls_channels(topology: nx.DiGraph[str], n_ranks: int, placement: str) -> int:
+    """The channels ``simcoll predict`` runs an NVLS all-reduce on for these ranks (NVLS
+    on one server, NVLS-tree across servers), as its rows say; 0 where it cannot run."""
+    hosts = {topology.nodes[g].get("host") for g in place_ranks(topology, n_ranks, placement)}
+    name = "nvls" if len(hosts) == 1 else "nvls_tree"
+    try:
+        rows = predict(topology, Collective.ALLREDUCE, [n_ranks * 4], algorithm=name,
+                       protocol="simple", n_ranks=n_ranks, placement=placement,
+                       plan="rank").rows  # fmt: skip
+    except SimcollError:  # no switch that reduces, or one that does not reach every rank
+        return 0
+    return rows[0].n_channels
 
 
 def _print_nic_use(plan: Plan) -> None:

@@ -13,23 +13,31 @@ import networkx as nx
 
 from simcoll.algorithms import algorithm_names
 from simcoll.algorithms.ring import PREFIX_STEPS
-from simcoll.cli._args import SubParsers, add_what_if, positive_int_at_most, warn_foreign, what_if
+from simcoll.cli._args import (
+    SubParsers,
+    add_what_if,
+    positive_int_at_most,
+    read_params,
+    too_few_gpus,
+    what_if,
+)
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_CHANNELS, MAX_CHUNKS, MAX_IN_FLIGHT, MAX_RANKS, MAX_TRANSFERS
-from simcoll.core.sizes import DTYPE_BYTES, REDOPS, align_size_bytes, parse_sizes
+from simcoll.core.sizes import DTYPE_BYTES, REDOPS, align_size_bytes, parse_sizes, size_notes
 from simcoll.core.units import format_bandwidth, format_bytes
 from simcoll.output.progress import Progress
 from simcoll.output.results import Row, format_side_by_side, format_table, to_csv, to_json
 from simcoll.plan.channels import Plan
 from simcoll.plan.nccl_log import log_plan, read_nccl_log
+from simcoll.plan.placement import place_ranks
 from simcoll.plan.tuning import parse_nccl_knobs
 from simcoll.prediction import predict
 from simcoll.prediction.choices import DEFAULT_ALGORITHM, candidates, default_algorithm
 from simcoll.prediction.pipeline import Prediction
 from simcoll.topology import gpu_nodes, load, parse_overrides
-from simcoll.topology.calibration import Calibration, read_calibration
+from simcoll.topology.calibration import Calibration
 from simcoll.topology.io import source_files
 
 __all__ = ["add_predict"]
@@ -215,12 +223,23 @@ def _predict(args: argparse.Namespace) -> int:
                           "use --format table, csv or json for every algorithm",
                           field="--format nccl-tests")  # fmt: skip
     sizes, is_range = parse_sizes(args.sizes)
-    topology = what_if(load(args.topology, parse_overrides(args.set)), args)
+    for sizes_note in size_notes(args.sizes):
+        print(f"simcoll: note: {sizes_note}", file=sys.stderr)
+    topology = load(args.topology, parse_overrides(args.set))
     n_ranks = args.ranks or len(gpu_nodes(topology))
+    too_many = too_few_gpus(args.topology, parse_overrides(args.set), topology, n_ranks)
+    if too_many:
+        raise ConfigError(f"--ranks: {too_many}")
+    # a failure must leave the GPUs the ranks run on reaching each other, not every GPU
+    gpus = place_ranks(topology, n_ranks, args.placement) if args.fail else None
+    topology = what_if(topology, args, gpus)
     if is_range:  # round like nccl-tests does; explicit sizes must divide as given
         element = DTYPE_BYTES[args.dtype]
         sizes = sorted({align_size_bytes(collective, n_ranks, s, element) for s in sizes})
     calibration = _calibration(args.params, topology, args.topology)
+    note = topology.graph.get("hardware_note")  # an imported machine without its hardware's
+    if calibration == "default" and topology.graph.get("calibration") is None and note:
+        print(f"simcoll: note: {args.topology}: {note}", file=sys.stderr)
     call: dict[str, Any] = {  # what every predict() call of this command shares
         "protocol": None if args.protocol == "none" else args.protocol,
         "model": args.model,
@@ -309,7 +328,9 @@ def _print_table(rows: list[Row], title: str, algorithm: str, args: argparse.Nam
     if {"auto", "nccl"} & {algorithm, args.protocol} and rows:
         how = "simulation" if args.model in ("flow", "ideal", "packet") else f"{args.model} model"
         if algorithm == "nccl":
-            how = "NCCL's tuning model, then simulated"
+            costed = {"flow": "simulated", "ideal": "simulated", "packet": "simulated",
+                      "analytical": "costed by formula"}.get(args.model)  # fmt: skip
+            how = "NCCL's tuning model" + (f", then {costed}" if costed else "")
         print(f"# Picked by {how}: {_picks(rows)}")
 
 
@@ -325,6 +346,7 @@ def _together(results: list[Prediction]) -> Prediction:
         skipped=sorted({item for p in results for item in p.skipped}),
         extended=sorted({size for p in results for size in p.extended}),
         unsimulated=[item for p in results for item in p.unsimulated],
+        simulated=sorted({item for p in results for item in p.simulated}),
     )
 
 
@@ -348,6 +370,13 @@ def _notes(result: Prediction) -> None:
         print(f"simcoll: note: the ring at {sizes_note} ran its first {PREFIX_STEPS} steps "
               "and was extended at their pace: whole, it is over one schedule's "
               f"{MAX_TRANSFERS} transfers (simcoll/sim/periodic.py)", file=sys.stderr)  # fmt: skip
+    by_reason: dict[str, list[int]] = {}
+    for size, why in result.simulated:
+        by_reason.setdefault(why, []).append(size)
+    for why, sizes in by_reason.items():
+        sizes_note = ", ".join(format_bytes(size) for size in sorted(sizes))
+        print(f"simcoll: note: {why}: at {sizes_note} the flow model costed it "
+              "(those rows' model is flow)", file=sys.stderr)  # fmt: skip
     for size, choices in result.unsimulated:
         print(f"simcoll: note: at {format_bytes(size)}, {', '.join(choices)} could not be "
               f"simulated (over one schedule's {MAX_TRANSFERS} transfers, and no fast path "
@@ -396,9 +425,7 @@ def _calibration(
         return "default"
     if value == "none":
         return None
-    calibration = read_calibration(value)
-    warn_foreign(calibration, topology, value, name)
-    return calibration
+    return read_params(value, topology, name)
 
 
 def _plan(

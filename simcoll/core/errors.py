@@ -19,11 +19,28 @@ __all__ = [
     "SimulationError",
     "TopologyError",
     "UnitError",
+    "one_line",
 ]
 
 
 #: The longest message an error prints; the rest is cut, and its length said.
 MAX_MESSAGE_CHARS = 2000
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line of at most :data:`MAX_MESSAGE_CHARS` (then how much was cut):
+    how every error prints, whatever the caller or the operating system wrote.
+
+    >>> one_line("a\\n  b")
+    'a b'
+    >>> one_line("x" * 2003)[-30:]
+    'xxxxxxx... (3 more characters)'
+    """
+    line = " ".join(text.split())
+    if len(line) > MAX_MESSAGE_CHARS:  # a 10 MB input line is not echoed whole
+        cut = len(line) - MAX_MESSAGE_CHARS
+        line = f"{line[:MAX_MESSAGE_CHARS]}... ({cut} more characters)"
+    return line
 
 
 class SimcollError(Exception):
@@ -47,12 +64,7 @@ class SimcollError(Exception):
 
     def _render(self) -> str:
         parts = [p for p in (self.source, self.field) if p]
-        text = " ".join(self.message.split())  # one line, whatever the caller wrote
-        line = ": ".join([*parts, text])
-        if len(line) > MAX_MESSAGE_CHARS:  # a 10 MB input line is not echoed whole
-            cut = len(line) - MAX_MESSAGE_CHARS
-            line = f"{line[:MAX_MESSAGE_CHARS]}... ({cut} more characters)"
-        return line
+        return one_line(": ".join([*parts, self.message]))
 
     def located(self, *, source: str | None = None, field: str | None = None) -> SimcollError:
         """Return a copy of this error that also names ``source`` and ``field``.

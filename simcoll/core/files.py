@@ -96,23 +96,39 @@ def record_read(reads: dict[str, str]) -> None:
         current.update(reads)
 
 
-def file_sha256(path: str | Path) -> str:
-    """The SHA-256 of a file's bytes, or ``"unreadable: <why>"``."""
-    try:
-        with Path(path).open("rb") as handle:
-            return hashlib.file_digest(handle, "sha256").hexdigest()
-    except OSError as error:
-        return f"unreadable: {error.strerror}"
+def file_sha256(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES) -> str:
+    """The SHA-256 of a file's bytes, or ``"unreadable: <why>"``.
 
+    Bounded as :func:`read_input_bytes` is (a run's digest and its resume hash every file
+    a scenario names): a FIFO, a device such as ``/dev/zero``, a directory or a file over
+    ``max_bytes`` is never read; it hashes to why (reading it will refuse it in one line).
 
-def read_input_bytes(
-    path: str | Path, *, missing: str = "no such file", max_bytes: int = MAX_INPUT_BYTES
-) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes``; else one-line ConfigError.
-
-    ``missing`` is the message when the file does not exist. The file is opened without
-    blocking, so a FIFO is refused rather than waited on.
+    >>> file_sha256("/dev/zero")
+    'unreadable: is a device, not a regular file'
     """
+    try:
+        fd = _open_input(path, missing="no such file", max_bytes=max_bytes)
+    except ConfigError as error:
+        return f"unreadable: {error.message.removeprefix('cannot read: ')}"
+    digest = hashlib.sha256()
+    left = max_bytes + 1
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            while left > 0 and (block := handle.read(min(left, 2**20))):
+                digest.update(block)
+                left -= len(block)
+        except OSError as error:
+            return f"unreadable: {error.strerror}"
+    if left <= 0:  # it grew past the cap while we read it
+        return f"unreadable: {_too_big(max_bytes + 1, max_bytes)}"
+    return digest.hexdigest()
+
+
+def _open_input(path: str | Path, *, missing: str, max_bytes: int) -> int:
+    """A descriptor on ``path`` if it is a regular file of at most ``max_bytes``, else a
+    one-line ConfigError (``missing`` when it does not exist). Opened without blocking,
+    so a FIFO is refused rather than waited on; the checks are on the open file, so what
+    is read is what was checked."""
     source = str(path)
     if not source:
         raise ConfigError("an empty file name", source="''")
@@ -135,6 +151,19 @@ def read_input_bytes(
     if problem is not None:
         os.close(fd)
         raise ConfigError(problem, source=source)
+    return fd
+
+
+def read_input_bytes(
+    path: str | Path, *, missing: str = "no such file", max_bytes: int = MAX_INPUT_BYTES
+) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; else one-line ConfigError.
+
+    ``missing`` is the message when the file does not exist. The file is opened without
+    blocking, so a FIFO is refused rather than waited on.
+    """
+    source = str(path)
+    fd = _open_input(path, missing=missing, max_bytes=max_bytes)
     with os.fdopen(fd, "rb") as handle:
         try:
             data = handle.read(max_bytes + 1)

@@ -70,6 +70,7 @@ __all__ = [
     "Schedule",
     "ScheduleBuilder",
     "Transfer",
+    "check_pieces",
     "split_bytes",
 ]
 
@@ -524,6 +525,22 @@ def _check_header(  # noqa: PLR0917 - a private check of the builder's own argum
         raise ScheduleError(f"root {root} is not a rank of a {n_ranks}-rank collective")
     if max_in_flight < 1:
         raise ScheduleError(f"max_in_flight must be at least 1, got {max_in_flight}")
+    check_pieces(collective, n_ranks, size_bytes, pieces_per_block)
+
+
+def check_pieces(
+    collective: Collective, n_ranks: int, size_bytes: int, pieces_per_block: int
+) -> None:
+    """Refuse a block of fewer bytes than the pieces it is to be cut into (a piece is at
+    least one byte): what every builder checks, and the closed forms before costing the
+    schedule they do not build.
+
+    >>> check_pieces(Collective.ALLGATHER, 4, 12, 4)
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ScheduleError: allgather of 12 B over 4 ranks has 3 B per block, \
+fewer than the 4 pieces asked for; use fewer chunks or channels, or a larger size
+    """
     block_bytes = collective.block_bytes(size_bytes, n_ranks)
     if 0 < block_bytes < pieces_per_block:
         raise ScheduleError(

@@ -18,10 +18,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["KINDS", "data_root", "find", "is_bare_name", "shipped_names"]
+__all__ = ["FOLDERS", "KINDS", "data_root", "find", "is_bare_name", "shipped_names"]
 
-#: The folders of shipped files a name may be looked up in.
-KINDS = ("topologies", "scenarios", "models")
+#: The folders of shipped files a name may be looked up in, and their files' suffix.
+FOLDERS = {
+    "topologies": ("topologies", ".toml"),
+    "scenarios": ("scenarios", ".toml"),
+    "models": ("models", ".toml"),
+    "measurements": ("validation/data/public", ".csv"),
+}
+KINDS = tuple(FOLDERS)
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
@@ -39,20 +45,31 @@ def is_bare_name(path: str | Path) -> bool:
 
 
 def shipped_names(kind: str) -> list[str]:
-    """The names of the shipped files of ``kind`` (``topologies``, ``scenarios``, ``models``)."""
-    folder = data_root() / kind
-    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+    """The names of the shipped files of ``kind`` (:data:`KINDS`)."""
+    name, suffix = FOLDERS[kind]
+    folder = data_root() / name
+    return sorted(p.stem for p in folder.glob(f"*{suffix}")) if folder.is_dir() else []
 
 
 def find(path: str | Path, kind: str) -> Path:
-    """``path`` itself where it names a file, or is more than a bare name; else the
-    shipped file of ``kind`` of that name, if there is one (else ``path`` unchanged, for
-    the caller to report as missing)."""
+    """``path`` itself where it names a file, or is more than a name (it has a folder);
+    else the shipped file of ``kind`` of that name, with or without its suffix
+    (``llama3-8b``, ``llama3-8b.toml``), if there is one (else ``path`` unchanged, for
+    the caller to report as missing).
+
+    >>> find("nccl_allreduce_8xA100_nvswitch_superbench", "measurements").parent.name
+    'public'
+    >>> find("llama3-8b.toml", "models") == find("llama3-8b", "models")
+    True
+    """
     given = Path(path)
+    text = str(path)
+    folder, suffix = FOLDERS[kind]
     try:
-        if given.exists() or not is_bare_name(path):
+        if not text or given.exists() or "/" in text or "\\" in text:
             return given
-        shipped = data_root() / kind / f"{given.name}.toml"
+        name = text if given.suffix == suffix else f"{text}{suffix}"
+        shipped = data_root() / folder / name
         return shipped if shipped.is_file() else given
     except OSError:  # a name too long for the file system: the caller's read says so
         return given

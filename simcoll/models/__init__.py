@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from simcoll.models.alphabeta import (
     ALPHABETA_ALGORITHMS,
+    NoClosedFormError,
     PatternCost,
     alphabeta_algorithm_names,
     alphabeta_time_s,
@@ -45,6 +46,7 @@ __all__ = [
     "NCCL_PROTOCOLS",
     "NcclConstants",
     "NcclEstimate",
+    "NoClosedFormError",
     "PatternCost",
     "alphabeta_algorithm_names",
     "alphabeta_time_s",

@@ -56,7 +56,8 @@ def reducing_switch(topology: nx.DiGraph[str], nodes: Sequence[str], algorithm: 
     ConfigError
         If no switch qualifies.
     """
-    for node in sorted(topology.nodes):
+    # Only a neighbour of the first GPU can be linked to every GPU.
+    for node in sorted(topology.successors(nodes[0])) if nodes else ():
         if topology.nodes[node].get("reduces") is True and all(
             topology.has_edge(gpu, node) and topology.has_edge(node, gpu) for gpu in nodes
         ):

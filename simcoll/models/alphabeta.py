@@ -87,7 +87,7 @@ reduce-scatter, all-gather       ``log2(n) alpha + (n-1)/n S/B`` (+ the fold's s
 ``reducescatter_allgather``      a ring reduce-scatter, then a ring all-gather, not
 all-reduce                       overlapped: ``2 P(n-1, k)``
 ``reducescatter_gather`` reduce  gloo's: a ring reduce-scatter, then every block to the
-                                 root: ``P(n-1, k) + alpha + (n-1)/n S/B``
+                                 root in one message: ``P(n-1, k) + alpha + (n-1)/n S/B``
 ===============================  =====================================================
 
 References: R. Thakur, R. Rabenseifner, W. Gropp, "Optimization of Collective
@@ -108,10 +108,11 @@ Protocol (SHArP)", COMHPC 2016.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 
+from simcoll.algorithms.chunking import STEPWISE
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.protocols import Protocol, parse_protocol
@@ -131,6 +132,7 @@ from simcoll.topology import Router
 
 __all__ = [
     "ALPHABETA_ALGORITHMS",
+    "NoClosedFormError",
     "PatternCost",
     "alphabeta_algorithm_names",
     "alphabeta_time_s",
@@ -140,6 +142,13 @@ __all__ = [
 ]
 
 RankPair = tuple[int, int]
+
+
+class NoClosedFormError(ConfigError):
+    """The call has no exact closed form: its own transfers share links unevenly while
+    its pipeline fills and drains (NVLS's two legs, a tree's pieces going up and coming
+    down), or its steps overlap piece by piece (a stepwise algorithm cut into pieces).
+    Raised by :func:`alphabeta_time_s` only when asked for an ``exact`` form."""
 
 
 @dataclass(frozen=True)
@@ -377,13 +386,12 @@ def _log2_ceil(n: int) -> int:
     return (n - 1).bit_length()
 
 
-def _binomial(towards_root: bool, build: Callable[[int, int], Tree] | None = None) -> Formula:
-    """Binomial broadcast (reduce): the tree of :mod:`simcoll.algorithms.tree` (MPICH's,
-    or ``build``'s), where a rank sends to all its children at once as soon as it has the
-    data, is a pipelined chain of its levels; the edges of one level run together (and
-    share links). Exact when no link is shared (and for broadcast on a star); a reduce on
-    shared links finishes earlier, since a parent's children do not all send at once
-    (leaves start at time 0)."""
+def _binomial(build: Callable[[int, int], Tree] | None = None) -> Formula:
+    """Binomial broadcast: the tree of :mod:`simcoll.algorithms.tree` (MPICH's, or
+    ``build``'s), where a rank sends to all its children at once as soon as it has a
+    piece, is a pipelined chain of its levels; the edges of one level run together (and
+    share links). Exact where every rank's children share its links evenly (a star: a
+    rank's sends to its children all start together and move alike)."""
     make = build or binomial_tree
 
     def formula(c: _Call) -> float:
@@ -398,15 +406,17 @@ def _binomial(towards_root: bool, build: Callable[[int, int], Tree] | None = Non
             if len(hops) < level[rank]:
                 hops.append([])
             hops[level[rank] - 1].append((parent, rank))
-        if towards_root:
-            hops = [[(b, a) for a, b in hop] for hop in reversed(hops)]
         return c.chain([c.node_pairs(hop) for hop in hops], c.size)
 
     return formula
 
 
-def _binomial_blocks(towards_root: bool) -> Formula:
-    """Binomial scatter (or gather): a sender passes on the blocks of its whole subtree."""
+def _binomial_steps(towards_root: bool, *, whole: bool = False) -> Formula:
+    """MPICH's binomial scatter, gather (a sender passes on the blocks of its whole
+    subtree) or reduce (``whole``: the whole buffer over every edge), as
+    :mod:`simcoll.algorithms.tree` runs them: a rank serves its children one after
+    another, so the edges of mask 2^i run together as one step, ceil(log2 n) steps, each
+    costed at its largest transfer."""
 
     def formula(c: _Call) -> float:
         n, root, block = c.n, c.root, c.size / c.n
@@ -419,7 +429,7 @@ def _binomial_blocks(towards_root: bool) -> Formula:
             most = max((min(d, n - v - d) for v in starts), default=0)
             if towards_root:
                 pairs = [(b, a) for a, b in pairs]
-            steps.append((pairs, most * block))
+            steps.append((pairs, c.size if whole else most * block))
         return c.steps(steps[::-1] if towards_root else steps)
 
     return formula
@@ -544,6 +554,10 @@ def _hierarchical(c: _Call) -> float:
         )
     intra = [pair for group in groups for pair in _ring_pairs(group)]
     inter = [pair for local in range(g) for pair in _ring_pairs([h[local] for h in groups])]
+    if n_hosts == 1 or g == 1:  # one ring, its reduce-scatter streaming into its all-gather
+        cost = c.cost(intra if n_hosts == 1 else inter)
+        tau = c.tau(c.size / (c.n * c.k), cost)
+        return pipeline_time_s(2 * (c.n - 1), c.k, cost.alpha_s, tau, c.window)
     total = 0.0
     if g > 1:
         cost = c.cost(intra)
@@ -561,7 +575,8 @@ def _reducescatter_allgather(c: _Call) -> float:
 
 
 def _reducescatter_gather(c: _Call) -> float:
-    return _ring(lambda n: n - 1)(c) + _direct(_to_root, per_block=True)(c)
+    """A ring reduce-scatter, then every block to the root in one message, all at once."""
+    return _ring(lambda n: n - 1)(c) + _direct(_to_root, per_block=True)(replace(c, k=1))
 
 
 C = Collective
@@ -587,11 +602,11 @@ _FORMULAS: dict[tuple[Collective, str], Formula] = {
     (C.ALLREDUCE, "nvls_tree"): _nvls_tree,
     (C.ALLREDUCE, "sharp"): _sharp,
     (C.ALLREDUCE, "tree"): _double_binary_tree,
-    (C.BROADCAST, "tree"): _binomial(towards_root=False),
-    (C.BROADCAST, "msb_tree"): _binomial(towards_root=False, build=msb_binomial_tree),
-    (C.REDUCE, "tree"): _binomial(towards_root=True),
-    (C.SCATTER, "tree"): _binomial_blocks(towards_root=False),
-    (C.GATHER, "tree"): _binomial_blocks(towards_root=True),
+    (C.BROADCAST, "tree"): _binomial(),
+    (C.BROADCAST, "msb_tree"): _binomial(build=msb_binomial_tree),
+    (C.REDUCE, "tree"): _binomial_steps(towards_root=True, whole=True),
+    (C.SCATTER, "tree"): _binomial_steps(towards_root=False),
+    (C.GATHER, "tree"): _binomial_steps(towards_root=True),
     (C.ALLREDUCE, "halving_doubling"): _halving_doubling(C.ALLREDUCE),
     (C.REDUCESCATTER, "halving_doubling"): _halving_doubling(C.REDUCESCATTER),
     (C.ALLGATHER, "halving_doubling"): _halving_doubling(C.ALLGATHER),
@@ -617,6 +632,28 @@ def alphabeta_algorithm_names(collective: Collective | str) -> list[str]:
     return sorted(name for coll, name in _FORMULAS if coll is c)
 
 
+def inexact_reason(collective: Collective, algorithm: str, n_chunks: int, n_hosts: int) -> str:
+    """Why the formula of ``algorithm`` is an estimate rather than the flow model's time
+    where no other call contends ('' where it is exact, as ``tests/prediction/
+    test_closed_form.py`` holds it on every shipped single-switch server).
+
+    >>> inexact_reason(Collective.ALLGATHER, "bruck", 1, 1)
+    ''
+    >>> inexact_reason(Collective.ALLGATHER, "bruck", 4, 1)
+    'cut into 4 pieces, its steps overlap piece by piece on shared links'
+    """
+    c = collective
+    if (c, algorithm) in STEPWISE and n_chunks > 1:
+        return f"cut into {n_chunks} pieces, its steps overlap piece by piece on shared links"
+    if c is Collective.ALLREDUCE and algorithm in ("nvls", "nvls_tree"):
+        return "its reduce and multicast legs share every link unevenly as its pipeline fills"
+    if c is Collective.ALLREDUCE and algorithm == "tree":
+        return "pieces going up and coming down share links unevenly as its trees fill"
+    if c is Collective.ALLREDUCE and algorithm == "hierarchical" and n_hosts > 1:
+        return "its phases inside and across hosts overlap piece by piece"
+    return ""
+
+
 def alphabeta_time_s(
     topology: nx.DiGraph[str],
     collective: Collective | str,
@@ -635,6 +672,7 @@ def alphabeta_time_s(
     router: Router | None = None,
     rings: Sequence[Sequence[int]] = (),
     trees: Sequence[Tree] = (),
+    exact: bool = False,
 ) -> float:
     """Time of one collective call by the alpha-beta formula of its algorithm, in seconds.
 
@@ -672,6 +710,9 @@ def alphabeta_time_s(
         The tree of each channel (a plan's: a chain inside each server, a double binary
         tree across them); the tree all-reduce then runs every channel's tree at once
         with 1/C of the data each. Default: NCCL's double binary tree over the ranks.
+    exact
+        Refuse (:class:`NoClosedFormError`) where the formula is an estimate of the flow
+        model's time rather than that time (:func:`inexact_reason`).
 
     Raises
     ------
@@ -731,6 +772,11 @@ sharp, tree
     for ring in call.rings:
         if sorted(ring) != list(range(n_ranks)):
             raise ConfigError(f"ring {list(ring)} is not an order of the {n_ranks} ranks")
+    if exact and n_ranks > 1:
+        hosts = len(hosts_of(topology, nodes))
+        reason = inexact_reason(c, algorithm, n_chunks, hosts)
+        if reason:
+            raise NoClosedFormError(f"{c.value}/{algorithm} has no exact closed form ({reason})")
     return formula(call)
 
 

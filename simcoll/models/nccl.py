@@ -66,6 +66,7 @@ fields there too.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -242,7 +243,35 @@ class _Graph:
     intra_link: str
 
 
+#: The graph facts of the last few (topology, ranks) asked about: NCCL's model is asked
+#: once per candidate (algorithm, protocol) of one call, and on 32,768 GPUs each answer
+#: routes every ring pair (about a second). Keyed by the topology object, kept no longer
+#: than it lives; a topology is not changed once built.
+_GRAPHS: weakref.WeakKeyDictionary[nx.DiGraph[str], dict[object, _Graph]] = (
+    weakref.WeakKeyDictionary()
+)
+_GRAPHS_PER_TOPOLOGY = 8
+
+
 def _graph(
+    topology: nx.DiGraph[str],
+    nodes: tuple[str, ...],
+    bw_intra: float | None,
+    bw_inter: float | None,
+    router: Router | None,
+) -> _Graph:
+    """:func:`_graph_of`, remembered per topology for the same ranks and bandwidths."""
+    kept = _GRAPHS.setdefault(topology, {})
+    key = (tuple(nodes), bw_intra, bw_inter)
+    found = kept.get(key)
+    if found is None:
+        if len(kept) >= _GRAPHS_PER_TOPOLOGY:
+            kept.clear()
+        found = kept[key] = _graph_of(topology, nodes, bw_intra, bw_inter, router)
+    return found
+
+
+def _graph_of(
     topology: nx.DiGraph[str],
     nodes: tuple[str, ...],
     bw_intra: float | None,

@@ -25,11 +25,15 @@ unchanged keeps its bytes and finish time as they were (about 40 % of the flows 
 of ``ring-1024-nccl`` covers): nothing is pushed, and its finish time is not recomputed
 with a new rounding.
 
-Rounding and near-ties: a collective on many ranks is full of events that tie in exact
-arithmetic, and the order in which float rounding puts them can steer which flows share
-a link later. So the last digits of a large run are not stable: scaling every link of
+Rounding and near-ties: every time the fabric computes is on the clock's grid
+(:mod:`simcoll.network.clock`: a finish time is the clock plus the remaining bytes over
+the rate, rounded to a tick of 2^-50 s), so a run started later by a whole number of ticks
+is the same run, shifted exactly; events at most two ticks apart are one instant. A
+collective on many ranks is full of events that tie in exact arithmetic, and the order
+in which rounding puts them can steer which flows share a link later, so the last digits
+of a large run are not stable under a change of its inputs: scaling every link of
 ``ring-1024-nccl`` by 1 + 1e-15 moves its simulated time by up to 6e-4 (5.3753 to
-5.3784 ms over such perturbations), with or without the rule above.
+5.3784 ms over such perturbations).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 import simpy
 
+from simcoll.network.clock import instant_ends_s, on_grid, on_grid_array
 from simcoll.network.fairshare import max_min_rates_sparse
 
 __all__ = ["Fabric", "FabricStats"]
@@ -51,9 +56,6 @@ __all__ = ["Fabric", "FabricStats"]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-# Events closer than this (relative to the clock) happen at the same instant: it absorbs
-# float rounding of finish times, never a physical difference.
-_SAME_INSTANT = 1e-12
 # Components whose max-min rates are kept for reuse; past this, the memo starts afresh.
 # Only components of at most _MEMO_FLOWS flows are kept: larger ones rarely recur, and
 # their keys would cost memory.
@@ -202,7 +204,7 @@ class Fabric:
             None if weights is None else weights.tobytes(),
             rate_cap_bytes_per_s,
         )
-        start_s = max(start_s, self.env.now)
+        start_s = max(on_grid(start_s), self.env.now)
         heapq.heappush(self._pending, (start_s, flow_id, slot))
         if self._sleeping and start_s < self._wake_at and not self._wake_pending:
             # Called from another process while the fabric sleeps past start_s. Wake it
@@ -274,7 +276,7 @@ class Fabric:
     def _step(self) -> None:
         """Handle everything due now: arrivals (and what they trigger), then joins."""
         now = self.env.now
-        due_by = now * (1 + _SAME_INSTANT)
+        due_by = instant_ends_s(now)
         changed: list[int] = []
         joined: list[int] = []
         acted = False
@@ -374,7 +376,7 @@ class Fabric:
         self._updated_s[idx] = now
         self._rate[idx] = rate
         remaining = np.maximum(self._remaining[idx], 0.0)
-        finish = now + remaining / rate
+        finish = now + on_grid_array(remaining / rate)
         self._finish_s[idx] = finish
         if self._use_heap:
             heap, version = self._finish_heap, self._finish_version
@@ -396,7 +398,7 @@ class Fabric:
             remaining[slot] = left
             updated[slot] = now
             rate[slot] = new_rate
-            self._set_finish(slot, now + max(left, 0.0) / new_rate)
+            self._set_finish(slot, now + on_grid(max(left, 0.0) / new_rate))
 
     def _component_rates(self, slots: list[int]) -> FloatArray:
         """Max-min rates of a whole component, from the memo when it was seen before."""

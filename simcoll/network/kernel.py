@@ -12,8 +12,9 @@ fabrics, with and without the symmetric path's weights):
   dependencies have arrived, it is next on its connection and the connection's window
   has room; it is sent when its connection's previous transfer is through, at
   ``max(now, issue + latency)``;
-- the fabric's (:class:`~simcoll.network.fabric.Fabric`): everything due within
-  ``_SAME_INSTANT`` of the clock is one instant; the flows of the connected component of
+- the fabric's (:class:`~simcoll.network.fabric.Fabric`): every finish time on the
+  clock's grid (:mod:`simcoll.network.clock`), everything due within two ticks of the
+  clock one instant; the flows of the connected component of
   the links whose flow set changed get max-min rates by progressive filling
   (:mod:`simcoll.network.fairshare`); a flow whose rate stands keeps its bytes and
   finish time; the clock moves as SimPy moves it, ``now + (next - now)``.
@@ -42,6 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from simcoll.network.clock import SAME_INSTANT_TICKS, TICK_S
+
 try:
     import numba
 except ImportError:  # pragma: no cover - numba is a dependency; the reference still runs
@@ -52,8 +55,11 @@ __all__ = ["KernelRun", "available", "run_flows", "warm"]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-# The fabric's constants (simcoll.network.fabric, simcoll.network.fairshare).
-_SAME_INSTANT = 1e-12
+# The fabric's constants (simcoll.network.clock, simcoll.network.fairshare).
+_TICK_S = TICK_S
+_TICKS_PER_S = 1.0 / TICK_S
+_SAME_INSTANT_TICKS = SAME_INSTANT_TICKS
+_SAME_INSTANT_RELATIVE = 4.0 * 2.0**-53
 _SAME_LEVEL = 1e-12
 
 
@@ -198,6 +204,21 @@ def _jit(function):  # type: ignore[no-untyped-def]
         return numba.njit(cache=True)(function)
     except RuntimeError:  # pragma: no cover - "cannot cache function ...: no locator"
         return numba.njit(function)
+
+
+@_jit
+def _on_grid(time_s):  # type: ignore[no-untyped-def]
+    """simcoll.network.clock.on_grid, compiled: the same arithmetic. ``np.ceil`` keeps the
+    ticks a float: numba's ``math.ceil`` returns an int64, which wrapped past 2^63 ticks
+    (8,192 s), so a transfer of more than 8,192 s ended at its latency (issue 41); a whole
+    float times the tick is exactly what Python's int times the tick gives."""
+    return np.ceil(time_s * _TICKS_PER_S) * _TICK_S
+
+
+@_jit
+def _instant_ends(now):  # type: ignore[no-untyped-def]
+    """simcoll.network.clock.instant_ends_s, compiled."""
+    return max(now + _SAME_INSTANT_TICKS * _TICK_S, now * (1.0 + _SAME_INSTANT_RELATIVE))
 
 
 # -- binary heaps on arrays: (key, id) ordered, with one more array carried along ---------
@@ -617,7 +638,7 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
             break
         now = now + max(0.0, next_s - now)
         # -- Fabric._step ------------------------------------------------------------
-        due_by = now * (1 + _SAME_INSTANT)
+        due_by = _instant_ends(now)
         epoch += 1
         n_changed = 0
         n_joined = 0
@@ -756,7 +777,7 @@ def _simulate(  # type: ignore[no-untyped-def]  # noqa: PLR0912, PLR0915, PLR091
             remaining[slot] = bytes_left
             updated[slot] = now
             rate[slot] = new_rate[x]
-            n_fin = _set_finish(slot, now + max(bytes_left, 0.0) / new_rate[x], version,
+            n_fin = _set_finish(slot, now + _on_grid(max(bytes_left, 0.0) / new_rate[x]), version,
                                 fin_key, fin_slot, fin_ver, n_fin)  # fmt: skip
     # Fabric.close: links still busy count up to now.
     for lk in range(n_links):

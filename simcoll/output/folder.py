@@ -42,7 +42,7 @@ from types import TracebackType
 from typing import IO
 
 from simcoll.core.errors import ConfigError
-from simcoll.core.files import check_output, write_output
+from simcoll.core.files import check_output, read_input_text, write_output
 
 __all__ = ["MANIFEST", "OutputFolder"]
 
@@ -245,7 +245,7 @@ class OutputFolder:
         if not stat.S_ISREG(info.st_mode):
             raise ConfigError("is not a regular file; simcoll's manifest is", source=source)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_input_text(path))  # bounded, never a FIFO
         except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             data = None
         files = data.get("files") if isinstance(data, dict) else None

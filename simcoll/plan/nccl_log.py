@@ -79,7 +79,9 @@ class NcclLog:
 
     ``rings[c]`` is channel c's ring from rank 0 (complete), ``tree_links[c][rank]`` its
     ``(children, parent)`` (-1: root), ``net[c, src, dst]`` the ``(send_dev, recv_dev,
-    proxy_rank)`` of a connection through NICs (a missing side is None).
+    proxy_rank)`` of a connection through NICs (a missing side is None), ``headers[c]``
+    the channel count channel c's ring line states (``Channel 00/16``: 16; NCCL 2.4's
+    ``Ring 00`` states none).
     """
 
     source: str = "<log>"
@@ -87,6 +89,7 @@ class NcclLog:
     rings: dict[int, tuple[int, ...]] = field(default_factory=dict)
     tree_links: dict[int, dict[int, tuple[tuple[int, ...], int]]] = field(default_factory=dict)
     net: dict[tuple[int, int, int], list[int | None]] = field(default_factory=dict)
+    headers: dict[int, int] = field(default_factory=dict)
 
 
 def read_nccl_log(path: str | Path) -> NcclLog:
@@ -132,6 +135,8 @@ def parse_nccl_log(text: str, *, source: str = "<log>") -> NcclLog:
         elif (m := _RING_DUMP.match(line)) is not None and m["ranks"].strip():
             ranks = [int(r) for r in m["ranks"].split()]
             dumps[int(m["c"])] = (ranks, line.rstrip().endswith("..."))
+            if m["n"] is not None:
+                log.headers[int(m["c"])] = int(m["n"])
     for channel in sorted(set(dumps) | set(nexts)):
         log.rings[channel] = _ring(log, channel, dumps.get(channel), nexts.get(channel, {}))
     if not log.rings:
@@ -247,7 +252,8 @@ def plan_from_log(
     ------
     ConfigError
         If the log's rank count differs from ``rank_nodes``, a ring is not an order of the
-        ranks, or a NIC device does not exist on its server.
+        ranks, a NIC device does not exist on its server, or the ring lines are not the
+        channels their header counts (``Channel 00/08`` and four lines: a log cut short).
     """
     n = len(rank_nodes)
     if log.n_ranks is not None and log.n_ranks != n:
@@ -270,11 +276,54 @@ def plan_from_log(
             via = rank_nodes[proxy] if proxy is not None and proxy != src else None
             net[src, dst] = NetHop(send, recv, via)
         channels.append(Channel(log.rings[c], tree, net))
+    _check_channel_count(log)
     routing = str(topology.graph.get("routing", "ecmp"))
     try:
         return Plan(tuple(rank_nodes), tuple(channels), placement, routing, log.source)
     except ConfigError as error:
         raise ConfigError(error.message, source=log.source) from None
+
+
+def _check_channel_count(log: NcclLog) -> None:
+    """Refuse a log whose ring lines are not the channels their header counts: NCCL prints
+    ``Channel cc/NN`` for each of its NN channels (``rings.cc``), so fewer lines is a log
+    cut short (or an excerpt), and two counts are two communicators.
+
+    >>> _check_channel_count(parse_nccl_log('''
+    ... NCCL INFO Channel 00/04 :    0   1
+    ... NCCL INFO Channel 01/04 :    0   1
+    ... ''', source="run.log"))
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: run.log: its ring lines' header ('Channel cc/04') says 4 \
+channels, but the log has lines for 2 (channels 00..01): a log cut short? give rank 0's whole \
+NCCL_DEBUG=INFO output
+    """
+    counts = sorted(set(log.headers.values()))
+    if len(counts) > 1:
+        raise ConfigError(f"its ring lines' headers ('Channel cc/NN') say "
+                          f"{' and '.join(map(str, counts))} channels: the lines of several "
+                          "communicators? give one communicator's lines",
+                          source=log.source)  # fmt: skip
+    if counts and sorted(log.headers) != list(range(counts[0])):
+        found = sorted(log.headers)
+        raise ConfigError(
+            f"its ring lines' header ('Channel cc/{counts[0]:02d}') says {counts[0]} channels, "
+            f"but the log has lines for {len(found)} (channels {', '.join(_spans(found))}): a "
+            "log cut short? give rank 0's whole NCCL_DEBUG=INFO output",
+            source=log.source,
+        )
+
+
+def _spans(channels: list[int]) -> list[str]:
+    """Sorted channel numbers as runs: ``[0, 1, 2, 5]`` -> ``['00..02', '05']``."""
+    runs: list[list[int]] = []
+    for c in channels:
+        if runs and c == runs[-1][-1] + 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    return [f"{r[0]:02d}..{r[-1]:02d}" if len(r) > 1 else f"{r[0]:02d}" for r in runs]
 
 
 def _check_ranks(ranks: Iterable[int], n: int, what: str, source: str) -> None:
@@ -354,8 +403,10 @@ def _nic(
     return here[dev]
 
 
-def format_plan(plan: Plan, topology: nx.DiGraph[str]) -> str:
-    """The plan as the ``NCCL INFO`` lines NCCL prints for it (every ring in full).
+def format_plan(plan: Plan, topology: nx.DiGraph[str], *, nvls_channels: int = 0) -> str:
+    """The plan as the ``NCCL INFO`` lines NCCL prints for it (every ring in full), with
+    ``nvls_channels`` NVLS channels (the plan holds rings and trees only: the caller
+    says how many channels an NVLS call runs on these ranks).
 
     >>> from simcoll.plan.channels import ring_plan
     >>> from simcoll.topology import switch_star
@@ -372,7 +423,8 @@ def format_plan(plan: Plan, topology: nx.DiGraph[str]) -> str:
     lines = [
         f"comm 0x0 rank 0 nRanks {n} nNodes {len(set(hosts))} localRanks {local} "
         "localRank 0 MNNVL 0",
-        f"{plan.n_channels} coll channels, 0 nvls channels, {plan.n_channels} p2p channels",
+        f"{plan.n_channels} coll channels, {nvls_channels} nvls channels, "
+        f"{plan.n_channels} p2p channels",
     ]
     for c, channel in enumerate(plan.channels):
         start = channel.ring.index(0)

@@ -196,26 +196,34 @@ def nvls_tree_servers(
     runs = [len(list(run)) for _, run in itertools.groupby(hosts)]
     if len(runs) < 2 or len(set(runs)) != 1 or len(runs) != len(set(hosts)) or runs[0] < 2:
         return False
-    reducing = [node for node in topology.nodes if topology.nodes[node].get("reduces") is True]
     g = runs[0]
     servers = [rank_nodes[i : i + g] for i in range(0, len(rank_nodes), g)]
-    if not all(
-        any(
-            all(topology.has_edge(gpu, r) and topology.has_edge(r, gpu) for gpu in server)
-            for r in reducing
-        )
-        for server in servers
-    ):
+    if not all(_has_reducing_switch(topology, server) for server in servers):
         return False
     router = router if router is not None else Router(topology)
+    # Routes from each head of the first server to its peers, found together; back, where
+    # some link has no twin the other way (else a route back is the route there, reversed).
+    one_way = any(not topology.has_edge(v, u) for u, v in topology.edges)
     try:
-        for server in servers[1:]:
-            for head, other in zip(servers[0], server, strict=True):
-                router.route(head, other)
-                router.route(other, head)
+        for local, head in enumerate(servers[0]):
+            peers = [server[local] for server in servers[1:]]
+            router.routes_from(head, peers)
+            if one_way:
+                for peer in peers:
+                    router.route(peer, head)
     except TopologyError:
         return False
     return True
+
+
+def _has_reducing_switch(topology: nx.DiGraph[str], gpus: Sequence[str]) -> bool:
+    """Whether a switch that reduces (``reduces`` true) is linked to and from every one
+    of ``gpus`` (only a neighbour of the first can be)."""
+    return any(
+        topology.nodes[r].get("reduces") is True
+        and all(topology.has_edge(gpu, r) and topology.has_edge(r, gpu) for gpu in gpus)
+        for r in topology.successors(gpus[0])
+    )
 
 
 def switch_endpoints(

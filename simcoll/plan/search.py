@@ -543,13 +543,14 @@ def _server_tree(chains: Sequence[tuple[int, ...]], across: Tree) -> Tree:
     """A tree over ranks: servers joined by ``across`` at their chains' first ranks."""
     n = sum(len(c) for c in chains)
     parent = [-1] * n
-    children: list[list[int]] = [[] for _ in range(n)]
+    children: list[tuple[int, ...]] = [()] * n  # one tuple each, built once (32,768 ranks)
     for k, chain in enumerate(chains):
         up = across.parent[k]
         parent[chain[0]] = chains[up][0] if up >= 0 else -1
         for i in range(1, len(chain)):
             parent[chain[i]] = chain[i - 1]
-            children[chain[i - 1]].append(chain[i])
-        children[chain[0]] += [chains[child][0] for child in across.children[k]]
+            children[chain[i - 1]] = (chain[i],)
+        heads = tuple(chains[child][0] for child in across.children[k])
+        children[chain[0]] = chain[1:2] + heads  # its chain's next, then the servers below
     root = chains[across.root][0]
-    return Tree(root, tuple(parent), tuple(tuple(c) for c in children))
+    return Tree(root, tuple(parent), tuple(children))

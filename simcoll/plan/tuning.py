@@ -26,7 +26,6 @@ __all__ = [
     "MAX_DEFAULT_CHUNKS",
     "CallTuning",
     "NcclKnobs",
-    "default_chunks",
     "nvls_chunks",
     "parse_nccl_knobs",
     "protocol_allowed",
@@ -41,20 +40,6 @@ __all__ = [
 #: when the caller does not choose ``n_chunks``, so pipelining is NCCL-like by default.
 CHUNK_TARGET_BYTES = 512 * 2**10
 MAX_DEFAULT_CHUNKS = 64
-
-
-def default_chunks(collective: Collective, name: str, n_ranks: int, size_bytes: int) -> int:
-    """The simulator's default chunk count without building a schedule.
-
-    The largest transfer of an unchunked schedule is the whole buffer for algorithms that
-    move it whole (chains, trees, in-network), else about one rank's share.
-    """
-    whole = name in ("nvls", "nvls_tree", "sharp", "tree", "reduce_broadcast") or collective in (
-        Collective.BROADCAST,
-        Collective.REDUCE,
-    )
-    largest = size_bytes if whole else size_bytes // max(1, n_ranks)
-    return max(1, min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES)))
 
 
 ALL_PROTOCOLS = ("LL", "LL128", "simple")

@@ -50,6 +50,7 @@ from simcoll.prediction.simulated import (
     Setup,
     best_choice,
     choice_schedule,
+    smallest_bytes,
     zero_bytes_choice,
 )
 from simcoll.topology import Router, gpu_nodes
@@ -164,7 +165,8 @@ def call_setup(
         protocols = [machine.calibration.protocol(p) for p in protocols]
     chosen = plan if isinstance(plan, Plan) else None
     if plan == "nccl" and model != "nccl":  # NCCL's model counts its own channels
-        chosen = search_plan(machine.topology, nodes, placement=placement)
+        chosen = search_plan(machine.topology, nodes, placement=placement,
+                             router=machine.router)  # fmt: skip
         if chosen.source == "rank order":  # no servers: the textbook ring
             chosen = None
     return Setup(machine.topology, c, names, protocols, model, nodes, params, chosen, knobs,
@@ -209,7 +211,8 @@ def decide(setup: Setup, size_bytes: int, *, in_place: bool = False) -> Decided:
     chosen: Choice | None
     refusal: SimcollError | None = None
     if size_bytes == 0:  # nothing moves: the call's own cost only (nccl-tests' 0 B row)
-        chosen = zero_bytes_choice(setup)
+        chosen = zero_bytes_choice(nccl_choice(setup, smallest_bytes(setup)) if setup.by_nccl
+                                   else setup)  # fmt: skip
     else:
         chosen, refusal = best_choice(nccl_choice(setup, size_bytes) if setup.by_nccl else setup,
                                       size_bytes)  # fmt: skip

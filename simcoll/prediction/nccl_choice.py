@@ -3,7 +3,9 @@
 NCCL costs every enabled (algorithm, protocol) with its model (``tuning.cc``; here
 :mod:`simcoll.models.nccl`) and runs the fastest (``enqueue.cc:topoGetAlgoInfo``). This
 asks the same model, with the communicator's channels, and hands the pick to the simulator:
-what NCCL would run, simulated, rather than the fastest by simulation (``auto``).
+what NCCL would run, simulated, rather than the fastest by simulation (``auto``). NCCL picks
+among what its communicator built: a plan without trees (a log of rings only) offers no
+tree.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simcoll.algorithms import algorithm_names
+from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.protocols import Protocol
 from simcoll.models.nccl import NCCL_ALGORITHMS, nccl_time_s
@@ -49,7 +52,7 @@ def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
     channels = setup.knobs.channels(setup.plan.n_channels if setup.plan else 1)
     best: tuple[float, str, Protocol | None] | None = None
     refusal: ConfigError | None = None
-    for name in setup.names:
+    for name in _runnable(setup):
         if setup.collective not in NCCL_ALGORITHMS.get(name, frozenset()):
             continue
         for proto in setup.protocols:
@@ -72,6 +75,25 @@ def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
             f"NCCL's model costs none of {', '.join(setup.names)} for {setup.collective.value}"
         )
     return replace(setup, names=[best[1]], protocols=[best[2]])
+
+
+def _runnable(setup: Setup) -> list[str]:
+    """The candidates the plan can run: NCCL picks among the algorithms its communicator
+    built, so a plan read from a log without ``Trees`` lines offers no tree (a rings-only
+    log); if that leaves none, the tree's own refusal says why.
+
+    Raises
+    ------
+    ConfigError
+        If the plan has no trees and the tree is the only candidate (``NCCL_ALGO=Tree``).
+    """
+    treeless = setup.plan is not None and any(c.tree is None for c in setup.plan.channels)
+    if not treeless or setup.collective is not Collective.ALLREDUCE:
+        return setup.names
+    names = [name for name in setup.names if name != "tree"]
+    if not names and setup.names:
+        raise ConfigError(f"the plan ({setup.plan_name}) has no trees for the tree algorithm")
+    return names
 
 
 def _p2p(setup: Setup, size_bytes: int) -> Setup:

@@ -46,14 +46,18 @@ __all__ = ["Prediction", "predict"]
 @dataclass(frozen=True)
 class Prediction:
     """Predicted rows, the sizes skipped because they were too small to cut, the sizes
-    whose ring was extended from its first steps (:mod:`simcoll.sim.periodic`), and per
+    whose ring was extended from its first steps (:mod:`simcoll.sim.periodic`), per
     size the choices passed over as too large to simulate that might have been faster
-    (:func:`~simcoll.prediction.simulated.best_choice`)."""
+    (:func:`~simcoll.prediction.simulated.best_choice`), and the sizes ``--model
+    analytical`` costed on the flow model (:mod:`simcoll.prediction.closed_form`)."""
 
     rows: list[Row]
     skipped: list[tuple[int, str]] = field(default_factory=list)
     extended: list[int] = field(default_factory=list)
     unsimulated: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
+    #: --model analytical: sizes whose choice has no exact closed form on one host and
+    #: ran on the flow model instead (its row says so), with the algorithm and why.
+    simulated: list[tuple[int, str]] = field(default_factory=list)
 
 
 def predict(
@@ -138,10 +142,12 @@ def predict(
     setup = call_setup(machine, c, nodes, algorithm=algorithm, protocol=protocol, model=model,
                        params=params, plan=plan, knobs=knobs, placement=placement)  # fmt: skip
     if model in CLOSED_FORM_MODELS:
-        rows = closed_form_rows(setup, sizes_bytes, params)
+        skipped: list[tuple[int, str]] = []
+        rows, simulated = closed_form_rows(setup, sizes_bytes, params,
+                                           skipped=skipped if skip_too_small else None)  # fmt: skip
         done = [finished(row, setup.topology, machine.calibration, in_place=in_place)
                 for row in rows]  # fmt: skip
-        return Prediction(done)
+        return Prediction(done, skipped, simulated=simulated)
     return _simulated(setup, sizes_bytes, skip=skip_too_small, in_place=in_place,
                       progress=progress)  # fmt: skip
 

@@ -56,8 +56,8 @@ import numpy as np
 import numpy.typing as npt
 
 from simcoll.core.collectives import Collective
-from simcoll.core.errors import ConfigError, SimcollError
-from simcoll.core.limits import check_size_bytes
+from simcoll.core.errors import ConfigError, LimitError, SimcollError
+from simcoll.core.limits import MAX_STEP_CALLS, MAX_TIME_S, check_size_bytes
 from simcoll.core.schedule import ScheduleBuilder
 from simcoll.core.units import format_bytes
 from simcoll.plan.placement import map_ranks
@@ -200,6 +200,9 @@ class Session:
         if not (duration_s >= 0 and duration_s < float("inf")):
             raise ConfigError(f"{name}: compute time must be a finite time >= 0 s, "
                               f"got {duration_s!r}")  # fmt: skip
+        if duration_s > MAX_TIME_S:  # 1e300 s overflowed the clock's ticks (issue 41)
+            raise ConfigError(f"{name}: compute time must be at most {MAX_TIME_S:g} s, "
+                              f"got {duration_s!r}")  # fmt: skip
         group = self._group(ranks, name)
         waits = self._after(after, name)
         if self._recorded is not None:  # counted, for the timeline's size
@@ -249,6 +252,10 @@ class Session:
         proto = self.protocol if protocol == "session" else protocol
         if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
             raise ConfigError(f"{label}: repeat must be an integer >= 1, got {repeat!r}")
+        made = len(self._recorded) if self._recorded is not None else 0
+        if made + repeat > MAX_STEP_CALLS:  # before the list of repeats is built (issue 41)
+            raise LimitError(f"{label}: would make {made + repeat} calls, more than the "
+                             f"{MAX_STEP_CALLS} (2^24) a session simulates")  # fmt: skip
         if self._recorded is not None:
             items = tuple(sorted(dict(params or {}).items()))
             name = algorithm or default_algorithm(c)

@@ -15,17 +15,17 @@ import numpy as np
 import numpy.typing as npt
 
 from simcoll.algorithms import ALGORITHMS, build_schedule
+from simcoll.algorithms.chunking import default_n_chunks, pieces_per_block, transfer_count
 from simcoll.algorithms.ring import PREFIX_STEPS, ring_prefix
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, LimitError, ScheduleError, SimcollError
 from simcoll.core.limits import MAX_TRANSFERS
 from simcoll.core.protocols import Protocol
-from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Schedule
+from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Schedule, check_pieces
 from simcoll.output.results import Row
 from simcoll.plan.channels import Plan
 from simcoll.plan.placement import map_ranks
 from simcoll.plan.tuning import (
-    CHUNK_TARGET_BYTES,
     MAX_DEFAULT_CHUNKS,
     NcclKnobs,
     nvls_chunks,
@@ -37,7 +37,7 @@ from simcoll.prediction.bounds import Bounds
 from simcoll.prediction.choices import algorithm_params
 from simcoll.sim.channel_symmetry import channel_symmetric
 from simcoll.sim.engine import SimulationResult, prepare
-from simcoll.sim.oneshot import OneShot, link_bound_s, one_shot
+from simcoll.sim.oneshot import TICK_S, OneShot, link_bound_s, one_shot
 from simcoll.sim.periodic import Periodic, extend_periodic, uniform_links
 from simcoll.sim.symmetry import (
     RING_COLLECTIVES,
@@ -52,6 +52,7 @@ T = TypeVar("T")
 
 __all__ = [
     "EXTEND_RINGS",
+    "LINK_BOUND_TICKS",
     "LINK_BOUND_TOLERANCE",
     "ONE_SHOT",
     "PERIODIC_FROM_TRANSFERS",
@@ -79,7 +80,14 @@ transfers than this (one schedule's most, 2^24) is extended from its first steps
 LINK_BOUND_TOLERANCE = 1e-12
 """How close to the best time so far a choice's link bound may come before the choice
 is taken as unable to beat it, where a tie would go to the best anyway: within the
-engine's own rounding (see :func:`best_choice`)."""
+engine's own rounding (see :func:`best_choice`), relative, plus :data:`LINK_BOUND_TICKS`
+of the clock's grid."""
+
+LINK_BOUND_TICKS = 1024
+"""Ticks of the clock (:data:`simcoll.sim.oneshot.TICK_S`, 1024 of them about 0.9 ps)
+that a simulated time may lie above its link bound by rounding alone: the engine rounds
+each piece's time up to a tick, so a choice whose time sits on the bound still ends a
+tick per piece (at most 1,024 on a connection here) after it."""
 
 ONE_SHOT = True
 """Whether a flow-model run whose flows all start at once takes its closed form
@@ -267,7 +275,8 @@ def _choice(  # noqa: PLR0917 - one choice, and the time it must beat
         shot = one_shot(run) if setup.model == "flow" and ONE_SHOT else None
         if shot is None and beat is not None and setup.model == "flow":
             bound_s, best_s = link_bound_s(run), beat[0]
-            if bound_s > best_s or (beat[1] and bound_s * (1 + LINK_BOUND_TOLERANCE) >= best_s):
+            slack_s = bound_s * LINK_BOUND_TOLERANCE + LINK_BOUND_TICKS * TICK_S
+            if bound_s > best_s or (beat[1] and bound_s + slack_s >= best_s):
                 run.release()
                 return None
         result = shot or run.run(setup.model)
@@ -279,6 +288,37 @@ def _choice(  # noqa: PLR0917 - one choice, and the time it must beat
         received=int(schedule.bytes_received_per_rank()[:n].max(initial=0)),
     )  # fmt: skip
     return Choice(row, name, proto, chosen, used, result)
+
+
+def flow_row(  # noqa: PLR0917 - one choice, as the closed forms name it
+    setup: Setup,
+    name: str,
+    proto: Protocol | None,
+    size_bytes: int,
+    chosen: dict[str, int],
+    router: Router | None = None,
+) -> Row:
+    """One (algorithm, protocol) at one size on the flow model, for a closed-form setup
+    (:mod:`simcoll.prediction.closed_form`) where no formula is exact: its row."""
+    flow = replace(setup, model="flow", router=setup.router or router or Router(setup.topology))
+    choice = _choice(flow, name, proto, size_bytes, dict(chosen))
+    if choice is None:  # only with a time to beat, which is not given
+        raise SimcollError(f"{name} did not run")
+    return choice.row
+
+
+def smallest_bytes(setup: Setup) -> int:
+    """The smallest call that moves data: one 4-byte element per block. A call of 0 bytes
+    is labelled with what NCCL picks for it (NCCL itself launches nothing for it).
+
+    >>> from simcoll.topology import switch_star
+    >>> star = switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+    >>> smallest_bytes(Setup(star, Collective.ALLTOALL, ["direct"], [None], "flow",
+    ...                      ("gpu0", "gpu1", "gpu2", "gpu3")))
+    16
+    """
+    c, n = setup.collective, len(setup.nodes)
+    return 4 * {Collective.SENDRECV: 1, Collective.ALLTOALL: n}.get(c, c.n_blocks(n))
 
 
 def zero_bytes_choice(setup: Setup) -> Choice:
@@ -321,6 +361,47 @@ def _built(
         return _schedule(setup.collective, name, len(setup.nodes), size_bytes, chosen)
     user_cut = "n_chunks" in (setup.params or {})
     return _planned_schedule(setup, name, size_bytes, chosen, used, fixed=user_cut)
+
+
+def built_chunks(
+    setup: Setup, name: str, size_bytes: int, knobs: Mapping[str, int], used: Plan | None
+) -> int:
+    """The pieces per channel and block :func:`_built` cuts this choice's schedule into,
+    found without building it (the closed forms cost the schedule the flow model runs):
+    the tuned or asked-for pieces, or one where the bytes are too few for that many and
+    the caller did not fix them (:func:`_or_one_piece`, :func:`_schedule`).
+
+    Raises
+    ------
+    ScheduleError
+        As the build would: too few bytes per block even for those pieces.
+    """
+    c, n = setup.collective, len(setup.nodes)
+    channels = used.n_channels if used is not None else knobs.get("n_channels", 1)
+    tries: list[int]
+    if used is not None:
+        chunks = knobs.get("n_chunks", 1)
+        fixed = "n_chunks" in (setup.params or {})
+        tries = [chunks] if chunks == 1 or fixed else [chunks, 1]
+    elif "n_chunks" not in inspect.signature(ALGORITHMS[c, name]).parameters:
+        tries = [1]
+    elif "n_chunks" in knobs:
+        tries = [knobs["n_chunks"]]
+    else:
+        chunks = call_chunks(c, name, n, size_bytes, knobs)
+        tries = [chunks, 1] if chunks > 1 else [1]
+    for i, chunks in enumerate(tries):
+        pieces = pieces_per_block(c, name, n, n_channels=channels, n_chunks=chunks,
+                                  gpus_per_node=knobs.get("gpus_per_node", 8),
+                                  planned=used is not None)  # fmt: skip
+        try:
+            check_pieces(c, n, size_bytes, pieces)
+        except ScheduleError:
+            if i == len(tries) - 1:
+                raise
+            continue
+        return chunks
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def planned_knobs(
@@ -384,6 +465,8 @@ def _planned_schedule(
     """The schedule on the plan's channels; one piece per block if the bytes are too few
     to cut as tuned (not if the caller ``fixed`` the pieces)."""
     n = len(setup.nodes)
+    counted = {**knobs, "n_channels": used.n_channels}
+    refuse_if_too_many(setup.collective, name, n, counted, planned=True)
     return _or_one_piece(
         lambda pieces: build_schedule(setup.collective, name, used, n_ranks=n,
                                       size_bytes=size_bytes, **{**knobs, "n_chunks": pieces}),
@@ -406,24 +489,62 @@ def _or_one_piece(build: Callable[[int], T], pieces: int, *, fixed: bool) -> T:
 def _schedule(
     collective: Collective, name: str, n_ranks: int, size_bytes: int, params: dict[str, int]
 ) -> Schedule:
-    """Build a schedule; without ``n_chunks`` given, pick one for ~512 KiB transfers."""
-    schedule = build_schedule(collective, name, n_ranks=n_ranks, size_bytes=size_bytes, **params)
+    """Build a schedule; without ``n_chunks`` given, cut as :func:`call_chunks` says."""
     fn = ALGORITHMS[collective, name]
-    if "n_chunks" in params or "n_chunks" not in inspect.signature(fn).parameters:
-        return schedule
-    if collective is Collective.ALLREDUCE and name in ("nvls", "nvls_tree"):
-        n_chunks = nvls_call_chunks(name, n_ranks, size_bytes, params)
-    else:
-        largest = int(schedule.transfer_bytes.max(initial=0))
-        n_chunks = min(MAX_DEFAULT_CHUNKS, -(-largest // CHUNK_TARGET_BYTES))
-    if n_chunks <= 1:
-        return schedule
-    try:
-        return build_schedule(
-            collective, name, n_ranks=n_ranks, size_bytes=size_bytes, n_chunks=n_chunks, **params
+    if "n_chunks" not in params and "n_chunks" in inspect.signature(fn).parameters:
+        n_chunks = call_chunks(collective, name, n_ranks, size_bytes, params)
+        refuse_if_too_many(collective, name, n_ranks, {**params, "n_chunks": n_chunks})
+        if n_chunks > 1:
+            try:
+                return build_schedule(collective, name, n_ranks=n_ranks, size_bytes=size_bytes,
+                                      n_chunks=n_chunks, **params)  # fmt: skip
+            except ScheduleError:  # too few bytes per block for that many pieces: uncut
+                pass
+    refuse_if_too_many(collective, name, n_ranks, params)
+    return build_schedule(collective, name, n_ranks=n_ranks, size_bytes=size_bytes, **params)
+
+
+def refuse_if_too_many(
+    collective: Collective,
+    name: str,
+    n_ranks: int,
+    params: Mapping[str, int],
+    *,
+    planned: bool = False,
+) -> None:
+    """Refuse, before anything is built, a schedule of more transfers than one may hold
+    (:data:`~simcoll.core.limits.MAX_TRANSFERS`), counted in closed form
+    (:func:`~simcoll.algorithms.chunking.transfer_count`).
+
+    Raises
+    ------
+    LimitError
+        Naming the call and the count.
+    """
+    keys = ("n_channels", "n_chunks", "gpus_per_node", "ranks_per_switch")
+    count = transfer_count(collective, name, n_ranks, planned=planned,
+                           **{k: params[k] for k in keys if k in params})  # fmt: skip
+    if count > MAX_TRANSFERS:
+        raise LimitError(
+            f"{collective.value}/{name} on {n_ranks} ranks would have {count} transfers, "
+            f"more than the {MAX_TRANSFERS} one schedule may hold: too many to simulate; use "
+            "fewer ranks, chunks or channels"
         )
-    except ScheduleError:  # too few bytes per block for that many pieces: stay unchunked
-        return schedule
+
+
+def call_chunks(
+    collective: Collective, name: str, n_ranks: int, size_bytes: int, params: Mapping[str, int]
+) -> int:
+    """Pieces per channel and block of a call off the plan whose caller gives no
+    ``n_chunks``: NCCL's chunks for an NVLS all-reduce (:func:`nvls_call_chunks`), else
+    the simulator's rule (:func:`~simcoll.algorithms.chunking.default_n_chunks`: about
+    512 KiB per transfer; stepwise algorithms whole). The flow model and the closed forms
+    both cut by it."""
+    if collective is Collective.ALLREDUCE and name in ("nvls", "nvls_tree"):
+        return nvls_call_chunks(name, n_ranks, size_bytes, params)
+    return default_n_chunks(collective, name, n_ranks, size_bytes,
+                            n_channels=params.get("n_channels", 1),
+                            gpus_per_node=params.get("gpus_per_node", 8))  # fmt: skip
 
 
 #: The most transfers an NVLS call's pieces make while they follow NCCL's chunks one for

@@ -609,8 +609,10 @@ def _cell(row: BenchRow, key: str, fmt: str) -> str:
     return fmt.format(value)
 
 
-def print_rows(rows: Iterator[BenchRow], fmt: str, out: TextIO = sys.stdout) -> list[BenchRow]:
-    """Print rows as they come (table, csv or json lines); return them."""
+def print_rows(rows: Iterator[BenchRow], fmt: str, out: TextIO | None = None) -> list[BenchRow]:
+    """Print rows as they come (table, csv or json lines) on ``out`` (the standard output
+    of the moment the call is made, by default); return them."""
+    out = sys.stdout if out is None else out
     done = []
     if fmt == "csv":
         writer = csv.writer(out)

@@ -141,6 +141,8 @@ def _estimate(
     params.pop("kind", None)
     model = str(params.pop("model", "flow"))
     named = params.pop("protocol", DEFAULTS.protocol)
+    if named is not None and not isinstance(named, str):
+        return None  # the point reports it (workload.protocol: must be a protocol name)
     protocol = None if named == "none" else named
     calibration = point_calibration(topology, params.pop("calibration", "default"), base)
     placement = placement_beside(params.pop("placement", DEFAULTS.placement), base)

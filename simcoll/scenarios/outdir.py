@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from simcoll.core.errors import ConfigError
-from simcoll.core.files import file_sha256
+from simcoll.core.files import file_sha256, read_input_bytes
 from simcoll.output.folder import OutputFolder
 from simcoll.output.results import Row
 from simcoll.scenarios.points import PointResult
@@ -279,10 +279,11 @@ def _bad(path: Path, number: int, message: str) -> ConfigError:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object of the folder's (``sweep.json``), or None where it is not one: a
+    FIFO or a device put in its place is refused, never read."""
     try:
-        with path.open(encoding="utf-8") as handle:
-            value = json.loads(handle.read(_MAX_LINE_BYTES))
-    except (OSError, ValueError, RecursionError):
+        value = json.loads(read_input_bytes(path, max_bytes=_MAX_LINE_BYTES))
+    except (ValueError, RecursionError):  # a ConfigError (not a regular file) too
         return None
     return value if isinstance(value, dict) else None
 

@@ -7,6 +7,8 @@ and a point asking for more ranks than its topology has GPUs is *skipped*.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import time
 import traceback
 from collections.abc import Callable
@@ -17,6 +19,7 @@ from typing import Any, TypeVar
 
 import networkx as nx
 
+from simcoll.algorithms import ALGORITHMS, PLAN_PARAMS
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.files import record_read, recording_reads
@@ -324,6 +327,8 @@ def check_scenario(scenario: Scenario) -> None:
         collective = scenario.workload.get("collective")
         if isinstance(collective, str) and "collective" not in scenario.axes:
             _located(lambda: Collective.parse(collective), scenario, "workload.collective")
+        for name, where in names.items():
+            _check_collective_key(name, where, scenario.source)
     else:
         from simcoll.scenarios.workloads import workload_params  # noqa: PLC0415 - pulls in SimPy
 
@@ -339,6 +344,39 @@ def check_scenario(scenario: Scenario) -> None:
     check_outputs(scenario)
     if TOPOLOGY_FILE_AXIS not in scenario.axes:
         scenario_topology(scenario, scenario.topology_file, dict(scenario.topology_set))
+
+
+#: What a collective point reads besides the engine keys: its call, and the algorithm
+#: parameters (every keyword an algorithm takes that a plan does not give).
+_CALL_KEYS = ("collective", "size_bytes", "algorithm", "n_ranks")
+
+
+def collective_keys() -> list[str]:
+    """The workload keys (and sweep axes) a collective scenario may give, besides
+    ``topology.NAME`` axes.
+
+    >>> collective_keys()[:5]
+    ['collective', 'size_bytes', 'algorithm', 'n_ranks', 'model']
+    """
+    params = {
+        p.name
+        for fn in ALGORITHMS.values()
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind is p.KEYWORD_ONLY and p.name not in PLAN_PARAMS
+    }
+    return [*_CALL_KEYS, *ENGINE_KEYS[1:], *sorted(params)]
+
+
+def _check_collective_key(name: str, where: str, source: str) -> None:
+    """Refuse a key no collective point reads (``[sweep] bogus``: every point would fail)."""
+    valid = collective_keys()
+    if name in valid or name == "kind":
+        return
+    close = difflib.get_close_matches(name, valid, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ConfigError(f"a collective point has no parameter {name!r}; {hint}valid: "
+                      f"{', '.join(valid)}, or topology.NAME for a topology parameter",
+                      source=source, field=where)  # fmt: skip
 
 
 def default_plots(kind: str, axes: dict[str, list[Any]]) -> list[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simcoll.core.collectives import Collective
-from simcoll.core.errors import ConfigError
+from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.units import format_bytes, format_time
 from simcoll.output.folder import OutputFolder
 from simcoll.output.results import CSV_COLUMNS, Row, format_table
@@ -178,6 +178,18 @@ def _cell(name: str, value: Any) -> str:
 
 
 def _plot(name: str, rows: list[dict[str, Any]], s: Scenario, path: Path) -> Path:
+    """Draw one plot; one it cannot draw from these rows is one line naming it (issue 41: a
+    scaling plot of 0-byte points raised ValueError after the results were written)."""
+    try:
+        return _draw(name, rows, s, path)
+    except SimcollError:
+        raise
+    except ValueError as error:
+        raise ConfigError(f"cannot draw {name!r} from these results: {error}",
+                          source=s.source, field="output.plots") from None  # fmt: skip
+
+
+def _draw(name: str, rows: list[dict[str, Any]], s: Scenario, path: Path) -> Path:
     from simcoll.output import plot  # noqa: PLC0415 - matplotlib only when plotting
 
     title = s.title

@@ -39,6 +39,7 @@ from simcoll.core.errors import ConfigError, SimulationError, TopologyError
 from simcoll.core.protocols import Protocol, parse_protocol
 from simcoll.core.schedule import Schedule
 from simcoll.network import kernel
+from simcoll.network.clock import on_grid_array
 from simcoll.network.fabric import Fabric, FabricStats
 from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
 from simcoll.plan.channels import Plan
@@ -247,7 +248,7 @@ class FlowRun:
         self.pair_of = pair_of
         self.pair_links = pair_links
         self.pair_weights = pair_weights
-        self.latency_s = latency_s
+        self.latency_s = on_grid_array(latency_s)  # ticks: see simcoll.network.clock
         self.wire_bytes = wire_bytes
         self.cap_rates(rate_cap_bytes_per_s)
         self.fabric: Fabric | PacketFabric
@@ -265,7 +266,7 @@ class FlowRun:
         # Python numbers at a fraction of numpy's per-item cost, in the same memory.
         self._pair = _ints(pair_of)
         self._wire = array("d", np.asarray(wire_bytes, dtype=np.float64).tobytes())
-        self._latency = array("d", np.asarray(latency_s, dtype=np.float64).tobytes())
+        self._latency = array("d", self.latency_s.tobytes())
         self.deps_left = _ints(np.diff(deps_indptr))
         self._dependents_ptr, self._dependents = _invert(deps_indptr, deps, n)
         self.issue_s = np.full(n, np.nan)

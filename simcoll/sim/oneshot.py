@@ -30,6 +30,9 @@ link. Groups of flows with different starts or sizes are each a closed form of t
 when no link carries two groups. :func:`one_shot` checks all that and otherwise returns
 None, for the engine to simulate.
 
+On the clock's grid (:mod:`simcoll.network.clock`) a connection's time is the sum of its
+pieces' times, each rounded up to a tick, as the engine adds them.
+
 The closed form gives the time the run ends and the bytes on every link, not each
 transfer's arrival: it serves predictions (:mod:`simcoll.prediction`), which need no more.
 ``tests/sim/test_oneshot.py`` holds it to the engine on hashed-ECMP fat-trees, chunked and
@@ -52,9 +55,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from simcoll.network.clock import TICK_S, on_grid_array
 from simcoll.sim.engine import Run
 
-__all__ = ["OneShot", "link_bound_s", "one_shot"]
+__all__ = ["TICK_S", "OneShot", "link_bound_s", "one_shot"]  # TICK_S: the clock's, for callers
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -121,7 +125,14 @@ def one_shot(run: Run) -> OneShot | None:
     if len(np.unique(link_group[used[sets]])) < n_groups:
         return None
     g = link_group[used[sets]]
-    ends_s = last_s[g] + most[g] / share[sets]
+    # On the clock's grid, as the engine times it: each piece of a connection after the
+    # one before, every piece's time rounded up to a tick (simcoll.network.clock).
+    least_of_conn = least[group][np.repeat(np.arange(len(pair)), conns.end - conns.begin)]
+    piece_s = on_grid_array(wire[conns.order] / least_of_conn)
+    conn_s = np.add.reduceat(piece_s, conns.begin)
+    longest = np.zeros(n_groups)
+    np.maximum.at(longest, group, conn_s)
+    ends_s = last_s[g] + longest[g]
     worst = int(np.argmax(ends_s))
     per_pair = np.bincount(run.pair_of, weights=wire, minlength=len(lengths))
     return OneShot(

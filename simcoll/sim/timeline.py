@@ -163,25 +163,51 @@ def binned_bytes(
 ) -> FloatArray:
     """Bytes per time bin when each transfer moves its bytes evenly from start to end.
 
-    A transfer of zero duration puts all its bytes in the bin of its instant.
+    A transfer of zero duration puts all its bytes in the bin of its instant. Bytes moved
+    before the first edge or after the last are not counted (an instant at or after the
+    last edge falls in the last bin).
+
+    Each transfer adds its rate to the bins it spans whole (a difference array over the
+    bins) and its partial shares to the bins it starts and ends in: O((T + B) log B) for
+    T transfers and B bins. The dense T x B form took 83 s of a 127 s FSDP step with LL
+    (ten million transfers, 200 bins) to record its timeline (issue 41).
 
     >>> binned_bytes(np.array([4.0, 1.0]), np.array([0.0, 3.0]), np.array([2.0, 3.0]),
     ...              np.array([0.0, 1.0, 2.0, 3.0, 4.0])).tolist()
     [2.0, 2.0, 0.0, 1.0]
     """
-    cumulative = np.zeros(len(edges_s))
-    for lo in range(0, len(size_bytes), _ROWS_PER_BLOCK):  # bounded memory
-        part = slice(lo, lo + _ROWS_PER_BLOCK)
-        start, duration = start_s[part, None], (end_s - start_s)[part, None]
-        # share of each transfer's bytes moved by each bin edge
-        moving = np.clip((edges_s - start) / np.where(duration > 0, duration, 1.0), 0.0, 1.0)
-        instant = (edges_s > start) | (edges_s == edges_s[-1])
-        fraction = np.where(duration > 0, moving, instant)
-        cumulative += size_bytes[part] @ fraction
-    return np.diff(cumulative)
+    n_bins = len(edges_s) - 1
+    if n_bins < 1 or len(size_bytes) == 0:
+        return np.zeros(max(n_bins, 0))
+    size = np.asarray(size_bytes, dtype=np.float64)
+    start, end = np.asarray(start_s, dtype=np.float64), np.asarray(end_s, dtype=np.float64)
+    first, last = edges_s[0], edges_s[-1]
 
+    def add(bins: npt.NDArray[np.int64], values: FloatArray, length: int = n_bins) -> FloatArray:
+        counted = np.bincount(bins, weights=values, minlength=length)[:length]
+        return counted.astype(np.float64, copy=False)  # (an int array when nothing counts)
 
-_ROWS_PER_BLOCK = 4096
+    timed = end > start
+    # zero duration: all the bytes in the bin of the instant (the last bin from its edge on)
+    instant = ~timed & (start >= first)
+    at = np.minimum(np.searchsorted(edges_s, start[instant], side="right") - 1, n_bins - 1)
+    out = add(at, size[instant])
+    # a duration: the rate over the part of [start, end] inside [first, last]
+    rate = size[timed] / (end[timed] - start[timed])
+    lo, hi = np.clip(start[timed], first, last), np.clip(end[timed], first, last)
+    inside = hi > lo
+    rate, lo, hi = rate[inside], lo[inside], hi[inside]
+    a = np.minimum(np.searchsorted(edges_s, lo, side="right") - 1, n_bins - 1)
+    b = np.maximum(np.minimum(np.searchsorted(edges_s, hi, side="left") - 1, n_bins - 1), a)
+    one = a == b  # within one bin
+    out += add(a[one], rate[one] * (hi[one] - lo[one]))
+    many = ~one
+    a, b, r = a[many], b[many], rate[many]
+    out += add(a, r * (edges_s[a + 1] - lo[many]))  # the partial first bin
+    out += add(b, r * (hi[many] - edges_s[b]))  # the partial last bin
+    whole = add(a + 1, r, n_bins + 1) - add(b, r, n_bins + 1)  # the bins between, whole
+    out += np.cumsum(whole[:-1]) * np.diff(edges_s)
+    return out
 
 
 def union_s(intervals: Iterable[tuple[float, float]]) -> float:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import networkx as nx
 
 from simcoll.core.errors import ConfigError
+from simcoll.core.limits import MAX_TIME_S, MIN_BANDWIDTH_BYTES_PER_S
 from simcoll.topology.schema import LinkAttrs, LinkKind, NodeKind, validate
 
 __all__ = ["BUILDERS", "MAX_GPUS", "MAX_LINKS", "full_mesh", "ring", "switch_star"]
@@ -277,3 +278,8 @@ def _check_number(value: float, name: str, unit: str, *, zero_ok: bool) -> None:
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
         sign = "non-negative" if zero_ok else "positive"
         raise ConfigError(f"must be {sign} and finite, got {value!r} {unit}", field=name)
+    if unit == "bytes/s" and value < MIN_BANDWIDTH_BYTES_PER_S:
+        raise ConfigError(f"must be at least {MIN_BANDWIDTH_BYTES_PER_S} bytes/s (1 bit/s), "
+                          f"got {value!r} bytes/s", field=name)  # fmt: skip
+    if unit == "s" and value > MAX_TIME_S:
+        raise ConfigError(f"must be at most {MAX_TIME_S:g} s, got {value!r} s", field=name)

@@ -56,15 +56,19 @@ import networkx as nx
 from simcoll.core.errors import ConfigError
 from simcoll.core.files import TOO_DEEP, check_nesting, read_input_text, write_output
 from simcoll.core.protocols import Protocol, link_class
+from simcoll.core.shipped import data_root
 from simcoll.topology.schema import LinkKind
 
 __all__ = [
     "ENDPOINT_CLASSES",
+    "HARDWARE_FOLDER",
     "LINK_CLASSES",
     "MAX_EFFICIENCY",
     "PARAMS_MARK",
     "Calibration",
     "foreign_parameters",
+    "hardware_calibration",
+    "hardware_files",
     "pays_step_latency",
     "read_calibration",
     "write_calibration",
@@ -313,6 +317,40 @@ def read_calibration(path: str | Path, *, _seen: tuple[str, ...] = ()) -> Calibr
 
 #: How deep ``base`` files may nest (a file's base's base...).
 MAX_BASE_DEPTH = 4
+
+#: The hardware parameter files (a GPU and its NVLink, the host that launches its calls),
+#: in the shipped data (:func:`simcoll.core.shipped.data_root`): the ``base`` of the shipped
+#: machines' files, and the calibration of an imported machine of that hardware.
+HARDWARE_FOLDER = Path("topologies", "calibration", "hardware")
+
+
+def hardware_calibration(name: str) -> tuple[Calibration, Path]:
+    """The hardware parameter file ``name`` (in :data:`HARDWARE_FOLDER`), read, and its
+    path: what a machine imported from an NCCL or ``nvidia-smi`` dump is calibrated with
+    where its GPUs' model has that file (its ``graph["hardware_params"]``), as a shipped
+    topology file is with the file its ``calibration`` key names.
+
+    >>> calibration, path = hardware_calibration("h100-sxm-nvlink4.params.toml")
+    >>> path.parent.name, calibration.efficiency["nvls"], calibration.launch_s
+    ('hardware', 0.796875, 6.8e-06)
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, where it is missing or not a params file; naming
+        ``hardware_params`` where ``name`` is not a file name in that folder.
+    """
+    if not isinstance(name, str) or not name or Path(name).name != name:
+        raise ConfigError(f"must name a file of {HARDWARE_FOLDER}/, got {name!r}",
+                          field="hardware_params")  # fmt: skip
+    path = data_root() / HARDWARE_FOLDER / name
+    return read_calibration(path), path
+
+
+def hardware_files() -> list[Path]:
+    """Every hardware parameter file (:data:`HARDWARE_FOLDER`), in name order: the files an
+    imported machine's calibration may be read from."""
+    return sorted((data_root() / HARDWARE_FOLDER).glob("*.params.toml"))
 
 
 def _bases(named: object, path: Path, source: str, seen: tuple[str, ...]) -> Calibration | None:

@@ -147,6 +147,9 @@ def _links(
         "latency_s": _quantity(table, "latency", where, source),
     }
     u, v = ends
+    if u == v:
+        raise ConfigError(f"link {u}-{v} goes from {u} to itself; a link must join two "
+                          "different nodes", source=source, field=where)  # fmt: skip
     duplex = _typed(table, "duplex", bool, "true or false", source, where=where, default=True)
     return [(u, v, attrs), (v, u, dict(attrs))] if duplex else [(u, v, attrs)]
 

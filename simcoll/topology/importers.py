@@ -11,6 +11,13 @@ nodes) are ``"cpu<numa>"``, joined pairwise by ``CPU_LINK``, the NVSwitch is ``"
 - :func:`from_nvidia_smi` reads the matrix ``nvidia-smi topo -m`` prints (how each pair
   of GPUs and NICs is connected) and infers the PCIe tree from it.
 
+Both know the GPU models of :data:`GPU_MODELS` (the XML by its PCI device ids, the matrix,
+which does not print them, by its ``gpu`` argument): a model gives what the dump leaves
+out (its NVLink's bandwidth and latency, its NVSwitch's reduction, its PCIe host
+interface, its data sheet) and names its hardware parameter file, which
+:func:`simcoll.topology.load` applies as it does a shipped file's ``calibration``: one
+machine gives one answer, whichever file describes it (issue 41).
+
 Sources, read for the formats (no code is taken from them):
 
 - NVIDIA/nccl ``src/graph/xml.cc`` and ``src/graph/xml.h``: the element and attribute
@@ -38,21 +45,28 @@ Sources, read for the formats (no code is taken from them):
   H100/H200 dumps with one ``nvlink`` per NVSwitch chip on bare metal and one
   ``fffffff:ff:ff.0`` target inside a VM), kubernetes/kubernetes#53497 (older outputs
   naming NIC columns ``mlx4_0``, and ``SOC`` where newer drivers write ``SYS``).
+- The PCI ID Repository (``pci.ids``, vendor ``10de``): the device ids of the GPU models.
 """
 
 from __future__ import annotations
 
 from simcoll.topology._hardware import (
+    GPU_MODELS,
     HOST,
+    MAX_NVLINK_COUNT,
     NVLINK_BANDWIDTH_BYTES_PER_S_BY_SM,
+    GpuName,
     pcie_bandwidth_bytes_per_s,
 )
 from simcoll.topology.nccl_xml import from_nccl_xml
 from simcoll.topology.nvidia_smi import from_nvidia_smi
 
 __all__ = [
+    "GPU_MODELS",
     "HOST",
+    "MAX_NVLINK_COUNT",
     "NVLINK_BANDWIDTH_BYTES_PER_S_BY_SM",
+    "GpuName",
     "from_nccl_xml",
     "from_nvidia_smi",
     "pcie_bandwidth_bytes_per_s",

@@ -45,13 +45,18 @@ from simcoll.topology.builder_params import (
     describe,
     file_field,
 )
-from simcoll.topology.calibration import Calibration, read_calibration
+from simcoll.topology.calibration import (
+    Calibration,
+    hardware_calibration,
+    hardware_files,
+    read_calibration,
+)
 from simcoll.topology.catalog import BUILDERS, IMPORTERS
 from simcoll.topology.explicit import from_document, key_text
 from simcoll.topology.gpu_spec import gpu_data, read_gpu_table
 from simcoll.topology.nodelink import from_node_link
 from simcoll.topology.routing import ROUTING_RULES
-from simcoll.topology.schema import validate
+from simcoll.topology.schema import validated
 
 __all__ = ["SCHEMA_VERSION", "load", "parse_overrides", "source_files"]
 
@@ -134,8 +139,8 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
         graph = _built(document, overrides or {}, source, Path(path).parent, dump=detected)
     _apply_routing(graph, _routing_table(document, routing, source), source)
     graph.graph["source"] = source
-    graph.graph["description"] = _description(document, source)
-    graph = validate(graph, source=source)
+    graph.graph["description"] = _description(document, source, overrides)
+    graph = validated(graph, source=source)  # once: builders validate what they return
     if "gpu_memory_bandwidth" in document:
         graph.graph["gpu_memory_bandwidth_bytes_per_s"] = _memory_bandwidth(
             document["gpu_memory_bandwidth"], source
@@ -145,6 +150,9 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     if "calibration" in document:
         graph.graph["calibration"] = _calibration(document["calibration"], source, Path(path))
         graph.graph["calibration_file"] = str(Path(path).parent / document["calibration"])
+    elif "hardware_params" in graph.graph:  # an imported machine: its hardware's parameters
+        calibration, file = hardware_calibration(graph.graph["hardware_params"])
+        graph.graph["calibration"], graph.graph["calibration_file"] = calibration, str(file)
     return graph
 
 
@@ -209,7 +217,8 @@ def _detected(path: Path) -> str | None:
 def source_files(path: str | Path, overrides: Mapping[str, str] | None = None) -> list[Path]:
     """The files :func:`load` reads for ``path``: the file itself, for an importer (an
     NCCL XML dump, an ``nvidia-smi`` matrix) the file its ``params.file`` names, and its
-    params file with the files that one builds on (``base``).
+    params file with the files that one builds on (``base``); for an imported machine
+    without one, every hardware parameter file (its GPUs' model decides which it reads).
 
     A file that cannot be read is still listed (loading it will say why); nothing here
     raises.
@@ -219,6 +228,8 @@ def source_files(path: str | Path, overrides: Mapping[str, str] | None = None) -
     files = [Path(path)]
     if Path(path).suffix.lower() == ".json":
         return files
+    if _detected(Path(path)) in _DUMPS:  # its hardware's parameters, whichever its GPUs are
+        return files + [f for params in hardware_files() for f in (params, *_base_files(params))]
     try:
         document = _read_toml(Path(path), str(path))
     except ConfigError:
@@ -226,8 +237,11 @@ def source_files(path: str | Path, overrides: Mapping[str, str] | None = None) -
     params = document.get("params")
     named = params.get("file") if isinstance(params, dict) else None
     named = (overrides or {}).get("file", named)
-    if document.get("builder") in IMPORTERS and isinstance(named, str):
+    builder = document.get("builder")  # anything at all: a list raised TypeError (issue 41)
+    if isinstance(builder, str) and builder in IMPORTERS and isinstance(named, str):
         files.append(Path(path).parent / named)
+        if "calibration" not in document:
+            files += [f for params in hardware_files() for f in (params, *_base_files(params))]
     if isinstance(document.get("calibration"), str):
         params = Path(path).parent / document["calibration"]
         files += [params, *_base_files(params)]
@@ -237,9 +251,9 @@ def source_files(path: str | Path, overrides: Mapping[str, str] | None = None) -
 def _base_files(params: Path, depth: int = 0) -> list[Path]:
     """The ``base`` files a params file builds on, and theirs (unreadable ones skipped:
     reading the params file will say why)."""
-    try:
-        document = tomllib.loads(params.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # bounded: a FIFO or /dev/zero named as a base is refused, never read
+        document = tomllib.loads(read_input_text(params))
+    except (ConfigError, ValueError, RecursionError):
         return []
     named = document.get("base", [])
     names = [named] if isinstance(named, str) else named
@@ -276,7 +290,8 @@ def _build(
             return importer(text, **values)
         return builder(**values)
     except SimcollError as error:
-        if builder is None and error.source is None:
+        arguments = {param.name for param in params.values()}  # an importer's: the file's
+        if builder is None and error.source is None and error.field not in arguments:
             raise type(error)(error.message, source=file_name, field=error.field) from error
         raise type(error)(
             error.message, source=source, field=file_field(error.field, fields, params)
@@ -377,12 +392,45 @@ def _builder_name(document: dict[str, Any], source: str) -> str:
     return name
 
 
-def _description(document: dict[str, Any], source: str) -> str:
+def _description(
+    document: dict[str, Any], source: str, overrides: Mapping[str, str] | None = None
+) -> str:
+    """The file's description, each ``{name}`` in it the value of parameter ``name`` as
+    built (``--set`` over the file's ``[params]``), so that it never states a value the
+    run no longer has: ``"two-level {oversubscription}:1 fat tree"``."""
     description = document.get("description", "")
     if not isinstance(description, str):
         message = f"must be a string, got {describe(description)}"
         raise ConfigError(message, source=source, field="description")
-    return description
+    params = document.get("params")
+    if "builder" not in document or not isinstance(params, dict):
+        return description
+    values = {**params, **(overrides or {})}
+
+    def value(match: re.Match[str]) -> str:
+        if match[1] not in values:
+            raise ConfigError(f"{match[0]} names no parameter of [params] (valid: "
+                              f"{', '.join(values)})", source=source,
+                              field="description")  # fmt: skip
+        return _value_text(values[match[1]])
+
+    return _PLACEHOLDER.sub(value, description)
+
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+
+
+def _value_text(value: object) -> str:
+    """A parameter as a description prints it: ``2.0`` and ``"2"`` as ``2``, strings
+    (``"400 Gbit/s"``) as written, booleans as ``true`` or ``false``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        value = float(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _calibration(value: object, source: str, path: Path) -> Calibration:

@@ -15,9 +15,15 @@ import networkx as nx
 
 from simcoll.core.errors import ConfigError
 from simcoll.topology._hardware import (
+    GPU_MODELS,
     HOST,
+    MAX_NVLINK_COUNT,
     NVLINK_BANDWIDTH_BYTES_PER_S_BY_SM,
+    GpuName,
     _attrs,
+    hardware_attributes,
+    known_models,
+    model_of_device,
     pcie_bandwidth_bytes_per_s,
 )
 from simcoll.topology.builders import _add_duplex, _check_number
@@ -27,8 +33,14 @@ __all__ = ["from_nccl_xml"]
 
 _NVLS_MIN_SM = 90  # NVLink SHARP needs the third-generation NVSwitch of H100 and later
 _NET_FALLBACK_MBIT_S = 10_000  # NCCL's speed for a net whose speed is missing or <= 0
+_NET_UNKNOWN_MBIT_S = -1  # what /sys (and so NCCL) gives for a NIC that reports no speed
+_NVIDIA = 0x10DE  # the PCI vendor id of NVIDIA
+# The widths a PCIe link may have (PCI Express Base Specification: x1, x2, x4, x8, x12, x16,
+# x32); 0 is NCCL's "not given" (src/graph/topo.cc: a width /sys did not give counts as x16).
+_PCIE_WIDTHS = (0, 1, 2, 4, 8, 12, 16, 32)
 _LINK_SPEED = re.compile(r"\s*(\d+(?:\.\d+)?)\s*GT/s(?:\s+PCIe)?\s*")
 _INTEGER = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+|\d+)")
+_MAX_DIGITS = 20  # a 64-bit integer, as NCCL writes them, in decimal or hex
 _BUSID = re.compile(r"[0-9a-fA-F]+:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]")
 # NCCL's class table (topo.cc), matched by prefix in this order; other classes are switches.
 _PCI_CLASSES = (
@@ -46,9 +58,10 @@ def from_nccl_xml(
     *,
     cpu_link_bandwidth_bytes_per_s: float,
     cpu_link_latency_s: float,
-    nvlink_latency_s: float,
     pcie_latency_s: float,
-    nic_latency_s: float,
+    nvlink_latency_s: float | None = None,
+    nic_latency_s: float | None = None,
+    gpu: GpuName | None = None,
 ) -> nx.DiGraph[str]:
     r"""Build the machine an NCCL topology dump (``NCCL_TOPO_DUMP_FILE``) describes.
 
@@ -83,12 +96,21 @@ def from_nccl_xml(
       link when the GPU hangs from that CPU directly (a graph holds one link per pair).
 
     A NIC records the summed speed of its ``net`` ports (Mbit/s) as
-    ``port_bandwidth_bytes_per_s`` and ``nic_latency_s`` as ``port_latency_s``: a dump
-    of one machine has no network to link them to. A ``nic`` directly under a ``cpu``
-    (no PCI device) is joined to it at its port bandwidth. GPUs are ranked by their
-    ``rank`` attributes in order (a dump of ranks 8..15 gives gpu0..gpu7), or by ``dev``
-    when no GPU has a rank. ``pcilink`` elements (Broadcom switch-to-switch P2P links)
-    and the ``net`` latencies are not modelled.
+    ``port_bandwidth_bytes_per_s`` and ``nic_latency_s``, where given, as
+    ``port_latency_s``: a dump of one machine has no network to link them to. A ``nic``
+    directly under a ``cpu`` (no PCI device) is joined to it at its port bandwidth. GPUs
+    are ranked by their ``rank`` attributes in order (a dump of ranks 8..15 gives
+    gpu0..gpu7; the ranks of one machine are consecutive), or by ``dev`` when no GPU has
+    a rank. ``pcilink`` elements (Broadcom switch-to-switch P2P links) and the ``net``
+    latencies are not modelled.
+
+    The GPUs' model is read from their PCI ``device`` id (vendor ``0x10de``; or ``gpu``
+    names it): the machine then carries the model's data sheet (``graph["gpu"]``,
+    ``graph["gpu_memory_bandwidth_bytes_per_s"]``), its name (``graph["hardware"]``) and
+    its hardware parameter file (``graph["hardware_params"]``, a name in
+    ``topologies/calibration/hardware/``, which :func:`simcoll.topology.load` applies as
+    a shipped file's ``calibration``), or ``graph["hardware_note"]``: one line saying why
+    it has none (a model without a file, an unknown or mixed device id).
 
     Parameters
     ----------
@@ -99,12 +121,17 @@ def from_nccl_xml(
         not give it.
     cpu_link_latency_s
         Latency between each pair of CPUs.
-    nvlink_latency_s
-        Latency of every NVLink hop (GPU-GPU, GPU-NVSwitch, GPU-CPU).
     pcie_latency_s
         Latency of every PCIe hop.
+    nvlink_latency_s
+        Latency of every NVLink hop (GPU-GPU, GPU-NVSwitch, GPU-CPU); by default the GPU
+        model's (:data:`~simcoll.topology._hardware.GPU_MODELS`), needed where the
+        GPUs have NVLinks and no known model.
     nic_latency_s
-        Latency of a NIC's network port, stored on the NIC as ``port_latency_s``.
+        Latency of a NIC's network port, stored on the NIC as ``port_latency_s``
+        (nothing in one machine uses it; by default not stored).
+    gpu
+        The GPUs' model, where the dump's device ids do not name a known one.
 
     Returns
     -------
@@ -117,10 +144,14 @@ def from_nccl_xml(
     ConfigError
         On one line naming the element (``gpu[busid=0000:07:00.0]``, ``cpu[numaid=1]``) or
         the line and column of malformed XML: a missing or malformed attribute, an
-        NVLink target that is not in the file, NVLink counts two GPUs disagree on, an
-        ``sm`` without a known NVLink bandwidth, duplicate bus ids, numaids or ranks, CPUs
-        of several machines, or an argument that is not a finite number (positive for
-        the bandwidth, non-negative for latencies).
+        NVLink without a target or whose GPU target is not in the file, NVLink counts two
+        GPUs disagree on or more than :data:`~simcoll.topology._hardware.MAX_NVLINK_COUNT`
+        on one GPU, an ``sm`` without a known NVLink bandwidth, a net ``speed`` below -1
+        (NCCL's "unknown"), a ``link_width`` no PCIe link has, duplicate bus ids or
+        numaids, ranks that are negative, repeated or not consecutive, CPUs of several
+        machines, NVLinks without ``nvlink_latency_s`` on GPUs of no known model, or an
+        argument that is not a finite number (positive for the bandwidth, non-negative for
+        latencies).
     TopologyError
         If the machine breaks the schema, e.g. it has no GPU.
 
@@ -141,24 +172,57 @@ def from_nccl_xml(
     ['gpu1', 'gpu2', 'gpu3', 'gpu4', 'pcie0000:03:00.0']
     >>> g.nodes["nic0"]["name"], g.nodes["nic0"]["port_bandwidth_bytes_per_s"]
     ('mlx5_0', 12500000000.0)
+    >>> g.graph["hardware"]  # PCI device 0x1db1; no hardware parameter file: bare links
+    'V100 SXM2 16 GB'
+    >>> "hardware_params" in g.graph, g.graph["hardware_note"].endswith(": bare links")
+    (False, True)
     """
     _check_number(
         cpu_link_bandwidth_bytes_per_s, "cpu_link_bandwidth_bytes_per_s", "bytes/s", zero_ok=False
     )
     for name, value in (
         ("cpu_link_latency_s", cpu_link_latency_s),
-        ("nvlink_latency_s", nvlink_latency_s),
         ("pcie_latency_s", pcie_latency_s),
+        ("nvlink_latency_s", nvlink_latency_s),
         ("nic_latency_s", nic_latency_s),
     ):
-        _check_number(value, name, "s", zero_ok=True)
-    reader = _NcclXml(float(nvlink_latency_s), float(pcie_latency_s), float(nic_latency_s))
+        if value is not None or name in ("cpu_link_latency_s", "pcie_latency_s"):
+            _check_number(value, name, "s", zero_ok=True)  # type: ignore[arg-type]
+    if gpu is not None and not isinstance(gpu, GpuName):
+        raise ConfigError(f"must be a GpuName ({known_models()}), got {gpu!r}", field="gpu")
+    nic_latency = None if nic_latency_s is None else float(nic_latency_s)
+    reader = _NcclXml(float(pcie_latency_s), nic_latency)
     for index, cpu in enumerate(_parse_system(text).findall("cpu"), start=1):
         reader.add_cpu(cpu, index)
-    graph = reader.finish(
-        _attrs(LinkKind.CPU_LINK, cpu_link_bandwidth_bytes_per_s, cpu_link_latency_s)
-    )
+    model, unknown = _gpu_model(reader.gpus, gpu)
+    if nvlink_latency_s is None and model is not None:
+        nvlink_latency_s = GPU_MODELS[model].nvlink_latency_s
+    cpu_link = _attrs(LinkKind.CPU_LINK, cpu_link_bandwidth_bytes_per_s, cpu_link_latency_s)
+    graph = reader.finish(cpu_link, nvlink_latency_s, unknown)
+    graph.graph.update(hardware_attributes(model, unknown))
     return validate(graph)
+
+
+def _gpu_model(gpus: list[_XmlGpu], given: GpuName | None) -> tuple[GpuName | None, str]:
+    """The model of every GPU of the dump (``given``, or their PCI device id's), or None
+    and what the dump says instead."""
+    if given is not None:
+        return given, ""
+    devices = sorted({gpu.device for gpu in gpus}, key=lambda d: -1 if d is None else d)
+    models = {model_of_device(device) for device in devices if device is not None}
+    if len(devices) == 1 and devices[0] is not None and None not in models and models:
+        return models.pop(), ""
+    hint = f"gpu=NAME names one: {known_models()}"
+    if not devices:
+        return None, "the dump has no GPU"
+    if None in devices:
+        return None, f"a GPU of the dump gives no NVIDIA PCI device id ({hint})"
+    listed = ", ".join(f"0x{device:04x}" for device in devices if device is not None)
+    sms = sorted({gpu.element.get("sm", "?") for gpu in gpus})
+    if len(devices) > 1:
+        return None, f"the dump's GPUs are of several models (PCI devices {listed})"
+    return None, (f"the dump's GPUs (PCI device {listed}, sm {', '.join(sms)}) are no model "
+                  f"simcoll describes ({hint})")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -169,6 +233,7 @@ class _XmlGpu:
     parent: str
     cpu: str
     pcie: LinkAttrs
+    device: int | None  # its NVIDIA PCI device id, where the dump gives one
 
     @property
     def field(self) -> str:
@@ -178,15 +243,16 @@ class _XmlGpu:
 class _NcclXml:
     """The walk over an NCCL dump: CPUs, switches and NICs at once, GPUs at the end."""
 
-    def __init__(self, nvlink_latency_s: float, pcie_latency_s: float, nic_latency_s: float):
+    def __init__(self, pcie_latency_s: float, nic_latency_s: float | None):
         self.graph: nx.DiGraph[str] = nx.DiGraph()
         self.gpus: list[_XmlGpu] = []
         self.busids: dict[int, str] = {}
         self.nics = 0
         self.host_hash: tuple[str, str] | None = None  # (value, the CPU that gave it)
-        self.nvlink_latency_s = nvlink_latency_s
         self.pcie_latency_s = pcie_latency_s
         self.nic_latency_s = nic_latency_s
+        self.nvlink_latency_s: float | None = None  # set by finish()
+        self.unknown = ""  # why the GPUs' model is unknown, for a missing NVLink latency
 
     def add_cpu(self, element: ET.Element, index: int) -> None:
         numaid = _int_attr(element, "numaid", f"cpu[{index}]")
@@ -227,7 +293,8 @@ class _NcclXml:
             )
         if gpus:
             pcie = self._pcie(element, field)
-            self.gpus.append(_XmlGpu(busid, key, gpus[0], parent, cpu, pcie))
+            device = _nvidia_device(element, field)
+            self.gpus.append(_XmlGpu(busid, key, gpus[0], parent, cpu, pcie, device))
         elif nics:
             self._add_nic(nics, busid, parent, field, self._pcie(element, field))
         elif _pci_class(_attr(element, "class", field)) == "switch":
@@ -253,20 +320,27 @@ class _NcclXml:
             name = net.get("name", "")
             speed = net.get("speed")
             mbit_s = _int_attr(net, "speed", f"net[name={name}]") if speed else 0
+            if mbit_s < _NET_UNKNOWN_MBIT_S:
+                raise ConfigError(
+                    f"<net> speed={mbit_s} is not a speed in Mbit/s (-1, as NCCL writes it, "
+                    "is a NIC that reports none)",
+                    field=f"net[name={name}]",
+                )
             port_bytes_per_s += (mbit_s if mbit_s > 0 else _NET_FALLBACK_MBIT_S) * 1e6 / 8
             names.append(name)
         if not names:
             raise ConfigError("has no <net> element with a dev attribute", field=field)
         nic = f"nic{self.nics}"
         self.nics += 1
-        attrs = {"busid": busid} if busid is not None else {}
+        attrs: dict[str, object] = {"busid": busid} if busid is not None else {}
+        if self.nic_latency_s is not None:
+            attrs["port_latency_s"] = self.nic_latency_s
         self.graph.add_node(
             nic,
             kind=NodeKind.NIC,
             host=HOST,
             name=",".join(names),
             port_bandwidth_bytes_per_s=port_bytes_per_s,
-            port_latency_s=self.nic_latency_s,
             **attrs,
         )
         if pcie is None:  # a NIC without a PCI device: its port is the bottleneck
@@ -287,6 +361,12 @@ class _NcclXml:
         lanes = _int_attr(element, "link_width", field)
         if lanes < 0:
             raise ConfigError(f"link_width must be >= 0, got {lanes}", field=field)
+        if lanes not in _PCIE_WIDTHS:
+            widths = ", ".join(map(str, _PCIE_WIDTHS[1:]))
+            raise ConfigError(
+                f"link_width {lanes} is no PCIe link's width ({widths} lanes; 0: not given)",
+                field=field,
+            )
         if lanes == 0:
             # NCCL's own rule (src/graph/topo.cc, ncclTopoAddPci): a width /sys did not
             # give (as in a VM's passthrough GPU) counts as x16.
@@ -296,7 +376,12 @@ class _NcclXml:
             kind=LinkKind.PCIE, bandwidth_bytes_per_s=bandwidth, latency_s=self.pcie_latency_s
         )
 
-    def finish(self, cpu_link: LinkAttrs) -> nx.DiGraph[str]:
+    def finish(
+        self, cpu_link: LinkAttrs, nvlink_latency_s: float | None, unknown: str
+    ) -> nx.DiGraph[str]:
+        """The machine, with its GPUs and NVLinks (of ``nvlink_latency_s``; None where the
+        GPUs' model is unknown, for which ``unknown`` says why) and its CPU links."""
+        self.nvlink_latency_s, self.unknown = nvlink_latency_s, unknown
         graph = self.graph
         ranked = _ranked(self.gpus)
         ids = {gpu.key: f"gpu{rank}" for rank, gpu in enumerate(ranked)}
@@ -317,6 +402,7 @@ class _NcclXml:
         to_switch: dict[int, int] = defaultdict(int)
         to_cpu: dict[int, float] = defaultdict(float)
         for gpu in self.gpus:
+            _check_link_count(gpu)
             for nvlink in gpu.element.findall("nvlink"):
                 target, count = _nvlink_target(gpu, nvlink, by_key)
                 if isinstance(target, int):
@@ -351,10 +437,27 @@ class _NcclXml:
             _add_duplex(self.graph, ids[key], by_key[key].cpu, self._nvlink(bandwidth))
 
     def _nvlink(self, bandwidth_bytes_per_s: float) -> LinkAttrs:
+        if self.nvlink_latency_s is None:
+            raise ConfigError(
+                f"missing: the dump has NVLinks, and {self.unknown}",
+                field="nvlink_latency_s",
+            )
         return LinkAttrs(
             kind=LinkKind.NVLINK,
             bandwidth_bytes_per_s=float(bandwidth_bytes_per_s),
             latency_s=self.nvlink_latency_s,
+        )
+
+
+def _check_link_count(gpu: _XmlGpu) -> None:
+    """Refuse a GPU whose ``nvlink`` counts add up to more links than a GPU has."""
+    links = sum(_count_attr(nvlink, "count", gpu.field) for nvlink in gpu.element.findall("nvlink"))
+    if links > MAX_NVLINK_COUNT:
+        raise ConfigError(
+            f"has {links} NVLinks (its nvlink counts summed), more than a GPU has: at most "
+            f"{MAX_NVLINK_COUNT} (simcoll.topology._hardware.MAX_NVLINK_COUNT; 18 on an H100 "
+            "or B200)",
+            field=gpu.field,
         )
 
 
@@ -367,6 +470,8 @@ def _nvlink_target(
     tclass = _attr(nvlink, "tclass", gpu.field)
     kind = _pci_class(tclass)
     _nvlink_per_link(gpu)
+    target = _attr(nvlink, "target", gpu.field)  # NCCL writes one for every class
+    key = _bus_key(target, gpu.field)
     if kind in ("nvswitch", "cpu"):
         return kind, count
     if kind != "gpu":
@@ -375,8 +480,6 @@ def _nvlink_target(
             "CPU (0x068001)",
             field=gpu.field,
         )
-    target = _attr(nvlink, "target", gpu.field)
-    key = _bus_key(target, gpu.field)
     if key not in by_key or key == gpu.key:
         raise ConfigError(
             f"nvlink target {target} is not a GPU or NVSwitch in this file", field=gpu.field
@@ -415,7 +518,9 @@ def _parse_system(text: str) -> ET.Element:
 
 
 def _ranked(gpus: list[_XmlGpu]) -> list[_XmlGpu]:
-    """The GPUs in rank order: by ``rank``, or by ``dev`` when no GPU has a rank."""
+    """The GPUs in rank order: by ``rank``, or by ``dev`` when no GPU has a rank. Ranks are
+    those of one machine in a job: consecutive, from any first rank (8..15 on a job's
+    second server of 8 GPUs)."""
     name = "rank" if any(gpu.element.get("rank") is not None for gpu in gpus) else "dev"
     holder: dict[int, _XmlGpu] = {}
     for gpu in gpus:
@@ -425,8 +530,21 @@ def _ranked(gpus: list[_XmlGpu]) -> list[_XmlGpu]:
                 f"{name} {value} is also {holder[value].field}'s; each GPU needs its own",
                 field=gpu.field,
             )
+        if name == "rank" and value < 0:
+            raise ConfigError(f"rank {value} is negative", field=gpu.field)
         holder[value] = gpu
-    return [holder[value] for value in sorted(holder)]
+    ordered = sorted(holder)
+    if name == "rank":
+        for before, value in itertools.pairwise(ordered):
+            if value != before + 1:
+                raise ConfigError(
+                    f"rank {value} does not fit: one machine's ranks are consecutive (its "
+                    f"{len(ordered)} GPUs from rank {ordered[0]}: {ordered[0]}.."
+                    f"{ordered[0] + len(ordered) - 1}), and no GPU has rank {before + 1}; "
+                    "remove every rank attribute to order the GPUs by dev",
+                    field=holder[value].field,
+                )
+    return [holder[value] for value in ordered]
 
 
 def _nvlink_per_link(gpu: _XmlGpu) -> float:
@@ -438,6 +556,15 @@ def _nvlink_per_link(gpu: _XmlGpu) -> float:
             field=gpu.field,
         )
     return NVLINK_BANDWIDTH_BYTES_PER_S_BY_SM[sm]
+
+
+def _nvidia_device(element: ET.Element, field: str) -> int | None:
+    """The PCI device id of a pci element of NVIDIA's (vendor 0x10de), else None."""
+    if element.get("vendor") is None or element.get("device") is None:
+        return None
+    if _int_attr(element, "vendor", field) != _NVIDIA:
+        return None
+    return _int_attr(element, "device", field)
 
 
 def _pci_class(value: str) -> str:
@@ -465,6 +592,9 @@ def _int_attr(element: ET.Element, name: str, field: str) -> int:
     text = _attr(element, name, field).strip()
     if _INTEGER.fullmatch(text) is None:
         raise ConfigError(f"<{element.tag}> {name}={text!r} is not an integer", field=field)
+    if len(text) > _MAX_DIGITS:  # int() refuses 4,300 digits with a traceback
+        raise ConfigError(f"<{element.tag}> {name} has {len(text)} digits; no value of a "
+                          f"topology dump has more than {_MAX_DIGITS}", field=field)  # fmt: skip
     return int(text, 16 if text.lower().lstrip("+-").startswith("0x") else 10)
 
 

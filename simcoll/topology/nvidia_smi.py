@@ -13,8 +13,19 @@ from dataclasses import dataclass
 import networkx as nx
 
 from simcoll.core.errors import ConfigError
-from simcoll.topology._hardware import _MAX_NVLINKS_PER_GPU, HOST, _checked, _times
-from simcoll.topology.builders import _add_duplex
+from simcoll.topology._hardware import (
+    _MAX_NVLINKS_PER_GPU,
+    GPU_MODELS,
+    HOST,
+    MAX_NVLINK_COUNT,
+    GpuModel,
+    GpuName,
+    _checked,
+    _times,
+    hardware_attributes,
+    known_models,
+)
+from simcoll.topology.builders import _add_duplex, _check_number
 from simcoll.topology.schema import LinkAttrs, LinkKind, NodeKind, validate
 
 __all__ = ["from_nvidia_smi"]
@@ -25,18 +36,24 @@ _SMI_GPU = re.compile(r"GPU(\d+)")
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 _SMI_LEGEND = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)\s*")
 _SAME_SWITCH = ("PIX", "PXB")
+#: Devices (GPUs and NICs) one matrix may list: ``nvidia-smi topo -m`` prints one host's,
+#: 8 to 16 GPUs and as many NICs today; 1,024 is 32 times that. Reading costs the square:
+#: 3,000 devices (9 million cells, about what a 64 MiB input holds) took 32 s and 2.4 GB
+#: before a byte was simulated (issue 41); 1,024 take about 3 s.
+MAX_SMI_DEVICES = 1024
 _SAME_CPU = ("PIX", "PXB", "PHB", "NODE")
 
 
 def from_nvidia_smi(
     text: str,
     *,
-    nvlink_bandwidth_bytes_per_s: float,
-    nvlink_latency_s: float,
-    pcie_bandwidth_bytes_per_s: float,
     pcie_latency_s: float,
     cpu_link_bandwidth_bytes_per_s: float,
     cpu_link_latency_s: float,
+    gpu: GpuName | None = None,
+    nvlink_bandwidth_bytes_per_s: float | None = None,
+    nvlink_latency_s: float | None = None,
+    pcie_bandwidth_bytes_per_s: float | None = None,
     nvswitch: bool | None = None,
 ) -> nx.DiGraph[str]:
     r"""Build the machine the matrix of ``nvidia-smi topo -m`` describes.
@@ -67,27 +84,38 @@ def from_nvidia_smi(
     NV hides the PCIe relation of a GPU pair, so GPUs joined by NVLink are only placed
     on one switch through a third device (a NIC) that is PIX to both. Behind an NVSwitch,
     nvidia-smi shows every GPU pair as NV<all of the GPU's links>: the GPUs then hang
-    from one ``"nvsw"`` (``reduces=False``: the matrix does not say the generation; set it
-    on H100 and later) by one link of that many links each. Every link but the CPU links
-    is PCIe at ``pcie_bandwidth_bytes_per_s``; the matrix gives no PCIe speeds.
+    from one ``"nvsw"`` by one link of that many links each; it ``reduces`` (NVLink
+    SHARP) where the ``gpu`` model's NVSwitch boards do (H100 and later). Every link but
+    the CPU links is PCIe at ``pcie_bandwidth_bytes_per_s``; the matrix gives no PCIe
+    speeds.
+
+    The matrix does not name the GPUs' model: ``gpu`` does. The model gives what is not
+    given here (its NVLink's bandwidth and latency, its PCIe host interface), and the
+    machine carries its data sheet, name and hardware parameter file as
+    :func:`~simcoll.topology.nccl_xml.from_nccl_xml` describes (``graph["hardware"]``,
+    ``graph["hardware_params"]``...); without it, ``graph["hardware_note"]`` says so.
 
     Parameters
     ----------
     text
         The output of ``nvidia-smi topo -m``, tabs or spaces; lines before the header
         (starting ``GPU0``) and the legends after the matrix are allowed.
-    nvlink_bandwidth_bytes_per_s
-        Bandwidth of one NVLink, per direction (NVLink2 to NVLink4: 25 GB/s).
-    nvlink_latency_s
-        Latency of every NVLink hop.
-    pcie_bandwidth_bytes_per_s
-        Bandwidth of every PCIe link, per direction.
     pcie_latency_s
         Latency of every PCIe hop.
     cpu_link_bandwidth_bytes_per_s
         Bandwidth between each pair of CPUs, per direction.
     cpu_link_latency_s
         Latency between each pair of CPUs.
+    gpu
+        The GPUs' model (:class:`~simcoll.topology._hardware.GpuName`).
+    nvlink_bandwidth_bytes_per_s
+        Bandwidth of one NVLink, per direction (NVLink2 to NVLink4: 25 GB/s); by default
+        the ``gpu`` model's, needed where the matrix has NV cells and no ``gpu``.
+    nvlink_latency_s
+        Latency of every NVLink hop; by default the ``gpu`` model's.
+    pcie_bandwidth_bytes_per_s
+        Bandwidth of every PCIe link, per direction; by default the ``gpu`` model's host
+        interface, needed without one.
     nvswitch
         Whether the GPUs' NVLinks go through an NVSwitch. ``None`` decides from the
         matrix: yes when a GPU's NV counts add up to more than 18 (no GPU has more
@@ -103,9 +131,11 @@ def from_nvidia_smi(
     ConfigError
         On one line naming the row and column (``row GPU1, column GPU3``): no header, a
         row of the wrong length or not in the header, an unknown cell (``NV`` without a
-        count), a matrix that is not symmetric, X off the diagonal, NV to a NIC, an
-        NVSwitch matrix whose GPU pairs are not all NV with one count per GPU, relations
-        that contradict each other or the affinities, or a bad argument.
+        count, or more than :data:`~simcoll.topology._hardware.MAX_NVLINK_COUNT` links), a
+        matrix that is not symmetric, X off the diagonal, NV to a NIC, an NVSwitch matrix
+        whose GPU pairs are not all NV with one count per GPU, relations that contradict
+        each other or the affinities, a value neither given nor known from ``gpu``, or a
+        bad argument.
     TopologyError
         If the machine breaks the schema, e.g. GPU labels leave a gap.
 
@@ -127,8 +157,20 @@ def from_nvidia_smi(
     (['cpu0', 'gpu0', 'gpu1', 'nic0', 'pcie0'], 100000000000.0)
     >>> sorted(g.successors("pcie0")), sorted(g.successors("gpu1"))
     (['cpu0', 'gpu0', 'nic0'], ['cpu0', 'gpu0'])
+    >>> g.graph["hardware_note"][:55]  # no gpu: no hardware parameters
+    "nvidia-smi topo -m does not name the GPUs' model (gpu=N"
     """
-    nvlink = _checked(LinkKind.NVLINK, "nvlink", nvlink_bandwidth_bytes_per_s, nvlink_latency_s)
+    if gpu is not None and not isinstance(gpu, GpuName):
+        raise ConfigError(f"must be a GpuName ({known_models()}), got {gpu!r}", field="gpu")
+    model = GPU_MODELS[gpu] if gpu is not None else None
+    unknown = ("nvidia-smi topo -m does not name the GPUs' model (gpu=NAME names it: "
+               f"{known_models()})")  # fmt: skip
+    if pcie_bandwidth_bytes_per_s is None and model is not None:
+        pcie_bandwidth_bytes_per_s = model.pcie_bandwidth_bytes_per_s
+    if pcie_bandwidth_bytes_per_s is None:
+        what = f"simcoll knows no host interface of the {model.spec.name}" if model else unknown
+        raise ConfigError(f"missing: the matrix gives no PCIe speed, and {what}",
+                          field="pcie_bandwidth_bytes_per_s")  # fmt: skip
     pcie = _checked(LinkKind.PCIE, "pcie", pcie_bandwidth_bytes_per_s, pcie_latency_s)
     cpu_link = _checked(
         LinkKind.CPU_LINK, "cpu_link", cpu_link_bandwidth_bytes_per_s, cpu_link_latency_s
@@ -136,6 +178,7 @@ def from_nvidia_smi(
     if nvswitch is not None and not isinstance(nvswitch, bool):
         raise ConfigError(f"must be True, False or None, got {nvswitch!r}", field="nvswitch")
     matrix = _read_matrix(text)
+    nvlink = _nvlink(matrix, model, unknown, nvlink_bandwidth_bytes_per_s, nvlink_latency_s)
     graph: nx.DiGraph[str] = nx.DiGraph(name=f"nvidia_smi_{len(matrix.gpus)}")
     ids = matrix.node_ids()
     for label in matrix.gpus:
@@ -144,7 +187,8 @@ def from_nvidia_smi(
     for label in matrix.nics:
         name = matrix.legend.get(label, label)
         graph.add_node(ids[label], kind=NodeKind.NIC, host=HOST, name=name)
-    _smi_nvlinks(graph, matrix, ids, nvlink, nvswitch)
+    reduces = bool(model and model.nvswitch_reduces)
+    _smi_nvlinks(graph, matrix, ids, nvlink, nvswitch, reduces=reduces)
     cpu_of = _smi_cpus(matrix)
     groups = _smi_switch_groups(matrix)
     for j, group in enumerate(groups):
@@ -160,7 +204,40 @@ def from_nvidia_smi(
     graph.add_nodes_from((cpu, {"kind": NodeKind.CPU, "host": HOST}) for cpu in cpus)
     for a, b in itertools.combinations(cpus, 2):
         _add_duplex(graph, a, b, cpu_link)
+    graph.graph.update(hardware_attributes(gpu, unknown))
     return validate(graph)
+
+
+def _nvlink(
+    matrix: _Matrix,
+    model: GpuModel | None,
+    unknown: str,
+    bandwidth_bytes_per_s: float | None,
+    latency_s: float | None,
+) -> LinkAttrs | None:
+    """One NVLink: as given, else the model's; None where the matrix has no NV cell."""
+    if bandwidth_bytes_per_s is not None:
+        _check_number(bandwidth_bytes_per_s, "nvlink_bandwidth_bytes_per_s", "bytes/s",
+                      zero_ok=False)  # fmt: skip
+    if latency_s is not None:
+        _check_number(latency_s, "nvlink_latency_s", "s", zero_ok=True)
+    if not any(cell.startswith("NV") for _, _, cell in matrix.pairs()):
+        return None
+    if model is not None and not model.nvlinks:
+        raise ConfigError(f"the {model.spec.name} has no NVLink, but the matrix has NV cells",
+                          field="gpu")  # fmt: skip
+    if model is not None:
+        if bandwidth_bytes_per_s is None:
+            bandwidth_bytes_per_s = model.nvlink_bandwidth_bytes_per_s
+        if latency_s is None:
+            latency_s = model.nvlink_latency_s
+    if bandwidth_bytes_per_s is None:
+        raise ConfigError(f"missing: the matrix has NVLinks, and {unknown}",
+                          field="nvlink_bandwidth_bytes_per_s")  # fmt: skip
+    if latency_s is None:
+        raise ConfigError(f"missing: the matrix has NVLinks, and {unknown}",
+                          field="nvlink_latency_s")  # fmt: skip
+    return _checked(LinkKind.NVLINK, "nvlink", bandwidth_bytes_per_s, latency_s)
 
 
 @dataclass
@@ -200,6 +277,12 @@ def _read_matrix(text: str) -> _Matrix:
             "`nvidia-smi topo -m` prints it"
         )
     labels, columns = _read_header(lines[start].split())
+    if len(labels) > MAX_SMI_DEVICES:
+        raise ConfigError(
+            f"lists {len(labels)} devices; one host's matrix has at most {MAX_SMI_DEVICES} "
+            "(simcoll.topology.nvidia_smi.MAX_SMI_DEVICES)",
+            field="header",
+        )
     cells: dict[tuple[str, str], str] = {}
     affinity: dict[str, dict[str, str]] = {}
     for line in lines[start + 1 :]:
@@ -222,11 +305,7 @@ def _read_matrix(text: str) -> _Matrix:
                 f"has {len(values)} values, expected {expected}", field=f"row {label}"
             )
         for column, cell in zip(labels, values, strict=False):
-            if _SMI_CELL.fullmatch(cell) is None:
-                raise ConfigError(
-                    f"unknown cell {cell!r}; expected X, NV<links>, PIX, PXB, PHB, NODE or SYS",
-                    field=f"row {label}, column {column}",
-                )
+            _check_cell(cell, f"row {label}, column {column}")
             cells[label, column] = "SYS" if cell == "SOC" else cell
         if is_gpu:
             affinity[label] = dict(zip(columns, values[len(labels) :], strict=True))
@@ -238,6 +317,23 @@ def _read_matrix(text: str) -> _Matrix:
     matrix = _Matrix(labels, cells, affinity, legend)
     _check_matrix(matrix)
     return matrix
+
+
+def _check_cell(cell: str, field: str) -> None:
+    """Refuse a cell that is not X, NV<links> (of at most MAX_NVLINK_COUNT links) or a PCIe
+    relation."""
+    if _SMI_CELL.fullmatch(cell) is None:
+        raise ConfigError(
+            f"unknown cell {cell!r}; expected X, NV<links>, PIX, PXB, PHB, NODE or SYS",
+            field=field,
+        )
+    if cell.startswith("NV") and (len(cell) > 8 or int(cell[2:]) > MAX_NVLINK_COUNT):
+        shown = cell if len(cell) <= 16 else f"{cell[:12]}... ({len(cell) - 2} digits)"
+        raise ConfigError(
+            f"{shown} is more NVLinks than a GPU has: at most {MAX_NVLINK_COUNT} "
+            "(simcoll.topology._hardware.MAX_NVLINK_COUNT; 18 on an H100 or B200)",
+            field=field,
+        )
 
 
 def _read_header(tokens: list[str]) -> tuple[list[str], list[str]]:
@@ -279,6 +375,7 @@ def _check_matrix(matrix: _Matrix) -> None:
             raise ConfigError(
                 f"is {matrix.cells[a, a]!r}; the diagonal must be X", field=f"row {a}, column {a}"
             )
+    gpus = set(matrix.gpus)  # once: per pair, it made a 600-GPU matrix take 50 s (issue 41)
     for a, b, cell in matrix.pairs():
         back = matrix.cells[b, a]
         where = f"row {b}, column {a}"
@@ -289,7 +386,7 @@ def _check_matrix(matrix: _Matrix) -> None:
             )
         if cell == "X":
             raise ConfigError("is X, which marks a device with itself", field=where)
-        if cell.startswith("NV") and not (a in matrix.gpus and b in matrix.gpus):
+        if cell.startswith("NV") and not (a in gpus and b in gpus):
             raise ConfigError(f"is {cell}, but NVLink joins GPUs only", field=where)
 
 
@@ -297,10 +394,17 @@ def _smi_nvlinks(
     graph: nx.DiGraph[str],
     matrix: _Matrix,
     ids: dict[str, str],
-    nvlink: LinkAttrs,
+    nvlink: LinkAttrs | None,
     nvswitch: bool | None,
+    *,
+    reduces: bool,
 ) -> None:
+    """The NVLinks of the NV cells (``nvlink`` is one link; None where there is none): a
+    link per GPU pair, or per GPU to one ``"nvsw"`` behind an NVSwitch (``reduces``: it
+    reduces in the switch)."""
     counts = {(a, b): int(cell[2:]) for a, b, cell in matrix.pairs() if cell.startswith("NV")}
+    if nvlink is None:
+        return
     totals: dict[str, int] = defaultdict(int)
     for (a, b), count in counts.items():
         totals[a] += count
@@ -311,7 +415,7 @@ def _smi_nvlinks(
         for (a, b), count in counts.items():
             _add_duplex(graph, ids[a], ids[b], _times(nvlink, count))
         return
-    graph.add_node("nvsw", kind=NodeKind.NVSWITCH, host=HOST, reduces=False)
+    graph.add_node("nvsw", kind=NodeKind.NVSWITCH, host=HOST, reduces=reduces)
     for gpu in matrix.gpus:
         links = set()
         for other in matrix.gpus:

@@ -8,8 +8,9 @@ is two edges with their own bandwidth. Every builder returns a graph that passes
 - node ``kind``: a :class:`NodeKind`;
 - node ``rank``: on GPUs only, the collective rank; the ranks are exactly 0..n-1;
 - edge ``kind``: a :class:`LinkKind`;
-- edge ``bandwidth_bytes_per_s``: per direction, finite and > 0;
-- edge ``latency_s``: finite and >= 0.
+- edge ``bandwidth_bytes_per_s``: per direction, finite and at least 1 bit/s
+  (:data:`~simcoll.core.limits.MIN_BANDWIDTH_BYTES_PER_S`);
+- edge ``latency_s``: finite, >= 0 and at most :data:`~simcoll.core.limits.MAX_TIME_S`.
 
 Optional attributes, checked when present:
 
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any, NotRequired, TypedDict, TypeVar
@@ -53,6 +55,7 @@ from typing import Any, NotRequired, TypedDict, TypeVar
 import networkx as nx
 
 from simcoll.core.errors import TopologyError
+from simcoll.core.limits import MAX_TIME_S, MIN_BANDWIDTH_BYTES_PER_S
 
 __all__ = ["LinkAttrs", "LinkKind", "NodeAttrs", "NodeKind", "gpu_nodes", "validate"]
 
@@ -138,7 +141,26 @@ def validate(graph: nx.DiGraph[str], *, source: str | None = None) -> nx.DiGraph
     for u, v, attrs in graph.edges(data=True):
         _check_link(u, v, attrs, source)
     _check_reachability(graph, by_rank, source)
+    _VALIDATED.add(graph)
     return graph
+
+
+#: Graphs :func:`validate` passed, for :func:`validated` (weakly: they go with their graph).
+_VALIDATED: weakref.WeakSet[nx.DiGraph[str]] = weakref.WeakSet()
+
+
+def validated(graph: nx.DiGraph[str], *, source: str | None = None) -> nx.DiGraph[str]:
+    """:func:`validate`, unless ``graph`` passed it already and has not been changed since
+    in any way validate reads: for a graph a builder has just returned (every builder
+    ends with ``return validate(graph)``), where checking half a million links again
+    costs a second. The caller vouches that it changed nothing in between.
+
+    >>> from simcoll.topology.builders import switch_star
+    >>> star = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+    >>> validated(star) is star
+    True
+    """
+    return graph if graph in _VALIDATED else validate(graph, source=source)
 
 
 def gpu_nodes(graph: nx.DiGraph[str]) -> list[str]:
@@ -237,9 +259,16 @@ def _check_link(u: str, v: str, attrs: Mapping[str, Any], source: str | None) ->
             source=source,
             field=field,
         )
+    if bandwidth < MIN_BANDWIDTH_BYTES_PER_S:
+        raise TopologyError(f"bandwidth_bytes_per_s must be at least "
+                            f"{MIN_BANDWIDTH_BYTES_PER_S} (1 bit/s), got {bandwidth!r}",
+                            source=source, field=field)  # fmt: skip
     latency = _number_attr(attrs, "latency_s", source, field)
     if latency < 0:
         raise TopologyError(f"latency_s must be >= 0, got {latency!r}", source=source, field=field)
+    if latency > MAX_TIME_S:
+        raise TopologyError(f"latency_s must be at most {MAX_TIME_S:g}, got {latency!r}",
+                            source=source, field=field)  # fmt: skip
 
 
 def _enum_attr(

@@ -21,10 +21,13 @@ nothing is an error, and so is a failure that leaves some GPU unable to reach an
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import networkx as nx
 
 from simcoll.core.errors import ConfigError, TopologyError
+from simcoll.core.limits import MIN_BANDWIDTH_BYTES_PER_S
+from simcoll.topology.reach import parted
 from simcoll.topology.schema import LinkKind, gpu_nodes
 
 __all__ = ["degrade", "fail", "links_of", "parse_degrade"]
@@ -88,22 +91,33 @@ def degrade(graph: nx.DiGraph[str], target: str, factor: float) -> nx.DiGraph[st
     for u, v in found:
         attrs = out.edges[u, v]
         attrs["bandwidth_bytes_per_s"] = float(attrs["bandwidth_bytes_per_s"]) * factor
+        if attrs["bandwidth_bytes_per_s"] < MIN_BANDWIDTH_BYTES_PER_S:  # 1e-300: issue 41
+            left = attrs["bandwidth_bytes_per_s"]
+            raise ConfigError(f"{target}={factor!r} leaves {u}->{v} {left!r} B/s, less than "
+                              "the 1 bit/s of the slowest link simcoll simulates",
+                              field="--degrade")  # fmt: skip
     return out
 
 
-def fail(graph: nx.DiGraph[str], target: str) -> nx.DiGraph[str]:
+def fail(
+    graph: nx.DiGraph[str], target: str, *, gpus: Sequence[str] | None = None
+) -> nx.DiGraph[str]:
     """A copy of ``graph`` without the links named by ``target`` (a node: all of its links,
-    and the node, unless it is a GPU); refused if some GPU can then not reach another."""
+    and the node, unless it is a GPU); refused if two of ``gpus`` (default: every GPU; the
+    GPUs a run's ranks are on) could then no longer reach each other as calls route them
+    (:mod:`simcoll.topology.reach`: inside a server never through another GPU).
+
+    >>> from simcoll.topology import switch_star
+    >>> star = switch_star(3, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
+    >>> sorted(fail(star, "gpu2", gpus=["gpu0", "gpu1"]).edges)
+    [('gpu0', 'sw'), ('gpu1', 'sw'), ('sw', 'gpu0'), ('sw', 'gpu1')]
+    """
     found = links_of(graph, target, "--fail")
     out = graph.copy()
     out.remove_edges_from(found)
     if target in out and not any(target == g for g in gpu_nodes(out)):
         out.remove_node(target)
-    gpus = gpu_nodes(out)
-    if gpus:
-        component = next(c for c in nx.strongly_connected_components(out) if gpus[0] in c)
-        cut = next((g for g in gpus if g not in component), None)
-        if cut is not None:
-            raise TopologyError(f"--fail {target}: {gpus[0]} and {cut} can no longer reach "
-                                "each other (the fabric is cut)")  # fmt: skip
+    cut = parted(out, list(gpu_nodes(out) if gpus is None else gpus))
+    if cut is not None:
+        raise TopologyError(f"--fail {target}: {cut}")
     return out

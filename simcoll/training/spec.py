@@ -30,6 +30,7 @@ simcoll.core.errors.ConfigError: parallelism: 1000 GPUs do not split into tp 8 x
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -37,6 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from simcoll.core.errors import ConfigError, UnitError
+from simcoll.core.files import TOO_DEEP, check_nesting, read_input_text
+from simcoll.core.limits import (
+    MAX_EXPERTS,
+    MAX_HIDDEN_SIZE,
+    MAX_LAYERS,
+    MAX_PARAMETERS,
+    MAX_VOCAB_SIZE,
+)
+from simcoll.core.shipped import find
 from simcoll.core.units import parse_size_bytes
 
 __all__ = [
@@ -63,10 +73,21 @@ def _flag(record: str, name: str, value: object) -> None:
         raise ConfigError(f"{record}: {name} must be true or false, got {value!r}")
 
 
-def _positive_int(record: str, name: str, value: object, minimum: int = 1) -> int:
+def _positive_int(
+    record: str, name: str, value: object, minimum: int = 1, maximum: int | None = None
+) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{record}: {name} must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{record}: {name} must be at most {maximum} (the most simcoll "
+                          f"simulates), got {value}")  # fmt: skip
     return value
+
+
+#: The caps of a model's shape (:mod:`simcoll.core.limits` says why each is where it is).
+_SHAPE_CAPS = {"n_layers": MAX_LAYERS, "hidden_size": MAX_HIDDEN_SIZE,
+               "ffn_hidden_size": MAX_HIDDEN_SIZE, "n_heads": MAX_HIDDEN_SIZE,
+               "vocab_size": MAX_VOCAB_SIZE}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -96,10 +117,10 @@ class Transformer:
 
     def __post_init__(self) -> None:
         record = f"model {self.name}"
-        for name in ("n_layers", "hidden_size", "ffn_hidden_size", "n_heads", "vocab_size"):
-            _positive_int(record, name, getattr(self, name))
+        for name, cap in _SHAPE_CAPS.items():
+            _positive_int(record, name, getattr(self, name), maximum=cap)
         _positive_int(record, "n_kv_heads", self.n_kv_heads, 0)
-        _positive_int(record, "n_experts", self.n_experts, 0)
+        _positive_int(record, "n_experts", self.n_experts, 0, MAX_EXPERTS)
         _positive_int(record, "top_k", self.top_k)
         for name in ("gated_mlp", "tied_embeddings"):
             _flag(record, name, getattr(self, name))
@@ -114,9 +135,17 @@ class Transformer:
         if self.n_experts and self.top_k > self.n_experts:
             raise ConfigError(f"{record}: top_k {self.top_k} is more than n_experts "
                               f"{self.n_experts}")  # fmt: skip
-        if not (isinstance(self.capacity_factor, int | float) and self.capacity_factor >= 1):
-            raise ConfigError(f"{record}: capacity_factor must be a number >= 1, got "
+        factor = self.capacity_factor
+        if not (isinstance(factor, int | float) and factor >= 1 and math.isfinite(factor)):
+            raise ConfigError(f"{record}: capacity_factor must be a finite number >= 1, got "
                               f"{self.capacity_factor!r}")  # fmt: skip
+        from simcoll.training.flops import n_params  # noqa: PLC0415 - flops imports this module
+
+        params = n_params(self)  # exact: every count above is capped
+        if params > MAX_PARAMETERS:
+            raise ConfigError(f"{record}: its shape makes {params:.3g} parameters, more than "
+                              f"the {MAX_PARAMETERS:.3g} (2^50) simcoll simulates; use fewer "
+                              "layers or experts, or a narrower model")  # fmt: skip
 
     @property
     def head_dim(self) -> int:
@@ -305,17 +334,21 @@ def record_from(
 def read_model_file(
     path: str | Path,
 ) -> tuple[Transformer, Mapping[str, Any], Mapping[str, Any]]:
-    """A model file: its :class:`Transformer` and its ``[training]`` and ``[parallelism]``
-    tables (defaults a scenario's values replace), named in every error."""
+    """A model file (or a shipped model by name: ``llama3-8b``): its :class:`Transformer`
+    and its ``[training]`` and ``[parallelism]`` tables (defaults a scenario's values
+    replace), named in every error."""
+    path = find(path, "models")
     source = str(path)
+    text = read_input_text(path, missing="no such model file")  # bounded, a regular file
     try:
-        document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("no such model file", source=source) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read: {error}", source=source) from None
+        document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"not TOML: {error}", source=source) from None
+    except ValueError as error:  # an integer of more than sys.get_int_max_str_digits() digits
+        raise ConfigError(f"not TOML: {str(error).split(';')[0]}", source=source) from None
+    except RecursionError:
+        raise ConfigError(TOO_DEEP, source=source) from None
+    check_nesting(document, source=source)
     unknown = sorted(set(document) - {"schema", "model", "training", "parallelism"})
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r}; valid: schema, model, training, "

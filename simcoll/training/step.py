@@ -46,7 +46,8 @@ from typing import Literal
 
 import networkx as nx
 
-from simcoll.core.errors import ConfigError, SimulationError
+from simcoll.core.errors import ConfigError, LimitError, SimulationError
+from simcoll.core.limits import MAX_STEP_CALLS
 from simcoll.prediction.call import DEFAULTS
 from simcoll.prediction.session import Op, Session
 from simcoll.sim.timeline import COMPUTE, Timeline, overlap_s, union_s
@@ -69,7 +70,14 @@ from simcoll.training.memory import (
 )
 from simcoll.training.spec import Parallelism, Training, Transformer
 
-__all__ = ["DIMENSION_STREAMS", "StepResult", "StepTimes", "step_times", "training_step"]
+__all__ = [
+    "DIMENSION_STREAMS",
+    "StepResult",
+    "StepTimes",
+    "step_calls",
+    "step_times",
+    "training_step",
+]
 
 #: The stream each dimension's communication runs on; pipeline copies on ``pp ...``.
 DIMENSION_STREAMS = {"tp": "tp", "ep": "ep", "cp": "cp", "pp": "pp", "dp": "dp"}
@@ -151,6 +159,33 @@ def _check_shapes(m: Transformer, t: Training, p: Parallelism) -> None:
                           f"{m.name} has none)")  # fmt: skip
     if m.is_moe and m.n_experts % p.ep:
         raise ConfigError(f"parallelism: ep {p.ep} does not split {m.n_experts} experts")
+
+
+def step_calls(m: Transformer, t: Training, p: Parallelism) -> int:
+    """At least how many calls a step makes (each repetition counted, as a session records
+    them), in closed form: every stage, replica, micro-batch and model chunk runs a forward
+    and a backward pass, each one compute span and, with tensor parallelism, on each
+    context-parallel rank, its layers' tensor-parallel calls (more: recomputation, buckets,
+    copies, the optimizer).
+
+    Raises
+    ------
+    LimitError
+        Over :data:`~simcoll.core.limits.MAX_STEP_CALLS`, before any call is made.
+    """
+    n_micro = t.n_microbatches(p.dp)
+    passes = 2 * n_micro * p.virtual_stages * p.pp * p.dp
+    layers = m.n_layers // (p.pp * p.virtual_stages)
+    tp_calls = 0 if p.tp == 1 else \
+        p.cp * (2 if p.sequence_parallel else 1) * (1 if m.is_moe else 2) * layers  # fmt: skip
+    calls = passes * (1 + tp_calls)
+    if calls > MAX_STEP_CALLS:
+        raise LimitError(f"training step: at least {calls} calls ({passes} passes: forward and "
+                         f"backward x {n_micro} micro-batches x {p.virtual_stages} chunks x pp "
+                         f"{p.pp} x dp {p.dp}; each a compute span and {tp_calls} "
+                         f"tensor-parallel calls), more than the {MAX_STEP_CALLS} (2^24) a step "
+                         "simulates; use a smaller global_batch_size or fewer layers")  # fmt: skip
+    return calls
 
 
 def _multiple(size_bytes: float, of: int) -> int:
@@ -467,6 +502,7 @@ def training_step(
     s = Session(topology, model=fidelity, protocol=protocol, calibration=calibration)
     p = parallelism.with_gpus(s.n_ranks)
     _check_shapes(model, training, p)
+    step_calls(model, training, p)  # refused here, before any list of them is built
     gpu = gpu_spec(topology)
     if times is None:
         if gpu is None:

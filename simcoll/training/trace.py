@@ -32,6 +32,7 @@ import networkx as nx
 
 from simcoll.calibrate.gloo import default_protocol, recipe_for
 from simcoll.core.errors import ConfigError
+from simcoll.core.limits import whole_number
 from simcoll.prediction.session import Op, Session
 from simcoll.sim.timeline import Timeline
 from simcoll.topology import gpu_nodes
@@ -225,6 +226,11 @@ def replay(
                 field="distributedInfo.rank",
             )
         for name, ranks in t.process_groups.items():
+            bad = next((r for r in ranks if whole_number(r) is None or r < 0), None)
+            if bad is not None:
+                raise ConfigError(f"process group {name} has rank {bad!r:.40}; a rank is a whole "
+                                  "number >= 0", source=t.source,
+                                  field=f"{PG_INIT}.{name}")  # fmt: skip
             if max(ranks, default=0) >= n_gpus:
                 raise ConfigError(
                     f"process group {name} has rank {max(ranks)}; the topology "

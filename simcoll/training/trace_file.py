@@ -11,7 +11,9 @@ JSON (gzip or not), and rebuilds each rank's step as the host thread ran it:
 - **compute**: the top-level ops of the host thread, in program order, each taking its
   measured duration (nesting from the Kineto times: the graph's parent links are broken
   after an asynchronous gloo call, whose record function ends on another thread). An op
-  that issues a collective inside it (DDP's gradient hook) is cut around the issue;
+  that issues a collective inside it (DDP's gradient hook) is cut around the issue; two
+  that overlap on the thread without one holding the other count their union (0-3 ms
+  and 1-4 ms: 4 ms busy);
 - **collectives**: the ``c10d::`` ops (``allreduce_``, ``_allgather_base_``...), with
   their size in nccl-tests' convention and their process group. The host spends the
   op's own duration issuing it; the collective then runs on its process group's
@@ -20,6 +22,11 @@ JSON (gzip or not), and rebuilds each rank's step as the host thread ran it:
   one holds the first later op that touches its tensors' storage (the trace records no
   ``wait``: DDP's bucket copy, a user's read after ``wait()``).
 
+What cannot be timed is refused in one line naming the file, the field and the op, never
+dropped: a start or duration that is not finite, a negative duration, an op of the step
+that one trace names and the other does not (a record function id missing from either),
+a rank or process-group rank that is not a whole number in ``0 .. MAX_RANKS - 1``.
+
 :mod:`simcoll.training.trace` replays what this reads.
 """
 
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +43,7 @@ from typing import Any
 
 from simcoll.core.errors import ConfigError
 from simcoll.core.files import MAX_INPUT_BYTES, TOO_DEEP, check_nesting, read_input_bytes
+from simcoll.core.limits import MAX_RANKS, check_size_bytes, whole_number
 
 __all__ = [
     "C10D_COLLECTIVES",
@@ -107,6 +116,7 @@ class KinetoTrace:
     events: Mapping[int, tuple[int, float, float]]
     rank: int | None = None
     names: Mapping[int, str] = field(default_factory=dict)
+    positions: Mapping[int, int] = field(default_factory=dict)  # index in traceEvents
 
 
 @dataclass(frozen=True)
@@ -173,7 +183,10 @@ def read_kineto_durations(path: str | Path) -> KinetoTrace:
     Raises
     ------
     ConfigError
-        Naming the file and field: not JSON, no ``traceEvents``, an op without ``ts``.
+        Naming the file and field: not JSON, no ``traceEvents``, an op without ``ts``, a
+        start that is not finite, a duration that is not a finite number >= 0 (an op that
+        cannot be timed), a record function id that is not an integer, a rank that is not
+        a whole number in ``0 .. MAX_RANKS - 1``.
     """
     source = str(path)
     document = _load_json(path, "Kineto trace")
@@ -184,22 +197,51 @@ def read_kineto_durations(path: str | Path) -> KinetoTrace:
     )
     timed: dict[int, tuple[int, float, float]] = {}
     names: dict[int, str] = {}
+    positions: dict[int, int] = {}
     for i, event in enumerate(events):
         where = f"traceEvents[{i}]"
         if not isinstance(event, dict) or event.get("ph") != "X":
             continue
         args = event.get("args")
-        rf_id = args.get("Record function id") if isinstance(args, dict) else None
-        if not isinstance(rf_id, int):
+        if not isinstance(args, dict) or "Record function id" not in args:
             continue  # not an op of the graph (a kernel, the profiler's own span)
+        rf_id = whole_number(args["Record function id"])
+        if rf_id is None:
+            raise ConfigError(f"must be an integer, got {args['Record function id']!r:.40}",
+                              source=source, field=f"{where}.args.Record function id")  # fmt: skip
         start = _field(event, "ts", (int, float), source, where)
         duration = _field(event, "dur", (int, float), source, where)
+        if not math.isfinite(start):
+            raise ConfigError(f"must be a finite time in us, got {start!r} (record function id "
+                              f"{rf_id})", source=source, field=f"{where}.ts")  # fmt: skip
+        if not (math.isfinite(duration) and duration >= 0):
+            raise ConfigError(f"must be a finite duration >= 0 us, got {duration!r} (record "
+                              f"function id {rf_id}: the op cannot be timed)", source=source,
+                              field=f"{where}.dur")  # fmt: skip
         tid = event.get("tid", 0)
         timed[rf_id] = (tid if isinstance(tid, int) else hash(tid), start * _US, duration * _US)
         names[rf_id] = str(event.get("name", ""))
+        positions[rf_id] = i
+    return KinetoTrace(source, timed, _rank(document, source), names, positions)
+
+
+def _rank(document: dict[str, Any], source: str) -> int | None:
+    """``distributedInfo.rank``: None where the trace names no rank, else a whole number in
+    ``0 .. MAX_RANKS - 1``."""
     info = document.get("distributedInfo")
-    rank = info.get("rank") if isinstance(info, dict) else None
-    return KinetoTrace(source, timed, rank if isinstance(rank, int) else None, names)
+    if info is None:
+        return None
+    if not isinstance(info, dict):
+        raise ConfigError(f"must be a table, got a {type(info).__name__}", source=source,
+                          field="distributedInfo")  # fmt: skip
+    if info.get("rank") is None:
+        return None
+    rank = whole_number(info["rank"])
+    if rank is None or not 0 <= rank < MAX_RANKS:
+        raise ConfigError(f"must be a whole number in 0..{MAX_RANKS - 1}, got "
+                          f"{info['rank']!r:.40}", source=source,
+                          field="distributedInfo.rank")  # fmt: skip
+    return rank
 
 
 @dataclass(frozen=True)
@@ -284,19 +326,46 @@ def _process_groups(nodes: Sequence[_Node], source: str) -> dict[str, tuple[int,
         raise ConfigError(
             f"no '{PG_INIT}' node: the trace names no process group", source=source, field="nodes"
         )
+    where = f"nodes[id={init.id}].inputs.values[0]"
     try:
         listed = json.loads(init.values[0])
-        world = max(int(g["group_size"]) for g in listed if not g["ranks"])
-        return {
-            str(g["pg_name"]): tuple(int(r) for r in g["ranks"]) or tuple(range(world))
-            for g in listed
-        }
-    except (ValueError, TypeError, KeyError) as error:
-        raise ConfigError(
-            f"process groups unreadable ({type(error).__name__}: {error})",
-            source=source,
-            field=f"nodes[id={init.id}].inputs",
-        ) from None
+    except (ValueError, RecursionError) as error:
+        raise ConfigError(f"process groups unreadable (not JSON: {str(error)[:80]})",
+                          source=source, field=where) from None  # fmt: skip
+    if not isinstance(listed, list) or not all(isinstance(g, dict) for g in listed):
+        raise ConfigError("process groups unreadable: not a list of tables", source=source,
+                          field=where)  # fmt: skip
+    groups = {}
+    world = None  # the default group's size: its ranks are listed empty
+    for k, g in enumerate(listed):
+        here = f"{where}[{k}]"
+        if "pg_name" not in g:
+            raise ConfigError("a process group without 'pg_name'", source=source, field=here)
+        ranks = g.get("ranks")
+        if not isinstance(ranks, list):
+            raise ConfigError(f"must be a list of ranks, got {ranks!r:.40}", source=source,
+                              field=f"{here}.ranks")  # fmt: skip
+        for i, rank in enumerate(ranks):
+            _check_rank(rank, source, f"{here}.ranks[{i}]")
+        if len(set(ranks)) != len(ranks):
+            raise ConfigError(f"lists a rank twice: {ranks!r:.80}", source=source,
+                              field=f"{here}.ranks")  # fmt: skip
+        if not ranks:
+            size = whole_number(g.get("group_size"))
+            if size is None or not 1 <= size <= MAX_RANKS:
+                raise ConfigError(f"must be a whole number in 1..{MAX_RANKS}, got "
+                                  f"{g.get('group_size')!r:.40}", source=source,
+                                  field=f"{here}.group_size")  # fmt: skip
+            world = max(world or 0, size)
+        groups[str(g["pg_name"])] = tuple(int(r) for r in ranks)
+    return {name: ranks or tuple(range(world or 0)) for name, ranks in groups.items()}
+
+
+def _check_rank(value: object, source: str, where: str) -> None:
+    rank = whole_number(value)
+    if rank is None or not 0 <= rank < MAX_RANKS:
+        raise ConfigError(f"must be a whole number in 0..{MAX_RANKS - 1}, got {value!r:.40}",
+                          source=source, field=where)  # fmt: skip
 
 
 def _collective(node: _Node, issue_s: float, source: str) -> CollectiveOp:
@@ -308,6 +377,11 @@ def _collective(node: _Node, issue_s: float, source: str) -> CollectiveOp:
     size = 4 if node.name == "c10d::barrier" else _tensor_bytes(tensors[0])
     if name in _OUTPUT_SIZED or node.name in ("c10d::_reduce_scatter_base_",):
         size = _tensor_bytes(tensors[0])  # output first: the whole buffer
+    try:
+        size = check_size_bytes(size, "size_bytes")
+    except ConfigError as error:
+        raise ConfigError(f"{node.name}'s tensor {error.message}", source=source,
+                          field=where) from None  # fmt: skip
     flags = [v for v, t in zip(node.values, node.types, strict=False) if t == "Bool"]
     return CollectiveOp(
         node.name,
@@ -408,7 +482,9 @@ def _ops_from_times(
     source: str,
 ) -> tuple[list[TraceOp], float | None]:
     """Top-level ops of the host thread by their measured intervals; a top op holding a
-    collective is cut at each issue."""
+    collective is cut at each issue. Two ops that overlap without one holding the other
+    (siblings the measurement shows running at once on one thread) take the union of
+    their intervals: the later one only its time after the earlier one ends."""
     timed = [(rf, *timing.events[rf]) for rf in by_rf if rf in timing.events]
     if not timed:
         raise ConfigError(
@@ -431,38 +507,97 @@ def _ops_from_times(
         for _, t, _, _ in timed:
             counts[t] = counts.get(t, 0) + 1
         tid = max(counts, key=lambda t: counts[t])
+    _check_timed(_replayed(nodes, by_rf.get(mark) if mark is not None else None), by_rf,
+                 timing, source)  # fmt: skip
     eps = 1e-9
+    on_thread = [
+        (rf, t, s, d)
+        for rf, (t, s, d) in timing.events.items()
+        if t == tid and window[0] - eps <= s and s + d <= window[1] + eps and rf != mark
+    ]
+    _check_known(on_thread, by_rf, timing, source)
     inside = sorted(
-        (
-            t
-            for t in timed
-            if t[1] == tid
-            and window[0] - eps <= t[2]
-            and t[2] + t[3] <= window[1] + eps
-            and t[0] != mark
-            and not _is_record(by_rf[t[0]])
-        ),
-        key=lambda t: (t[2], -t[3]),
+        (t for t in on_thread if not _is_record(by_rf[t[0]])), key=lambda t: (t[2], -t[3])
     )
     ops: list[TraceOp] = []
-    i = 0
+    i, busy_until = 0, float("-inf")
     while i < len(inside):
         rf, _, start, duration = inside[i]
         end = start + duration
-        j = i + 1
-        while j < len(inside) and inside[j][2] < end - eps:
+        j = i + 1  # the ops it holds: those inside its interval
+        while j < len(inside) and _holds(end, inside[j], eps):
             j += 1
-        ops.extend(
-            _cut(
-                by_rf[rf],
-                start,
-                end,
-                [(by_rf[r], s, d) for r, _, s, d in inside[i + 1 : j]],
-                source,
-            )
-        )
+        begin = min(max(start, busy_until), end)  # after what an overlapping sibling covered
+        inner = [(by_rf[r], *_after(s, d, begin)) for r, _, s, d in inside[i + 1 : j]]
+        ops.extend(_cut(by_rf[rf], begin, end, inner, source))
+        busy_until = max(busy_until, end)
         i = j
     return ops, measured
+
+
+def _holds(end: float, op: tuple[int, int, float, float], eps: float) -> bool:
+    """Whether an op starting at or after an op that ends at ``end`` runs inside it."""
+    _, _, start, duration = op
+    return start < end - eps and start + duration <= end + eps
+
+
+def _replayed(nodes: Sequence[_Node], step: _Node | None) -> list[_Node]:
+    """The graph's ops a replay times: every descendant of the step's node, or without a
+    step every node but the tracer's own and the process groups'."""
+    if step is None:
+        return [
+            n for n in nodes if not (n.name.startswith("[pytorch|profiler") or n.name == PG_INIT)
+        ]
+    children: dict[int, list[_Node]] = {}
+    for n in nodes:
+        if n.parent != n.id:
+            children.setdefault(n.parent, []).append(n)
+    found, seen, stack = [], {step.id}, [step]
+    while stack:  # without recursion, and once each where the parent links loop
+        for kid in children.get(stack.pop().id, []):
+            if kid.id not in seen:
+                seen.add(kid.id)
+                found.append(kid)
+                stack.append(kid)
+    return found
+
+
+def _check_timed(
+    replayed: Sequence[_Node], by_rf: Mapping[int, _Node], timing: KinetoTrace, source: str
+) -> None:
+    """Refuse an op of the replayed graph that the Kineto trace does not time (it would be
+    dropped, and the step replayed without it)."""
+    for node in replayed:
+        where = f"nodes[id={node.id}].attrs.rf_id"
+        if node.rf_id is None:
+            raise ConfigError(f"{node.name} has no record function id: the op cannot be timed",
+                              source=source, field=where)  # fmt: skip
+        if node.rf_id not in timing.events:
+            raise ConfigError(f"{node.name}'s record function id {node.rf_id} has no event in "
+                              f"{timing.source}: the op cannot be timed", source=source,
+                              field=where)  # fmt: skip
+        if by_rf[node.rf_id] is not node:
+            raise ConfigError(f"{node.name}'s record function id {node.rf_id} is node "
+                              f"{by_rf[node.rf_id].id}'s too: the op's time is ambiguous",
+                              source=source, field=where)  # fmt: skip
+
+
+def _check_known(
+    on_thread: Sequence[tuple[int, int, float, float]],
+    by_rf: Mapping[int, _Node],
+    timing: KinetoTrace,
+    source: str,
+) -> None:
+    """Refuse an op the Kineto trace times on the replayed thread (inside the step) that
+    the execution trace does not have: the replay would leave it out."""
+    for rf, *_ in on_thread:
+        if rf not in by_rf:
+            index = timing.positions.get(rf)
+            where = "traceEvents" if index is None else f"traceEvents[{index}]"
+            raise ConfigError(f"{timing.names.get(rf, 'an op')!r:.60} (record function id {rf}) "
+                              f"is not in the execution trace {source}: the op cannot be "
+                              "replayed", source=timing.source,
+                              field=f"{where}.args.Record function id")  # fmt: skip
 
 
 def _cut(
@@ -483,7 +618,8 @@ def _cut(
         ]
     ops: list[TraceOp] = []
     cursor, blocked = start, False
-    for k, (call, s, d) in enumerate([*calls, (None, end, 0.0)]):
+    for k, (call, issued, took) in enumerate([*calls, (None, end, 0.0)]):
+        s, d = _after(issued, took, cursor)  # overlapping the call before: its time after
         piece = [(n, t) for n, t, _ in inner if cursor <= t < s and n.name not in C10D_COLLECTIVES]
         if blocked:  # the host waited for the blocking call until its next op began
             cursor = min((t for _, t in piece), default=s)
@@ -500,3 +636,11 @@ def _cut(
             blocked = not made.async_op
         cursor = s + d
     return ops
+
+
+def _after(start: float, duration: float, cursor: float) -> tuple[float, float]:
+    """The part of an interval after ``cursor``: (start, duration), unchanged where it
+    starts there or later."""
+    if start >= cursor:
+        return start, duration
+    return cursor, max(start + duration - cursor, 0.0)

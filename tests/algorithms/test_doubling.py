@@ -250,18 +250,19 @@ def test_folded_allreduce_closed_form(n, model):
 @pytest.mark.parametrize("model", ["ideal", "flow"])
 def test_six_rank_reducescatter_step_by_step(model):
     # n = 6, block b bytes, t = b / B. Positions 0..3 = ranks 1, 3, 4, 5 (see volumes).
-    # Arrival times (a transfer starts when what it reads has arrived):
-    #   fold 0->1, 2->3 (6 blocks)                       start 0          end a + 6t
-    #   distance 2: 4->1, 5->3 (blocks 0..3; own data)    start 0          end a + 4t
-    #               1->4, 3->5 (blocks 4,5; need fold)    start a + 6t     end 2a + 8t
-    #   distance 1: 1->3, 3->1 (2 blocks; need fold, 4->1 / 5->3)
-    #                                                    start a + 6t     end 2a + 8t
-    #               4->5, 5->4 (1 block; need 1->4 / 3->5) start 2a + 8t   end 3a + 9t
-    #   redistribute 1->0, 3->2 (1 block; need 3->1 / 1->3) start 2a + 8t  end 3a + 9t
-    # T = 3a + 9t = 3a + 1.5 S/B.
+    # Each step is an MPI_Sendrecv: a transfer starts once both partners have finished
+    # their last step (sent and received).
+    #   fold 0->1, 2->3 (6 blocks)                        start 0          end a + 6t
+    #   distance 2: 1->4, 3->5 (blocks 4,5)               start a + 6t     end 2a + 8t
+    #               4->1, 5->3 (blocks 0..3; 4, 5 wait for their folding partners)
+    #                                                     start a + 6t     end 2a + 10t
+    #   distance 1: 1->3, 3->1 (2 blocks)                 start 2a + 10t   end 3a + 12t
+    #               4->5, 5->4 (1 block)                  start 2a + 10t   end 3a + 11t
+    #   redistribute 1->0, 3->2 (1 block)                 start 3a + 12t   end 4a + 13t
+    # T = 4a + 13t: MPICH's steps one after another, each at its largest transfer.
     b = 2**16
     s = halving_doubling_reducescatter(6, 6 * b)
-    expected = 3 * A + 9 * b / B
+    expected = 4 * A + 13 * b / B
     assert simulate(_mesh(6), s, model=model).time_s == pytest.approx(expected, rel=REL)
 
 
@@ -269,14 +270,13 @@ def test_six_rank_reducescatter_step_by_step(model):
 def test_six_rank_allgather_step_by_step(model):
     # n = 6, block b bytes, t = b / B. Positions 0..3 = ranks 1, 3, 4, 5.
     #   fold 0->1, 2->3 (block 0 / 2)                     start 0          end a + t
-    #   distance 1: 4->5, 5->4 (own block)                start 0          end a + t
-    #               1->3, 3->1 (blocks 0,1 / 2,3; need fold) start a + t   end 2a + 3t
-    #   distance 2: 4->1, 5->3 (blocks 4,5; need 5->4 / 4->5) start a + t  end 2a + 3t
-    #               1->4, 3->5 (blocks 0..3; need 3->1 / 1->3) start 2a + 3t end 3a + 7t
-    #   send-back 1->0, 3->2 (5 blocks; the last of them came with 3->1 and 4->1)
-    #                                                    start 2a + 3t    end 3a + 8t
-    # T = 3a + 8t = 3a + (4/3) S/B.
+    #   distance 1: 4->5, 5->4 (own block; no fold)       start 0          end a + t
+    #               1->3, 3->1 (blocks 0,1 / 2,3)         start a + t      end 2a + 3t
+    #   distance 2: 1->4, 3->5 (blocks 0..3; after 1<->3) start 2a + 3t    end 3a + 7t
+    #               4->1, 5->3 (blocks 4,5)               start 2a + 3t    end 3a + 5t
+    #   send-back 1->0, 3->2 (5 blocks)                   start 3a + 7t    end 4a + 12t
+    # T = 4a + 12t: MPICH's steps one after another, each at its largest transfer.
     b = 2**16
     s = halving_doubling_allgather(6, 6 * b)
-    expected = 3 * A + 8 * b / B
+    expected = 4 * A + 12 * b / B
     assert simulate(_mesh(6), s, model=model).time_s == pytest.approx(expected, rel=REL)

@@ -225,12 +225,15 @@ def chain_time_s(hops: int, chunks: int, alpha: float, tau: float, window: int) 
     return hops * (alpha + tau) + (chunks - 1) * tau
 
 
-# A tree with every edge its own connection and link pipelines like a chain as deep as
-# the tree: a rank's sends to its children all depend on the same arrival, so chunk j
-# reaches a rank at a time that depends only on its depth (broadcast) or on the height of
-# its subtree (reduce: a parent waits for its tallest child, the time being monotone in
-# height). Hence T = chain_time_s(D, k, a, tau, window) with D the tree's depth.
-# Binomial: D = floor(log2 n), for k = 1: T = floor(log2 n) (a + S/B).
+# A tree with every edge its own connection and link pipelines like a chain. Broadcast:
+# a rank's sends to its children all depend on the same arrival, so chunk j reaches a
+# rank at a time that depends only on its depth: D = floor(log2 n) hops. Reduce (MPICH's
+# order): a parent receives from its children one after another, mask 1, 2, 4, ... first,
+# chunk j of a child waiting for chunk j of the child before; the root's receives from
+# ranks 1, 2, 4, ..., 2^(L-1) are a chain of L = ceil(log2 n) hops, and every other path
+# to the root is a chain of at most L hops (a rank at mask 2^i gathers i hops below it),
+# so D = ceil(log2 n). Either way T = chain_time_s(D, k, a, tau, window); for k = 1:
+# T = D (a + S/B).
 # tau: a piece is S / (c k); with "ideal" each channel runs at B: tau = S / (c k B);
 # with "flow" the c channels of an edge share its link in lockstep: tau = S / (k B).
 @pytest.mark.parametrize(("model", "channels"), [("ideal", 1), ("ideal", 3), ("flow", 1),
@@ -244,7 +247,7 @@ def test_binomial_broadcast_and_reduce_closed_form(collective, n, chunks, window
     root = n - 2
     s = ROOTED[collective](n, size, root=root, n_channels=channels, n_chunks=chunks,
                            max_in_flight=window)  # fmt: skip
-    depth = math.floor(math.log2(n))
+    depth = math.floor(math.log2(n)) if collective == "broadcast" else math.ceil(math.log2(n))
     tau = size / (chunks * B) / (channels if model == "ideal" else 1)
     expected = chain_time_s(depth, chunks, A, tau, window)
     if chunks == 1:
@@ -274,15 +277,20 @@ def test_binomial_gather_and_scatter_power_of_two(collective, n, model):
 @pytest.mark.parametrize("model", ["ideal", "flow"])
 @pytest.mark.parametrize("collective", ["gather", "scatter"])
 def test_binomial_gather_and_scatter_six_ranks_by_hand(collective, model):
-    # n = 6, root 0: 0 -> 4, 2, 1;  4 -> 5;  2 -> 3. Block b, t = b / B.
-    # Gather:  5->4, 3->2, 1->0 (b each)                  start 0       end a + t
-    #          4->0, 2->0 (blocks 4,5 / 2,3; after them)  start a + t   end 2a + 3t
-    # Scatter: 0->4, 0->2 (2b), 0->1 (b)                  start 0       end a + 2t / a + t
-    #          4->5, 2->3 (b; after 0->4 / 0->2)          start a + 2t  end 2a + 3t
-    # T = 2a + 3t = 2a + S/(2B) either way.
+    # n = 6, root 0: 0 -> 4, 2, 1;  4 -> 5;  2 -> 3. Block b, t = b / B. MPICH's order:
+    # a rank receives from its children mask 1 first, sends to them mask 4 first, one
+    # after another.
+    # Gather:  1->0, 3->2, 5->4 (b each)                  start 0       end a + t
+    #          2->0 (blocks 2,3; after 3->2 and 1->0)     start a + t   end 2a + 3t
+    #          4->0 (blocks 4,5; after 5->4 and 2->0)     start 2a + 3t end 3a + 5t
+    # Scatter: 0->4 (2b)                                  start 0       end a + 2t
+    #          0->2 (2b; after 0->4), 4->5 (b)            start a + 2t  end 2a + 4t / 2a + 3t
+    #          0->1 (b; after 0->2), 2->3 (b)             start 2a + 4t end 3a + 5t
+    # T = 3a + 5t = 3a + 5 S/(6B) either way: ceil(log2 6) steps of the most blocks each
+    # (2, 2, 1), as MPICH's step formula says.
     b = 2**16
     s = ROOTED[collective](6, 6 * b, root=0)
-    assert simulate(_mesh(6), s, model=model).time_s == pytest.approx(2 * A + 3 * b / B, rel=REL)
+    assert simulate(_mesh(6), s, model=model).time_s == pytest.approx(3 * A + 5 * b / B, rel=REL)
 
 
 # Double binary tree, each tree on its own channels, each channel on its own connections;

@@ -120,6 +120,34 @@ def test_errors_are_one_line():
     )
 
 
+def test_a_time_of_a_day_or_more_is_refused_naming_its_file():
+    # issue 41: calibrate on a table with a 1e300 us time did not name the file
+    with pytest.raises(ConfigError) as info:
+        fit(star(2), [FitPoint("sendrecv", 2, 8, 1e294, "runs.csv")],
+            recipe=lambda c, n, s: "direct")  # fmt: skip
+    assert str(info.value) == (
+        "runs.csv: a measured time of 1e+294 s (sendrecv, 8 B) is more than a day (86400 s) "
+        "for one call; is it in other units?"
+    )
+
+
+def test_values_on_a_bound_are_named_with_it():
+    # issue 41: efficiency.nvlink = 1, step_latency_s.nvlink = 0 and launch_s = 0 were
+    # written as fitted values, and nothing said the data pushed them past. Measured
+    # faster than the wire (S / (1.25 B), no latency at all): the efficiency stops at 1
+    # and the link latency at 0, and both are named with their bound.
+    points = [FitPoint("sendrecv", 4, s, sendrecv_s(s, 1.25, 0.0)) for s in SIZES]
+    result = fit(star(4), points, recipe=lambda c, n, s: "direct",
+                 parameters=("efficiency", "link_latency_s"))  # fmt: skip
+    assert result.calibration.values == {"efficiency.net": 1.0, "link_latency_s.ethernet": 0.0}
+    assert result.at_bounds == [
+        "efficiency.net = 1 is at its upper bound 1",
+        "link_latency_s.ethernet = 0 s is at its lower bound 0 s",
+    ]
+    inside = [FitPoint("sendrecv", 4, s, sendrecv_s(s, 0.93, 30e-6)) for s in SIZES]
+    assert fit(star(4), inside, recipe=lambda c, n, s: "direct").at_bounds == []
+
+
 def test_protocol_efficiency_scales_one_protocol():
     """LL puts 2 wire bytes per data byte and pays NCCL's 2.7 us network step latency;
     a protocol factor of 0.6 on top: T = 2 hop + 2.7 us + S / (0.5 x 0.6 x B)."""
@@ -236,12 +264,21 @@ def test_a_size_that_cannot_run_does_not_zero_the_estimate_of_the_others(monkeyp
     assert 0.5 * alone < both < 2 * alone
 
 
-def test_a_fit_reports_every_pass():
+def test_a_fit_reports_every_pass_with_the_total_it_expects():
+    # issue 41: the count had no total. Each pass is reported with the passes done and
+    # those expected in all, an estimate the fit revises, never below the count.
     passes = []
     points = [FitPoint("sendrecv", 4, s, sendrecv_s(s, 0.93, 30e-6)) for s in SIZES]
-    fit(star(4), points, recipe=lambda c, n, s: "direct", progress=lambda: passes.append(1))
+    fit(star(4), points, recipe=lambda c, n, s: "direct",
+        progress=lambda done, total: passes.append((done, total)))  # fmt: skip
     # at least one pass per parameter fitted (the Jacobian's) and the first evaluation
     assert len(passes) >= 3
+    assert [done for done, _ in passes] == list(range(1, len(passes) + 1))
+    assert all(total >= done for done, total in passes)
+    # before the first pass the fit plans them all: the base, 4 identification columns
+    # (efficiency, link latency, step latency, launch: one link class, one link kind),
+    # the scan of the 2 simulated times (6 values each), 3 steps of 3 slopes and a trial
+    assert passes[0][1] == 1 + 4 + 2 * 6 + 3 * (3 + 1)
 
 
 def test_held_parameters_stay_and_one_parameter_of_a_group_is_fitted():

@@ -3,7 +3,10 @@ and never over what simcoll did not write (issue 17, items 11, 15 and 19)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import pytest
 from simcoll.calibrate.read import read_measurements
 from simcoll.cli import main
 from simcoll.core.errors import ConfigError
-from simcoll.core.files import check_nesting, read_input_bytes, write_output
+from simcoll.core.files import check_nesting, file_sha256, read_input_bytes, write_output
 from simcoll.scenarios.scenario import load_scenario
 from simcoll.topology.calibration import read_calibration
 from simcoll.topology.io import load
@@ -155,3 +158,122 @@ def test_an_output_that_is_an_input_is_refused(tmp_path: Path) -> None:
         write_output(tmp_path / "." / "in.toml", "x", mark=b"simcoll", inputs=[source])
     assert "is an input of this command" in str(info.value)
     assert source.read_text() == "simcoll: this one is marked"
+
+
+# -- every door a path comes in by answers a special file at once (issue 41) --------------
+
+SPECIAL = {"/dev/zero": "is a device, not a regular file", "FIFO": "is a FIFO, not a regular file"}
+STAR4 = """schema = 1
+builder = "switch_star"
+[params]
+n_gpus = 4
+link_bandwidth = "1 Gbit/s"
+link_latency = "30 us"
+"""
+#: Scenarios that name the special file ``{path}`` by each door a run reads a path from.
+DOORS = {
+    "sweep axis": '[workload]\ncollective = "allgather"\nsize_bytes = 4096\n'
+                  '[sweep]\n"topology.file" = ["{path}"]\n',
+    "workload calibration": '[workload]\nkind = "ddp"\nn_layers = 4\ncalibration = "{path}"\n',
+    "model file": '[workload]\nkind = "training_step"\ntransformer = "{path}"\n',
+}  # fmt: skip
+
+
+def _special(tmp_path: Path, kind: str) -> Path:
+    if kind == "/dev/zero":
+        return Path(kind)
+    os.mkfifo(tmp_path / "pipe")  # nobody writes to it: reading it would wait forever
+    return tmp_path / "pipe"
+
+
+def _limited_to_4_gib() -> None:  # in the child: a regression reading /dev/zero stops there
+    import resource  # noqa: PLC0415
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
+
+def _answer(argv: list[str], cwd: Path) -> str:
+    """What a command printed; a hang fails (after 30 s) instead of hanging the tests."""
+    done = subprocess.run([sys.executable, *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=30, check=False, preexec_fn=_limited_to_4_gib)  # fmt: skip
+    printed = done.stdout + done.stderr
+    assert "Traceback" not in printed, printed
+    return printed
+
+
+@pytest.mark.parametrize("door", DOORS)
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_a_run_answers_a_special_file_at_each_door_in_one_line(
+    tmp_path: Path, door: str, kind: str
+) -> None:
+    # issue 41: "topology.file" = ["/dev/zero"] as a sweep axis, or a workload's
+    # calibration = "/dev/zero", hung forever hashing it for the run's digest
+    path = _special(tmp_path, kind)
+    (tmp_path / "star4.toml").write_text(STAR4)
+    scenario = 'schema = 1\n[topology]\nfile = "star4.toml"\n' + DOORS[door].format(path=path)
+    (tmp_path / "s.toml").write_text(scenario)
+    printed = _answer(["-m", "simcoll", "run", "s.toml", "--out", "out", "--workers", "1"],
+                      tmp_path)  # fmt: skip
+    assert f"failed: {path}: {SPECIAL[kind]}\n" in printed, printed
+    assert "simcoll: 1 of 1 point(s) failed" in printed, printed
+
+
+READERS = """import sys
+from simcoll.core.files import file_sha256
+from simcoll.training import read_model_file
+from simcoll.training.trace import read_execution_trace, read_kineto_durations
+
+for read in (read_model_file, read_execution_trace, read_kineto_durations):
+    try:
+        read(sys.argv[1])
+    except Exception as error:
+        print(f"{read.__name__}: {error}", flush=True)
+print(f"file_sha256: {file_sha256(sys.argv[1])}")
+"""
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_model_and_trace_readers_and_the_digest_refuse_a_special_file(
+    tmp_path: Path, kind: str
+) -> None:
+    path = _special(tmp_path, kind)
+    printed = _answer(["-c", READERS, str(path)], tmp_path)
+    assert printed.splitlines() == [
+        f"read_model_file: {path}: {SPECIAL[kind]}",
+        f"read_execution_trace: {path}: {SPECIAL[kind]}",
+        f"read_kineto_durations: {path}: {SPECIAL[kind]}",
+        f"file_sha256: unreadable: {SPECIAL[kind]}",
+    ]
+
+
+def test_the_digest_of_a_file_over_the_cap_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "big.toml"
+    path.write_bytes(b"#" * 1001)
+    assert file_sha256(path, max_bytes=1000) == (
+        "unreadable: is 1001 bytes, over the 0 MiB limit of an input file"
+    )
+    assert file_sha256(path, max_bytes=1001) == hashlib.sha256(b"#" * 1001).hexdigest()
+    assert file_sha256(tmp_path / "none") == "unreadable: no such file"
+
+
+@pytest.mark.parametrize("named_by", ["calibration", "base"])
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_a_run_refuses_a_topologys_special_params_file_in_one_line(
+    tmp_path: Path, named_by: str, kind: str
+) -> None:
+    # a topology's calibration (or a base its params file builds on) naming /dev/zero hung
+    # `simcoll run` while it listed the files the topology reads
+    path = _special(tmp_path, kind)
+    params = path if named_by == "calibration" else tmp_path / "params.toml"
+    (tmp_path / "params.toml").write_text(f'base = "{path}"\n')
+    (tmp_path / "star4.toml").write_text(STAR4.replace("[params]", f'calibration = "{params}"\n'
+                                                       "[params]"))  # fmt: skip
+    scenario = 'schema = 1\n[topology]\nfile = "star4.toml"\n' + DOORS["sweep axis"].split(
+        "[sweep]")[0]  # fmt: skip
+    (tmp_path / "s.toml").write_text(scenario)
+    printed = _answer(["-m", "simcoll", "run", "s.toml", "--out", "out", "--workers", "1"],
+                      tmp_path)  # fmt: skip
+    via = "" if named_by == "calibration" else f"{params}: base: "
+    assert printed.endswith(
+        f"simcoll: error: star4.toml: calibration: {via}{path}: {SPECIAL[kind]}\n"
+    ), printed

@@ -216,3 +216,89 @@ def test_a_schedule_too_large_for_this_machines_memory_is_refused_before_it_is_b
     monkeypatch.setattr(limits, "available_memory_bytes", lambda: 2**30)
     assert build_schedule("allreduce", "ring", n_ranks=16, size_bytes=2**20,
                           n_chunks=4).n_transfers == 1920  # fmt: skip
+
+
+def test_the_memory_available_is_no_more_than_the_address_space_limit_leaves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 41: under `ulimit -v 4194304` a ring all-reduce of 15.7 million transfers
+    # (within MAX_TRANSFERS) was checked against the machine's 23 GB and ran into a
+    # MemoryError traceback at 3.9 GB; the limit, less what the process maps, now counts
+    if limits.resource is None:  # pragma: no cover - not a Unix
+        pytest.skip("no address-space limit on this platform")
+    machine = limits._machine_available_bytes()
+    monkeypatch.setattr(limits, "_mapped_bytes", lambda: 2**30)
+    monkeypatch.setattr(limits.resource, "getrlimit", lambda which: (4 * 2**30, 4 * 2**30))
+    assert limits.available_memory_bytes() == min(3 * 2**30, machine or 3 * 2**30)
+    monkeypatch.setattr(limits, "_mapped_bytes", lambda: 5 * 2**30)  # past it already
+    assert limits.available_memory_bytes() == 0
+    infinity = limits.resource.RLIM_INFINITY
+    monkeypatch.setattr(limits.resource, "getrlimit", lambda which: (infinity, infinity))
+    assert limits.available_memory_bytes() == machine  # no limit: the machine's alone
+
+
+def test_a_repeated_call_past_the_step_cap_is_refused_before_its_list_is_built() -> None:
+    # Issue 41: [RecordedCall(...)] * repeat raised a MemoryError at repeat 10^11.
+    from simcoll.core.errors import LimitError  # noqa: PLC0415
+    from simcoll.prediction.session import Session, recording_calls  # noqa: PLC0415
+
+    with recording_calls() as calls:
+        session = Session(STAR, calibration=None)
+        session.compute([0], 1e-3, "work")
+        session.collective("allreduce", 1024, [0, 1], repeat=limits.MAX_STEP_CALLS - 1)
+        with pytest.raises(LimitError) as info:
+            session.collective("allreduce", 1024, [0, 1], name="tp", repeat=1)
+    assert str(info.value) == "tp: would make 16777217 calls, more than the 16777216 (2^24) " \
+        "a session simulates"  # fmt: skip
+    assert len(calls) == 1 + (2**24 - 1)  # the compute span and the repeats: none added
+    with pytest.raises(LimitError, match=r"tp: would make 100000000000 calls, more than"):
+        Session(STAR, calibration=None).collective("allreduce", 1024, [0, 1], name="tp",
+                                                   repeat=10**11)  # fmt: skip
+
+
+MODEL_SCENARIO = """schema = 1
+[topology]
+file = "{topology}"
+set = {{ n_nodes = 16 }}
+[workload]
+kind = "training_step"
+transformer = "huge.toml"
+global_batch_size = 16
+tp = 8
+pp = 16
+"""
+
+
+def _limited_to_4_gib() -> None:  # run in the child: it is refused, not the machine
+    import resource  # noqa: PLC0415
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
+
+@pytest.mark.parametrize("n_layers", [50_000_000, 100_000_000_000])
+def test_a_model_of_too_many_layers_is_refused_in_one_line_before_it_grows(
+    tmp_path: Path, n_layers: int
+) -> None:
+    # Issue 41: 50,000,000 layers grew to 24.3 GB in 86 s until the kernel killed it;
+    # 10^11 printed a MemoryError traceback. Under 4 GiB both now fail their one point
+    # with the model file's field, in about a second.
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    model = (REPO / "models" / "llama3-405b.toml").read_text()
+    (tmp_path / "huge.toml").write_text(model.replace("n_layers = 126", f"n_layers = {n_layers}"))
+    topology = (REPO / "topologies" / "h100-ib-fat-tree.toml").as_posix()
+    (tmp_path / "s.toml").write_text(MODEL_SCENARIO.format(topology=topology))
+    done = subprocess.run(
+        [sys.executable, "-m", "simcoll", "run", "s.toml", "--out", "out", "--workers", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        preexec_fn=_limited_to_4_gib,
+    )  # fmt: skip
+    printed = done.stdout + done.stderr
+    assert done.returncode == 1, printed
+    assert "Traceback" not in printed, printed
+    assert "MemoryError" not in printed, printed
+    assert (
+        f"failed: huge.toml: model: n_layers must be at most 4096 (the most simcoll "
+        f"simulates), got {n_layers}\n"
+    ) in printed

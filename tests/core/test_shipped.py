@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from simcoll.cli import main
+from simcoll.core.errors import ConfigError
 from simcoll.core.shipped import data_root, find, is_bare_name, shipped_names
 from simcoll.scenarios.scenario import load_scenario
 from simcoll.topology import gpu_nodes, load
@@ -55,3 +56,35 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out == f"simcoll {simcoll.__version__}\n"
+
+
+MEASURED = "nccl_allreduce_8xA100_nvswitch_superbench"
+
+
+@pytest.mark.parametrize("name", [MEASURED, f"{MEASURED}.csv"])
+def test_a_shipped_measurement_is_found_by_name_from_anywhere(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 41: compare and calibrate found no measurement file by name, with or without .csv
+    monkeypatch.chdir(tmp_path)
+    shipped = REPO / "validation" / "data" / "public" / f"{MEASURED}.csv"
+    assert find(name, "measurements") == shipped
+    assert main(["compare", name, "--topology", "dgx-a100", "--min-size", "1G"]) == 0
+    assert f"{MEASURED}.csv" in capsys.readouterr().out
+    assert MEASURED in shipped_names("measurements")
+
+
+def test_a_shipped_model_is_read_by_name_from_anywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 41: the README's read_model_file took only a path from the clone's root;
+    # Llama 3 70B has 80 layers (Llama 3 paper, table 3)
+    from simcoll.training import read_model_file  # noqa: PLC0415
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("llama3-70b", "llama3-70b.toml"):
+        model, _, _ = read_model_file(name)
+        assert model.n_layers == 80
+    (tmp_path / "llama3-70b.toml").write_text("not toml [")  # a file here wins
+    with pytest.raises(ConfigError, match=r"llama3-70b\.toml: not TOML"):
+        read_model_file("llama3-70b.toml")

@@ -6,7 +6,7 @@ import pytest
 
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
-from simcoll.core.sizes import align_size_bytes, parse_sizes
+from simcoll.core.sizes import align_size_bytes, parse_sizes, size_notes
 
 
 def test_parse_sizes_default_range() -> None:
@@ -103,3 +103,30 @@ def test_align_size_bytes_rounds_down_to_whole_elements(
     assert 0 <= size - aligned < unit
     # The aligned size splits into blocks without error.
     assert collective.block_bytes(aligned, n) * (n if per_rank > 1 else 1) == aligned
+
+
+@pytest.mark.parametrize(
+    ("text", "notes"),
+    [
+        # issue 41: 1GB is 10^9 B, so the powers of two from 1 MiB stop at 2^29
+        ("1M:1GB", ["--sizes 1M:1GB: the range stops at 512 MiB (536870912 B); its end, 1GB, "
+                    "is 1000000000 B and the next size, 1 GiB, is past it",
+                    "--sizes 1M:1GB: GB is 10^9 B, G is 2^30 B: 1GB is 1000000000 B, 1G is "
+                    "1073741824 B"]),
+        # 8 x 2^3 = 64 <= 100 < 128
+        ("8:100", ["--sizes 8:100: the range stops at 64 B; its end, 100, is 100 B and "
+                   "the next size, 128 B, is past it"]),
+        # 1 KiB x 3^2 = 9 KiB <= 10 KiB < 27 KiB
+        ("1K:10K:3", ["--sizes 1K:10K:3: the range stops at 9 KiB (9216 B); its end, 10K, is "
+                      "10240 B and the next size, 27 KiB, is past it"]),
+        ("1 KB, 1 MiB", ["--sizes 1 KB, 1 MiB: KB is 10^3 B, K is 2^10 B: 1KB is 1000 B, 1K "
+                         "is 1024 B"]),
+        ("8:8G", []),
+        ("1 KB:4 KB", []),  # decimal alone: meant as written
+        ("1K,1M,1G", []),
+    ],
+)  # fmt: skip
+def test_size_notes_say_what_a_range_or_its_units_do_unexpectedly(
+    text: str, notes: list[str]
+) -> None:
+    assert size_notes(text) == notes

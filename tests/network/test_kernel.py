@@ -125,6 +125,22 @@ def test_compiled_runs_are_the_references(case: str, monkeypatch: pytest.MonkeyP
         assert compiled.time_s > simulate(topology, unpaced).time_s
 
 
+@pytest.mark.parametrize("bandwidth_bytes_per_s", [37.5, 25.0, 1.0])
+def test_a_transfer_longer_than_2_to_the_63_ticks_ends_on_time(
+    bandwidth_bytes_per_s: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 41: numba's math.ceil returned an int64, which wrapped past 2^63 ticks of the
+    # clock (8,192 s), so on 200 bit/s links (25 B/s) a ring all-reduce of 1 MiB ended
+    # after its latencies alone (2.4 ms) where each of its 6 steps moves 262,144 B. Closed
+    # form of the ring on a star: 2(n - 1) steps of 2 latencies + (S / n) / B.
+    star = switch_star(4, link_bandwidth_bytes_per_s=bandwidth_bytes_per_s, link_latency_s=2e-4)
+    schedule = build_schedule("allreduce", "ring", n_ranks=4, size_bytes=2**20)
+    compiled, reference = _both(monkeypatch, lambda: simulate(star, schedule))
+    _assert_identical(compiled, reference)
+    expected_s = 6 * (2 * 2e-4 + 2**18 / bandwidth_bytes_per_s)
+    assert compiled.time_s == pytest.approx(expected_s, rel=1e-12)
+
+
 @pytest.mark.parametrize("protocol", ["LL", "LL128", "simple"])
 def test_protocol_latencies_and_fractions_carry_over(
     protocol: str, monkeypatch: pytest.MonkeyPatch

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from simcoll.network import kernel
-from simcoll.output.progress import Progress
+from simcoll.output.progress import Progress, format_left
 
 
 class Terminal(io.StringIO):
@@ -65,3 +65,38 @@ def test_the_first_compile_is_announced_after_a_second(monkeypatch: pytest.Monke
     assert said.wait(5.0)
     monkeypatch.setattr(kernel, "COMPILE_NOTICE", None)
     assert kernel._compile_notice() is None  # nobody to tell
+
+
+def test_a_fit_off_a_terminal_gets_a_line_per_pass_with_a_total_and_the_time_left() -> None:
+    # issue 41: off a terminal calibrate printed one line and nothing more for 22 minutes;
+    # on one it counted passes with no total. Passes are few and long: a line each.
+    log = io.StringIO()
+    bar = Progress(log, None, "passes over the points", each_step=True, about=True)
+    for total in (10, 10, 12, 12, 5):  # the total as the fit revises it; never below the count
+        bar.advance(total=total)
+    bar.close()
+    lines = log.getvalue().splitlines()
+    assert [line.split(" passes")[0].split("] ")[1] for line in lines] == [
+        "1/~10", "2/~10", "3/~12", "4/~12", "5/~5"]  # fmt: skip
+    assert all(line.endswith(" left") and " s elapsed, ~" in line for line in lines)
+    assert lines[-1].startswith("[" + "#" * 30 + "]")
+
+
+def test_a_revised_total_redraws_the_bar_on_a_terminal_and_the_end_shows_the_count() -> None:
+    out = Terminal()
+    bar = Progress(out, None, "passes over the points", each_step=True, about=True)
+    bar.advance(total=4)
+    bar.advance(total=6)
+    assert out.getvalue().split("\r")[-1].split(",")[0] == (
+        "[" + "#" * 10 + "." * 20 + "] 2/~6 passes over the points"
+    )
+    bar.close()  # fewer passes than expected: the bar ends full, at the count
+    assert out.getvalue().split("\r")[-1].split(",")[0] == (
+        "[" + "#" * 30 + "] 2/~2 passes over the points"
+    )
+    assert out.getvalue().endswith("\n")
+
+
+def test_the_time_left_reads_in_seconds_then_minutes() -> None:
+    assert [format_left(s) for s in (0.4, 119, 120, 599, 600, 5400)] == [
+        "0 s", "119 s", "2.0 min", "10.0 min", "10 min", "90 min"]  # fmt: skip

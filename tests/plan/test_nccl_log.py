@@ -195,3 +195,41 @@ def test_a_consistent_chain_is_the_tree_it_says() -> None:
     tree = plan.channels[0].tree
     assert tree is not None
     assert (tree.root, tree.parent, tree.children) == (0, (-1, 0, 1, 2), ((1,), (2,), (3,), ()))
+
+
+def _dump(channels: range, header: int | None) -> str:
+    """rank 0's ring lines, ring 0..7, each headed 'Channel cc/NN' (2.4: 'Ring cc')."""
+    head = (lambda c: f"Channel {c:02d}/{header:02d}") if header else (lambda c: f"Ring {c:02d}")
+    return "".join(f"h:1:1 [0] NCCL INFO {head(c)} :    0   1   2   3   4   5   6   7\n"
+                   for c in channels)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # issue 41: headed /08 with 4 lines, it ran 4 channels without a word
+        (_dump(range(4), 8), "its ring lines' header ('Channel cc/08') says 8 channels, but the "
+         "log has lines for 4 (channels 00..03): a log cut short? give rank 0's whole "
+         "NCCL_DEBUG=INFO output"),
+        (_dump(range(3), 4) + _dump(range(4, 5), 4), "its ring lines' header ('Channel cc/04') "
+         "says 4 channels, but the log has lines for 4 (channels 00..02, 04): a log cut short? "
+         "give rank 0's whole NCCL_DEBUG=INFO output"),
+        (_dump(range(2), 2) + _dump(range(2, 4), 4), "its ring lines' headers ('Channel "
+         "cc/NN') say 2 and 4 channels: the lines of several communicators? give one "
+         "communicator's lines"),
+    ],
+)  # fmt: skip
+def test_a_log_whose_channel_lines_are_not_its_headers_count_is_refused(
+    text: str, message: str
+) -> None:
+    topology = load(TOPOLOGIES / "dgx-a100.toml")
+    with pytest.raises(ConfigError) as info:
+        plan_from_log(parse_nccl_log(text, source="run.log"), topology, gpu_nodes(topology))
+    assert str(info.value) == f"run.log: {message}"
+
+
+@pytest.mark.parametrize("header", [4, None])  # NCCL 2.5+ 'Channel 00/04', 2.4 'Ring 00'
+def test_a_log_with_every_channel_its_header_counts_is_read(header: int | None) -> None:
+    topology = load(TOPOLOGIES / "dgx-a100.toml")
+    plan = plan_from_log(parse_nccl_log(_dump(range(4), header)), topology, gpu_nodes(topology))
+    assert plan.rings == ((0, 1, 2, 3, 4, 5, 6, 7),) * 4

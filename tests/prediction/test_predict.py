@@ -9,6 +9,7 @@ import pytest
 from simcoll.algorithms import algorithm_names, build_schedule
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, ScheduleError
+from simcoll.network.clock import on_grid
 from simcoll.prediction import predict
 from simcoll.prediction.choices import AUTO_FAMILY
 from simcoll.sim.engine import simulate
@@ -37,8 +38,10 @@ def star4():
 def test_ring_allgather_matches_closed_form(star4, size: int) -> None:
     # Three ring steps; each crosses GPU->switch->GPU (two links of latency L, paid once per
     # route) and moves one block of S/4 bytes at B. The four transfers of a step use four
-    # distinct uplinks and downlinks, so nothing is shared.
-    expected = 3 * (2 * LINK_LATENCY + (size / 4) / LINK_BANDWIDTH)
+    # distinct uplinks and downlinks, so nothing is shared. The engine's clock counts
+    # whole ticks (simcoll.network.clock): each latency and each transfer's time rounded
+    # up to one, and sums of ticks are exact.
+    expected = 3 * (on_grid(2 * LINK_LATENCY) + on_grid((size / 4) / LINK_BANDWIDTH))
     (row,) = predict(star4, "allgather", [size], params={"n_chunks": 1}, protocol=None).rows
     assert row.algorithm == "ring"
     assert row.n_ranks == 4

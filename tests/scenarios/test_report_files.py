@@ -66,3 +66,21 @@ def test_the_best_point_is_one_that_fits_in_memory() -> None:
             {"tp": 4, "mfu": 0.5, "fits_in_memory": 1.0}]  # fmt: skip
     assert _optimum(rows, _scenario("mfu")) == [  # type: ignore[arg-type]
         "# highest mfu: 0.5 at tp=4 (of the points that fit in memory)"]  # fmt: skip
+
+
+def test_a_plot_with_nothing_to_draw_is_one_line_after_the_results(tmp_path: Path) -> None:
+    # Issue 41: a scaling plot of 0-byte points (it leaves out size 0) raised ValueError
+    # from matplotlib's side, a traceback, after results.csv was written.
+    (tmp_path / "star.toml").write_text(STAR)
+    data = {"schema": 1, "topology": {"file": "star.toml"},
+            "workload": {"collective": "allreduce", "algorithm": "ring", "size_bytes": 0},
+            "sweep": {"n_ranks": [2, 4]}, "output": {"plots": ["scaling"]}}  # fmt: skip
+    result = run_sweep(parse_scenario(data, source="s", base=tmp_path), workers=1)
+    assert [p.error for p in result.points] == [None, None]
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError) as info:
+        write_report(result, out)
+    assert str(info.value) == (
+        "s: output.plots: cannot draw 'scaling' from these results: plot_scaling: no rows to plot"
+    )
+    assert (out / "results.csv").read_text().count("\n") == 3  # the results are there

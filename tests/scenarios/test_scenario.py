@@ -160,3 +160,32 @@ def test_n_points_is_counted_not_built() -> None:
     scenario = parse_scenario(data, source="s.toml")
     assert scenario.n_points == 3 * 2 * 1 == len(scenario.points())
     assert parse_scenario({"schema": 1, "topology": {"file": "t"}}, source="s").n_points == 1
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "hint"),
+    [("sweep", "bogus", ""), ("sweep", "n_chanels", "did you mean 'n_channels'? "),
+     ("workload", "sizes_bytes", "did you mean 'size_bytes'? ")],
+)  # fmt: skip
+def test_a_key_no_collective_point_reads_is_refused_before_any_point(
+    tmp_path: Path, table: str, key: str, hint: str
+) -> None:
+    # issue 41: [sweep] bogus was accepted, then every point failed
+    from simcoll.scenarios.points import check_scenario  # noqa: PLC0415 - pulls in the engine
+
+    topology = Path(__file__).resolve().parents[2] / "topologies" / "dgx-a100.toml"
+    workload: dict[str, object] = {"collective": "allreduce", "size_bytes": 1024}
+    sweep: dict[str, object] = {"n_ranks": [2, 4]}
+    (workload if table == "workload" else sweep)[key] = [1, 2] if table == "sweep" else 1
+    scenario = parse_scenario(
+        {"schema": 1, "topology": {"file": str(topology)}, "workload": workload, "sweep": sweep},
+        source="s.toml",
+    )
+    with pytest.raises(ConfigError) as info:
+        check_scenario(scenario)
+    assert str(info.value) == (
+        f"s.toml: {table}.{key}: a collective point has no parameter {key!r}; {hint}valid: "
+        "collective, size_bytes, algorithm, n_ranks, model, protocol, calibration, placement, "
+        "plan, in_place, gpus_per_node, max_in_flight, n_channels, n_chunks, "
+        "ranks_per_switch, root, or topology.NAME for a topology parameter"
+    )

@@ -9,13 +9,14 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from simcoll.core.errors import ConfigError
 from simcoll.scenarios.scenario import load_scenario
-from simcoll.scenarios.sweep import RESULTS_JSONL, run_sweep
+from simcoll.scenarios.sweep import RESULTS_JSONL, check_sweep, run_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -255,6 +256,23 @@ def test_a_point_with_zero_channels_is_its_own_error_not_a_traceback(tmp_path: P
     scenario = load_scenario(write_scenario(tmp_path, 'size_bytes = ["1 MiB"]', workload))
     result = run_sweep(scenario, workers=1)
     assert [p.error for p in result.points] == ["n_channels: must be at least 1, got 0"]
+
+
+@pytest.mark.parametrize("protocol", ["0", "[1]", "true"])
+def test_a_protocol_that_is_not_a_name_is_the_points_error_not_a_traceback(
+    tmp_path: Path, protocol: str
+) -> None:
+    # Issue 41: protocol = 0 raised AttributeError ('int' object has no attribute 'lower')
+    # in the sweep's cost estimate, before any point ran.
+    path = write_scenario(tmp_path, 'size_bytes = ["1 MiB"]')
+    path.write_text(path.read_text().replace('protocol = "none"', f"protocol = {protocol}"))
+    scenario = load_scenario(path)
+    check_sweep(scenario, workers=1, scheduler=None, max_hours=1.0)
+    result = run_sweep(scenario, workers=1)
+    value = tomllib.loads(f"x = {protocol}")["x"]
+    assert [p.error for p in result.points] == [
+        f"workload.protocol: must be a protocol name, got {value!r}"
+    ]
 
 
 def test_the_bar_moves_by_the_work_each_point_is_estimated_to_take() -> None:

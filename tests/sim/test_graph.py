@@ -9,6 +9,7 @@ import pytest
 
 from simcoll.algorithms import build_schedule
 from simcoll.core.errors import ConfigError
+from simcoll.network.clock import on_grid
 from simcoll.sim import engine
 from simcoll.sim.engine import prepare, simulate
 from simcoll.sim.graph import ExecutionGraph
@@ -28,8 +29,10 @@ def test_a_span_ends_its_time_after_the_last_of_what_it_waits_for(star) -> None:
     c = g.span(2e-3, [a, b])
     joined = g.span(0.0, [a, c])
     done = g.simulate()
-    assert done.end_s.tolist() == [1e-3, 3e-3, 5e-3, 5e-3]
-    assert done.issue_s[c] == 3e-3  # issued when its last dependency ended
+    # spans last whole ticks of the clock (simcoll.network.clock)
+    a_s, b_s, c_s = on_grid(1e-3), on_grid(3e-3), on_grid(2e-3)
+    assert done.end_s.tolist() == [a_s, b_s, b_s + c_s, b_s + c_s]
+    assert done.issue_s[c] == b_s  # issued when its last dependency ended
     assert done.end_s[joined] == done.end_s[c]
 
 
@@ -42,7 +45,7 @@ def test_a_call_alone_in_a_graph_takes_its_own_time_after_its_opening(star) -> N
     call = g.call(prepare(star, schedule), after=opened)
     done = g.simulate()
     assert done.end_s[call.end] == pytest.approx(7e-3 + alone, rel=1e-12)
-    assert done.issue_s[call.transfers].min() == 7e-3
+    assert done.issue_s[call.transfers].min() == on_grid(7e-3)
 
 
 def test_calls_on_disjoint_links_keep_their_own_windows_and_times() -> None:

@@ -18,6 +18,7 @@ from simcoll.topology.importers import (
     from_nvidia_smi,
     pcie_bandwidth_bytes_per_s,
 )
+from simcoll.topology.nvidia_smi import MAX_SMI_DEVICES
 from simcoll.topology.schema import LinkKind, NodeKind, gpu_nodes
 
 EXAMPLES = Path(__file__).parents[2] / "topologies" / "examples"
@@ -596,6 +597,98 @@ def test_xml_errors_are_one_exact_line(old: str, new: str, expected: str) -> Non
     assert str(info.value) == expected
 
 
+# A NIC on PAIR's switch, for the values issue 41 found accepted.
+_GPU0_NVLINK = '<nvlink target="0000:08:00.0" count="4" tclass="0x030200"/>'  # first: gpu0's
+NIC = """\
+      <pci busid="0000:09:00.0" class="0x020000" link_speed="16.0 GT/s PCIe"
+           link_width="16">
+        <nic><net name="mlx5_0" dev="0" speed="100000" port="1"/></nic>
+      </pci>
+    </pci>
+  </cpu>"""
+PAIR_NIC = PAIR.replace("    </pci>\n  </cpu>", NIC, 1)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (  # issue 41: a NIC of -5 Mbit/s was read as NCCL's 10 Gbit/s (NCCL's "unknown" is -1)
+            'speed="100000"',
+            'speed="-5"',
+            "net[name=mlx5_0]: <net> speed=-5 is not a speed in Mbit/s (-1, as NCCL writes it, "
+            "is a NIC that reports none)",
+        ),
+        (  # PCIe links are x1, x2, x4, x8, x12, x16 or x32 (0: not given, read as x16)
+            'link_width="16">\n        <nic>',
+            'link_width="3">\n        <nic>',
+            "pci[busid=0000:09:00.0]: link_width 3 is no PCIe link's width (1, 2, 4, 8, 12, 16, "
+            "32 lanes; 0: not given)",
+        ),
+        (  # issue 41: rank 99 on a machine of 2 GPUs holding rank 0 was renumbered 1
+            'rank="1"',
+            'rank="99"',
+            "gpu[busid=0000:08:00.0]: rank 99 does not fit: one machine's ranks are consecutive "
+            "(its 2 GPUs from rank 0: 0..1), and no GPU has rank 1; remove every rank attribute "
+            "to order the GPUs by dev",
+        ),
+        ('rank="0"', 'rank="-1"', "gpu[busid=0000:07:00.0]: rank -1 is negative"),
+        (  # issue 41: an NVLink to an NVSwitch needed no target
+            '<nvlink target="0000:08:00.0" count="4" tclass="0x030200"/>',
+            '<nvlink count="18" tclass="0x068000"/>',
+            "gpu[busid=0000:07:00.0]: <nvlink> has no 'target' attribute",
+        ),
+        (
+            '<nvlink target="0000:08:00.0" count="4" tclass="0x030200"/>',
+            '<nvlink target="nvswitch" count="18" tclass="0x068000"/>',
+            "gpu[busid=0000:07:00.0]: bus id 'nvswitch' is not a PCI address such as 0000:07:00.0",
+        ),
+        (  # no GPU has more than 72 NVLinks (MAX_NVLINK_COUNT: 4 x the 18 of an H100)
+            _GPU0_NVLINK,
+            _GPU0_NVLINK + '<nvlink target="0000:a1:00.0" count="69" tclass="0x068000"/>',
+            "gpu[busid=0000:07:00.0]: has 73 NVLinks (its nvlink counts summed), more than a GPU "
+            "has: at most 72 (simcoll.topology._hardware.MAX_NVLINK_COUNT; 18 on an H100 or "
+            "B200)",
+        ),
+        (
+            'count="4"',
+            'count="' + "9" * 5000 + '"',
+            "gpu[busid=0000:07:00.0]: <nvlink> count has 5000 digits; no value of a topology "
+            "dump has more than 20",
+        ),
+    ],
+)
+def test_xml_values_no_machine_has_are_one_exact_line(old: str, new: str, expected: str) -> None:
+    assert old in PAIR_NIC
+    with pytest.raises(ConfigError) as info:
+        from_nccl_xml(PAIR_NIC.replace(old, new, 1), **XML_ARGS)
+    assert str(info.value) == expected
+
+
+def test_xml_values_at_the_bounds_are_read() -> None:
+    # 4 + 68 = 72 NVLinks on a GPU; NCCL's speed -1 (unknown) reads as 10 Gbit/s; a width
+    # of 0 (not given, as in a VM) as x16, NCCL's rule; ranks 8 and 9 are a second server's.
+    text = PAIR_NIC
+    for old, new in (
+        (
+            _GPU0_NVLINK,
+            _GPU0_NVLINK + '<nvlink target="0000:a1:00.0" count="68" tclass="0x068000"/>',
+        ),
+        ('speed="100000"', 'speed="-1"'),
+        ('link_width="16">\n        <nic>', 'link_width="0">\n        <nic>'),
+        ('rank="0"', 'rank="8"'),
+        ('rank="1"', 'rank="9"'),
+    ):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    graph = from_nccl_xml(text, **XML_ARGS)
+    assert graph.edges["gpu0", "nvsw"]["bandwidth_bytes_per_s"] == 68 * NVLINK3_BYTES_PER_S
+    assert graph.nodes["nic0"]["port_bandwidth_bytes_per_s"] == 10_000 * 1e6 / 8
+    assert graph.edges["nic0", "pcie0000:02:00.0"]["bandwidth_bytes_per_s"] == pytest.approx(
+        GEN4_X16_BYTES_PER_S
+    )
+    assert [graph.nodes[f"gpu{k}"]["busid"] for k in (0, 1)] == ["0000:07:00.0", "0000:08:00.0"]
+
+
 def test_xml_root_must_be_system() -> None:
     with pytest.raises(ConfigError) as info:
         from_nccl_xml("<graphs version='1'/>", **XML_ARGS)
@@ -812,12 +905,51 @@ def _row(text: str, label: str, new: str) -> str:
             "header: unknown column 'Foo' after 'CPU Affinity'; expected CPU Affinity, NUMA "
             "Affinity, GPU NUMA ID",
         ),
+        (  # issue 41: NV999999999 made links of 2.5e10 GB/s
+            SMI.replace("NV2", "NV999999999"),
+            "row GPU0, column GPU1: NV999999999 is more NVLinks than a GPU has: at most 72 "
+            "(simcoll.topology._hardware.MAX_NVLINK_COUNT; 18 on an H100 or B200)",
+        ),
+        (
+            SMI.replace("NV2", "NV73"),
+            "row GPU0, column GPU1: NV73 is more NVLinks than a GPU has: at most 72 "
+            "(simcoll.topology._hardware.MAX_NVLINK_COUNT; 18 on an H100 or B200)",
+        ),
+        (
+            SMI.replace("NV2", "NV" + "9" * 5000),
+            "row GPU0, column GPU1: NV9999999999... (5000 digits) is more NVLinks than a GPU "
+            "has: at most 72 (simcoll.topology._hardware.MAX_NVLINK_COUNT; 18 on an H100 or "
+            "B200)",
+        ),
     ],
 )
 def test_nvidia_smi_errors_are_one_exact_line(text: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
         _smi(text)
     assert str(info.value) == expected
+
+
+def _mesh(n: int) -> str:
+    """A matrix of ``n`` GPUs behind an NVSwitch (NV4 between every pair)."""
+    header = "\t" + "\t".join(f"GPU{i}" for i in range(n)) + "\n"
+    rows = (f"GPU{i}\t" + "\t".join(" X " if i == j else "NV4" for j in range(n)) for i in range(n))
+    return header + "\n".join(rows) + "\n"
+
+
+def test_nvidia_smi_more_devices_than_a_host_has_is_one_line() -> None:
+    # issue 41: 3,000 GPUs took 32 s and 2.4 GB to read; the header alone refuses them
+    with pytest.raises(ConfigError) as info:
+        _smi(_mesh(MAX_SMI_DEVICES + 1))
+    assert str(info.value) == (
+        f"header: lists {MAX_SMI_DEVICES + 1} devices; one host's matrix has at most "
+        f"{MAX_SMI_DEVICES} (simcoll.topology.nvidia_smi.MAX_SMI_DEVICES)"
+    )
+
+
+def test_nvidia_smi_nv72_is_the_most_a_pair_may_have() -> None:
+    text = "        GPU0    GPU1\nGPU0     X      NV72\nGPU1    NV72     X\n"
+    graph = _smi(text)  # 72 > 18 links a GPU: behind an NVSwitch
+    assert graph.edges["gpu0", "nvsw"]["bandwidth_bytes_per_s"] == 72 * NVLINK2_BYTES_PER_S
 
 
 def test_nvidia_smi_nvswitch_needs_nv_between_every_pair() -> None:

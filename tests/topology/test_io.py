@@ -487,3 +487,18 @@ def test_the_routing_rule_is_a_what_if_knob() -> None:
     )
     with pytest.raises(ConfigError, match=r"routing\.rule: expected one of ecmp, lowest_ids"):
         load("h100-rail-optimized", overrides={"routing.rule": "bogus"})
+
+
+@pytest.mark.parametrize("builder", ['["nccl_xml"]', "{ a = 1 }", "3"])
+def test_the_files_of_a_topology_whose_builder_is_not_a_name(tmp_path: Path, builder: str) -> None:
+    # Issue 41: `topo dump -o` listed the topology's files before loading it, and a builder
+    # given as a list raised TypeError (unhashable) there; the file itself is listed, and
+    # loading it is what refuses it, in one line
+    from simcoll.topology.io import source_files  # noqa: PLC0415
+
+    path = tmp_path / "t.toml"
+    path.write_text(f'schema = 1\nbuilder = {builder}\n[params]\nfile = "x.xml"\n')
+    assert source_files(path) == [path]
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    assert str(info.value).startswith(f"{path}: builder: ")

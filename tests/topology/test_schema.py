@@ -180,6 +180,12 @@ BW = "bandwidth_bytes_per_s"
         ("latency_s", math.nan, "latency_s must be finite, got nan"),
         ("latency_s", -math.inf, "latency_s must be finite, got -inf"),
         ("latency_s", -1e-6, "latency_s must be >= 0, got -1e-06"),
+        # issue 41: 1e-300 B/s and 1e300 s made times past a float (RuntimeWarning, "cannot
+        # finish"); 1 bit/s and 1e9 s are the bounds, and they pass (below)
+        (BW, 0.1, f"{BW} must be at least 0.125 (1 bit/s), got 0.1"),
+        (BW, 1e-300, f"{BW} must be at least 0.125 (1 bit/s), got 1e-300"),
+        ("latency_s", 1.5e9, "latency_s must be at most 1e+09, got 1500000000.0"),
+        ("latency_s", 1e300, "latency_s must be at most 1e+09, got 1e+300"),
     ],
 )
 def test_bad_link_gives_one_exact_line(key: str, value: object, expected: str) -> None:
@@ -190,6 +196,13 @@ def test_bad_link_gives_one_exact_line(key: str, value: object, expected: str) -
     else:
         attrs[key] = value
     assert _error(graph, source="box.toml") == f"box.toml: pcie->gpu1: {expected}"
+
+
+def test_the_slowest_and_longest_links_simulated_are_accepted() -> None:
+    graph = _gpus(2)
+    for u, v in graph.edges:
+        graph.edges[u, v].update(bandwidth_bytes_per_s=0.125, latency_s=1e9)
+    assert validate(graph) is graph
 
 
 def test_gpu_that_cannot_be_reached_is_named_with_its_rank() -> None:

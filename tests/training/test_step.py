@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from simcoll.core.errors import ConfigError
+from simcoll.core.errors import ConfigError, LimitError
 from simcoll.prediction.session import recording_calls
 from simcoll.topology import switch_star
 from simcoll.topology.gpu_spec import GpuSpec
@@ -20,6 +20,7 @@ from simcoll.training import (
     read_model_file,
     training_step,
 )
+from simcoll.training.step import step_calls
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 SMALL = Transformer(
@@ -186,3 +187,35 @@ def test_every_tensor_parallel_call_takes_what_predict_prints_for_it() -> None:
     n_layers = 8
     assert r.metrics["time_s"] == pytest.approx(2 * n_layers * 2 * (gather + scatter), rel=1e-9)
     assert r.metrics["exposed_tp_s"] == pytest.approx(r.metrics["time_s"], rel=1e-9)
+
+
+def test_a_steps_calls_are_counted_before_any_is_made() -> None:
+    # tp 2 (sequence parallel) on 2 GPUs, 1 stage, 1 replica, 2 micro-batches of the small
+    # model's 8 layers: 2 x 2 = 4 passes, each one compute span and, per layer, an
+    # all-gather and a reduce-scatter around the attention and around the MLP (2 x 2 x 8
+    # = 32 calls): 4 x 33 = 132, and the optimizer's span: 133 recorded.
+    t = Training(seq_length=64, global_batch_size=2)
+    par = Parallelism(tp=2).with_gpus(2)
+    assert step_calls(SMALL, t, par) == 4 * (1 + 2 * 2 * 8)
+    with recording_calls() as calls:
+        training_step(free_links(2), SMALL, t, Parallelism(tp=2), times=TIMES,
+                      calibration=None, protocol=None)  # fmt: skip
+    assert len(calls) == 4 * 33 + 1
+
+
+def test_a_step_of_more_calls_than_the_cap_is_refused_before_any_is_made() -> None:
+    # Issue 41. As above with m micro-batches: 2 m x 33 calls, over 2^24 from
+    # m = ceil((2^24 + 1) / 66) = 254,201 (16,777,266 calls); 254,200 make 16,777,200.
+    par = Parallelism(tp=2).with_gpus(2)
+    assert step_calls(SMALL, Training(seq_length=64, global_batch_size=254_200), par) == (
+        16_777_200
+    )
+    t = Training(seq_length=64, global_batch_size=254_201)
+    with pytest.raises(LimitError) as info:
+        training_step(free_links(2), SMALL, t, Parallelism(tp=2), times=TIMES)
+    assert str(info.value) == (
+        "training step: at least 16777266 calls (508402 passes: forward and backward x "
+        "254201 micro-batches x 1 chunks x pp 1 x dp 1; each a compute span and 32 "
+        "tensor-parallel calls), more than the 16777216 (2^24) a step simulates; use a "
+        "smaller global_batch_size or fewer layers"
+    )

@@ -14,6 +14,7 @@ from simcoll.topology import ring
 from simcoll.training.trace import (
     CollectiveOp,
     ComputeOp,
+    ExecutionTrace,
     read_execution_trace,
     read_kineto_durations,
     replay,
@@ -253,6 +254,150 @@ def test_a_trace_given_as_another_rank_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as error:
         replay([trace, trace], g, calibration=None, backend="gloo")
     _one_line(error, "rank1.et.json: distributedInfo.rank:", "given as rank 0")
+
+
+def _edit(path: Path, change: Any) -> None:
+    """Rewrite a JSON file written by :func:`_write` after ``change(document)``."""
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document))  # NaN and Infinity as Python's json writes them
+
+
+FORWARD = [{"name": "forward", "ts": 0, "dur": 1 * MS}]  # node 5, event 1, rf 5
+
+
+@pytest.mark.parametrize("dur", [float("nan"), float("inf"), -1.0])
+def test_a_duration_that_cannot_time_its_op_is_refused(tmp_path: Path, dur: float) -> None:
+    """Issue 41: ``dur: NaN`` dropped the op silently and the step replayed as 0.0 s."""
+    et, kineto = _write(tmp_path, 0, FORWARD)
+    _edit(kineto, lambda doc: doc["traceEvents"][1].update(dur=dur))
+    with pytest.raises(ConfigError) as error:
+        read_execution_trace(et, kineto=kineto, step="step")
+    _one_line(error, f"{kineto}: traceEvents[1].dur:", f"got {dur!r}", "record function id 5")
+
+
+def test_a_start_that_is_not_finite_is_refused(tmp_path: Path) -> None:
+    _, kineto = _write(tmp_path, 0, FORWARD)
+    _edit(kineto, lambda doc: doc["traceEvents"][1].update(ts=float("nan")))
+    with pytest.raises(ConfigError) as error:
+        read_kineto_durations(kineto)
+    _one_line(error, f"{kineto}: traceEvents[1].ts:", "must be a finite time")
+
+
+def _drop_rf_id(doc: dict[str, Any]) -> None:
+    doc["nodes"][4]["attrs"] = []
+
+
+def _other_rf_id(doc: dict[str, Any]) -> None:
+    doc["nodes"][4]["attrs"][0]["value"] = 99
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (_drop_rf_id, "forward has no record function id"),
+        (_other_rf_id, "forward's record function id 99 has no event in"),
+    ],
+)
+def test_an_op_the_kineto_trace_does_not_time_is_refused(
+    tmp_path: Path, change: Any, message: str
+) -> None:
+    """Issue 41: a record function id missing from the execution trace dropped the op, and
+    the step replayed as 0.0 s."""
+    et, kineto = _write(tmp_path, 0, FORWARD)
+    _edit(et, change)
+    with pytest.raises(ConfigError) as error:
+        read_execution_trace(et, kineto=kineto, step="step")
+    _one_line(error, f"{et}: nodes[id=5].attrs.rf_id:", message, "cannot be timed")
+
+
+def test_a_timed_op_missing_from_the_execution_trace_is_refused(tmp_path: Path) -> None:
+    et, kineto = _write(tmp_path, 0, FORWARD)
+    extra = _event("aten::mm", 0.2 * MS, 0.3 * MS, 99)  # inside the step, on its thread
+    _edit(kineto, lambda doc: doc["traceEvents"].append(extra))
+    with pytest.raises(ConfigError) as error:
+        read_execution_trace(et, kineto=kineto, step="step")
+    _one_line(
+        error,
+        f"{kineto}: traceEvents[2].args.Record function id:",
+        "'aten::mm' (record function id 99) is not in the execution trace",
+    )
+
+
+def test_sibling_ops_that_overlap_on_one_thread_take_their_union(tmp_path: Path) -> None:
+    """Issue 41: ops at 0-3 ms and 1-4 ms on one thread replayed as 3 ms where the step
+    measured 4 ms. The thread is busy over [0, 3] U [1, 4] = [0, 4]: 4 ms, the second op
+    counting only its 3-4 ms."""
+    ops = [{"name": "a", "ts": 0, "dur": 3 * MS}, {"name": "b", "ts": 1 * MS, "dur": 3 * MS}]
+    trace = _read(_write(tmp_path, 0, ops))
+    assert [(op.name, op.duration_s) for op in trace.ops] == [
+        ("a", pytest.approx(3e-3, rel=1e-12)),
+        ("b", pytest.approx(1e-3, rel=1e-12)),
+    ]
+    result = _replay(tmp_path, ops)
+    assert result.step_s == pytest.approx(4e-3, rel=1e-12)
+    assert result.measured_step_s == pytest.approx(4e-3, rel=1e-12)  # the step's own span
+
+
+@pytest.mark.parametrize("rank", ["zero", -1, 1.5, True, 2**15])
+def test_a_rank_that_is_not_a_whole_number_in_range_is_refused(tmp_path: Path, rank: Any) -> None:
+    """Issue 41: ``distributedInfo.rank: "zero"`` was read as no rank."""
+    _, kineto = _write(tmp_path, 0, FORWARD)
+    _edit(kineto, lambda doc: doc["distributedInfo"].update(rank=rank))
+    with pytest.raises(ConfigError) as error:
+        read_kineto_durations(kineto)
+    _one_line(error, f"{kineto}: distributedInfo.rank:", "must be a whole number in 0..32767")
+
+
+def _groups(doc: dict[str, Any], groups: Any) -> None:
+    doc["nodes"][2]["inputs"]["values"] = [json.dumps(groups)]
+
+
+@pytest.mark.parametrize(
+    ("groups", "field", "message"),
+    [
+        ([{"pg_name": "0", "ranks": [0, 99999999999], "group_size": 2}], "[0].ranks[1]",
+         "must be a whole number in 0..32767, got 99999999999"),
+        ([{"pg_name": "0", "ranks": [0, -1], "group_size": 2}], "[0].ranks[1]",
+         "got -1"),
+        ([{"pg_name": "0", "ranks": [0, "1"], "group_size": 2}], "[0].ranks[1]",
+         "got '1'"),
+        ([{"pg_name": "0", "ranks": [1, 1], "group_size": 2}], "[0].ranks",
+         "lists a rank twice"),
+        ([{"pg_name": "0", "ranks": [], "group_size": "four"}], "[0].group_size",
+         "must be a whole number in 1..32768, got 'four'"),
+        ([{"pg_name": "0", "ranks": 3, "group_size": 2}], "[0].ranks",
+         "must be a list of ranks"),
+        ([{"ranks": []}], "[0]", "a process group without 'pg_name'"),
+        ({"pg_name": "0"}, "", "not a list of tables"),
+    ],
+)  # fmt: skip
+def test_process_groups_with_ranks_out_of_range_are_refused(
+    tmp_path: Path, groups: Any, field: str, message: str
+) -> None:
+    """Issue 41: ranks ``[0, 99999999999]`` gave "max() arg is an empty sequence"."""
+    et, kineto = _write(tmp_path, 0, FORWARD)
+    _edit(et, lambda doc: _groups(doc, groups))
+    with pytest.raises(ConfigError) as error:
+        read_execution_trace(et, kineto=kineto, step="step")
+    _one_line(error, f"{et}: nodes[id=3].inputs.values[0]{field}:", message)
+
+
+def test_a_collective_of_a_negative_size_is_refused(tmp_path: Path) -> None:
+    call = {"ts": 0, "dur": 0.1 * MS, **_allreduce(50, async_op=False)}
+    call["values"][0][0][3] = -5  # elements
+    et, kineto = _write(tmp_path, 0, [call])
+    with pytest.raises(ConfigError) as error:
+        read_execution_trace(et, kineto=kineto, step="step")
+    _one_line(error, f"{et}: nodes[id=5].inputs:", "tensor must not be negative, got -20")
+
+
+def test_a_trace_made_with_a_negative_rank_is_refused() -> None:
+    trace = ExecutionTrace("r.json", (ComputeOp("f", 1e-3),), process_groups={"0": (-1, 0)})
+    g = ring(2, link_bandwidth_bytes_per_s=B, link_latency_s=0.0)
+    with pytest.raises(ConfigError) as error:
+        replay([trace, trace], g, calibration=None, backend="gloo")
+    _one_line(error, "r.json: ## process_group:init ##.0:", "has rank -1")
 
 
 def _recorded(name: str) -> tuple[dict[str, Any], list[Any]]:

@@ -63,7 +63,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Literal
 
-from simcoll.calibrate.measurements import Measurement, MeasurementSet, csv_rows
+from simcoll.calibrate.measurements import Measurement, MeasurementSet, check_time_s, csv_rows
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.limits import MAX_SIZE_BYTES
@@ -417,6 +417,11 @@ def seconds_from_us(text: str, *, source: str, field: str) -> float:
     Traceback (most recent call last):
     ...
     simcoll.core.errors.ConfigError: a.log: line 9: time: not a number: 'N/A'
+    >>> seconds_from_us("1e300", source="a.csv", field="line 3: time_us_oop")
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: a.csv: line 3: time_us_oop: got 1e300 us (1e+294 s), more \
+than a day (86400 s) for one call; is it in other units?
     """
     try:
         us = Decimal(text)
@@ -429,7 +434,7 @@ def seconds_from_us(text: str, *, source: str, field: str) -> float:
     seconds = float(us.scaleb(-6))
     if not 0 < seconds < math.inf:  # 1e400 us is inf, 1e-400 us is 0 as a float
         raise ConfigError(f"out of range: {text} us is {seconds!r} s", source=source, field=field)
-    return seconds
+    return check_time_s(seconds, f"{text} us ({seconds:g} s)", source=source, field=field)
 
 
 def _collective(source: str, given: str | None, printed: str | None) -> Collective:

@@ -53,7 +53,7 @@ def _model(transformer: object) -> tuple[Transformer, dict[str, Any], dict[str, 
         raise ConfigError(f"must name a model file, got {transformer!r}",
                           field="workload.transformer")  # fmt: skip
     path = find(transformer, "models")
-    if not path.is_file():
+    if not path.exists():  # a FIFO or a device exists: reading it refuses it in one line
         raise ConfigError(f"no model file {transformer!r}; shipped: "
                           f"{', '.join(shipped_names('models'))}",
                           field="workload.transformer")  # fmt: skip

@@ -1,0 +1,148 @@
+"""Whether GPUs can still reach each other, as simcoll's calls route them.
+
+Inside a server (GPUs of one ``host``, or of none) a transfer takes the topology's route
+(:mod:`simcoll.topology.routing`): never through another GPU, so a DGX-1 pair without an
+NVLink goes over PCIe and the CPUs. Across servers NCCL's plans also pass GPUs of the
+two servers: a send leaves by another GPU's NIC (PXN) and a ring enters a server at the
+GPU by its NIC and goes on over NVLink. So two GPUs of different servers reach each
+other if a path joins the servers that crosses no GPU of a third one.
+
+:func:`parted` names the first pair of GPUs that cannot, and why.
+
+>>> from simcoll.topology.builders import switch_star
+>>> star = switch_star(3, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+>>> parted(star, ["gpu0", "gpu1", "gpu2"]) is None
+True
+>>> star.remove_edges_from([("gpu2", "sw"), ("sw", "gpu2")])
+>>> print(parted(star, ["gpu0", "gpu1", "gpu2"]))
+gpu0 and gpu2 can no longer reach each other (the fabric is cut)
+>>> parted(star, ["gpu0", "gpu1"]) is None
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+
+from simcoll.core.errors import TopologyError
+from simcoll.topology.routing import Router
+
+__all__ = ["Parting", "parted"]
+
+#: Why a pair is parted: no path at all, or only paths through another GPU.
+CUT = "the fabric is cut"
+THROUGH_A_GPU = "every path left between them crosses another GPU, and GPUs forward no traffic"
+
+
+@dataclass(frozen=True)
+class Parting:
+    """GPU ``a`` can no longer reach GPU ``b`` (nor ``b`` reach ``a``, if ``mutual``)."""
+
+    a: str
+    b: str
+    mutual: bool
+    why: str
+
+    def __str__(self) -> str:
+        if self.mutual:
+            return f"{self.a} and {self.b} can no longer reach each other ({self.why})"
+        return f"{self.a} can no longer reach {self.b} ({self.why})"
+
+
+def parted(graph: nx.DiGraph[str], gpus: Sequence[str]) -> Parting | None:
+    """The first two of ``gpus`` such that one can no longer reach the other (see the
+    module docstring), and why; None where every one reaches every other."""
+    if len(gpus) < 2 or _joined(graph, gpus):
+        return None
+    servers: dict[Hashable, list[str]] = {}
+    for gpu in gpus:
+        servers.setdefault(graph.nodes[gpu].get("host"), []).append(gpu)
+    router = Router(graph)
+    for members in servers.values():
+        pair = _unrouted(router, members)
+        if pair is not None:
+            a, b = pair
+            why = THROUGH_A_GPU if nx.has_path(graph, a, b) else CUT
+            return Parting(a, b, not _routes(router, b, a), why)
+    return _across(graph, servers) if len(servers) > 1 else None
+
+
+def _blocked(graph: nx.DiGraph[str], node: str) -> bool:
+    return graph.nodes[node].get("transit") is False
+
+
+def _joined(graph: nx.DiGraph[str], gpus: Sequence[str]) -> bool:
+    """A quick test, exact when true: every GPU has a link into and a link out of one
+    strongly connected part of the nodes routes may cross (not GPUs). Not where copies
+    bounce through a CPU (``p2p = false``): routes tell."""
+    if graph.graph.get("p2p", True) is False:
+        return False
+    crossed = graph.subgraph(n for n in graph if not _blocked(graph, n))
+    part = {n: i for i, c in enumerate(nx.strongly_connected_components(crossed)) for n in c}
+    for first in {part[n] for n in graph.successors(gpus[0]) if n in part}:
+        if all(part.get(g) == first or (_touches(part, graph.successors(g), first)
+                                        and _touches(part, graph.predecessors(g), first))
+               for g in gpus):  # fmt: skip
+            return True
+    return False
+
+
+def _touches(part: dict[str, int], nodes: Iterable[str], component: int) -> bool:
+    return any(part.get(n) == component for n in nodes)
+
+
+def _unrouted(router: Router, gpus: list[str]) -> tuple[str, str] | None:
+    """The first pair of ``gpus`` the router finds no route for."""
+    for a in gpus:
+        others = [b for b in gpus if b != a]
+        try:
+            router.routes_from(a, others)
+        except TopologyError:
+            return a, next(b for b in others if not _routes(router, a, b))
+    return None
+
+
+def _routes(router: Router, a: str, b: str) -> bool:
+    try:
+        router.route(a, b)
+    except TopologyError:
+        return False
+    return True
+
+
+def _across(graph: nx.DiGraph[str], servers: dict[Hashable, list[str]]) -> Parting | None:
+    """The first pair of GPUs of two servers that no path joins crossing no GPU of a third
+    server (each server's GPUs taken as one node that forwards)."""
+    server_of: dict[str, Hashable] = {g: ("server", h) for h, gs in servers.items() for g in gs}
+    merged: nx.DiGraph[Hashable] = nx.DiGraph()
+    merged.add_nodes_from(server_of.values())
+    for u, v in graph.edges:
+        if any(_blocked(graph, n) and n not in server_of for n in (u, v)):
+            continue  # a GPU no rank runs on forwards nothing
+        a, b = server_of.get(u, u), server_of.get(v, v)
+        if a != b:
+            merged.add_edge(a, b)
+    ends = set(server_of.values())
+    reached = {h: _reached(merged, ("server", h), ends) for h in servers}
+    for h, members in servers.items():
+        for h2, others in servers.items():
+            if ("server", h2) not in reached[h]:
+                return Parting(members[0], others[0], ("server", h) not in reached[h2], CUT)
+    return None
+
+
+def _reached(graph: nx.DiGraph[Hashable], start: Hashable, ends: set[Hashable]) -> set[Hashable]:
+    """The nodes a search from ``start`` reaches without going on from another of ``ends``."""
+    seen, stack = {start}, [start]
+    while stack:
+        node = stack.pop()
+        if node in ends and node != start:
+            continue
+        for nxt in graph.successors(node):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen

@@ -1,0 +1,71 @@
+"""--fail refuses what parts the ranks' GPUs as routing routes them, and only that
+(simcoll.topology.whatif; issue 41)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simcoll.core.errors import ConfigError, TopologyError
+from simcoll.topology import load
+from simcoll.topology.routing import Router
+from simcoll.topology.whatif import degrade, fail
+
+REPO = Path(__file__).resolve().parents[2]
+DGX1 = REPO / "topologies" / "dgx1-v100.toml"
+DGX_A100 = REPO / "topologies" / "dgx-a100.toml"
+
+#: The DGX-1V hybrid cube mesh (NVIDIA's DGX-1 with Tesla V100 white paper, figure 4):
+#: each GPU's NVLink peers; GPUs 0-3 sit under CPU 0, 4-7 under CPU 1.
+NVLINK_PEERS = {0: {1, 2, 3, 4}, 1: {0, 2, 3, 5}, 2: {0, 1, 3, 6}, 3: {0, 1, 2, 7},
+                4: {0, 5, 6, 7}, 5: {1, 4, 6, 7}, 6: {2, 4, 5, 7}, 7: {3, 4, 5, 6}}  # fmt: skip
+
+
+def test_failing_the_cpu_link_of_a_dgx1_parts_gpus_that_only_a_third_gpu_joins() -> None:
+    # The graph stays connected through GPUs' NVLinks, but routes never cross a GPU: a pair
+    # without an NVLink goes over PCIe and the CPUs, which the cut parts when the GPUs sit
+    # under different CPUs. By hand, the first such pair in order is gpu0 (peers 1-4, CPU 0)
+    # and gpu5 (CPU 1). It used to pass the check and fail later as "no route from gpu3 to
+    # gpu4" without naming --fail.
+    cut = [(a, b) for a in range(8) for b in range(a + 1, 8)
+           if b not in NVLINK_PEERS[a] and (a < 4) != (b < 4)]  # fmt: skip
+    assert cut[0] == (0, 5)
+    with pytest.raises(TopologyError) as info:
+        fail(load(DGX1), "cpu_link")
+    assert str(info.value) == (
+        "--fail cpu_link: gpu0 and gpu5 can no longer reach each other (every path left "
+        "between them crosses another GPU, and GPUs forward no traffic)"
+    )
+
+
+def test_the_gpus_a_cpu_link_failure_leaves_joined_are_accepted_and_route() -> None:
+    # gpu0..gpu3 share CPU 0 and are NVLink peers of one another: the cut does not part them
+    gpus = ["gpu0", "gpu1", "gpu2", "gpu3"]
+    failed = fail(load(DGX1), "cpu_link", gpus=gpus)
+    assert not failed.has_edge("cpu0", "cpu1")
+    router = Router(failed)
+    assert all(router.route(a, b) for a in gpus for b in gpus if a != b)
+    with pytest.raises(TopologyError, match="--fail cpu_link: gpu0 and gpu5 "):
+        fail(load(DGX1), "cpu_link", gpus=["gpu0", "gpu5"])
+
+
+def test_only_the_ranks_gpus_must_still_reach_each_other() -> None:
+    # gpu7 down on a DGX A100: ranks on gpu0 and gpu1 never touch it
+    failed = fail(load(DGX_A100), "gpu7", gpus=["gpu0", "gpu1"])
+    assert failed.degree("gpu7") == 0
+    with pytest.raises(TopologyError, match="--fail gpu7: gpu0 and gpu7 can no longer reach"):
+        fail(load(DGX_A100), "gpu7")  # every GPU by default
+
+
+def test_a_degrade_below_one_bit_per_second_is_one_line() -> None:
+    # issue 41: --degrade ib=1e-300 made links of 1e-292 B/s, times past a float
+    star = load(REPO / "validation/topologies/star4-1gbit.toml")
+    with pytest.raises(ConfigError) as info:
+        degrade(star, "ethernet", 1e-300)
+    assert str(info.value) == (
+        "--degrade: ethernet=1e-300 leaves gpu0->sw 1.25e-292 B/s, less than the 1 bit/s of "
+        "the slowest link simcoll simulates"
+    )
+    slow = degrade(star, "ethernet", 1e-9)  # 0.125 B/s: the slowest accepted
+    assert {d["bandwidth_bytes_per_s"] for _, _, d in slow.edges(data=True)} == {0.125}
