@@ -1180,7 +1180,7 @@ EXACT = [
         "topology",
         (REPO / H100).read_bytes() + b'"" = 1\n',
         "topology/case.toml: gpu: unknown key ''; valid: name, memory, peak_fp32, peak_tf32, "
-        "peak_fp16, peak_bf16, peak_fp8",  # the file's last table is [gpu]
+        "peak_fp16, peak_bf16, peak_fp8, sms, kernels, kernel_efficiency",  # the last table
         id="bug: empty key",
     ),
     pytest.param(

@@ -86,3 +86,19 @@ def test_measurements_and_models_are_found_by_name_from_the_wheel(
             "print(read_model_file('llama3-70b')[0].n_layers)")  # fmt: skip
     done = _run([str(installed / "python"), "-c", code], cwd=tmp_path)
     assert done.stdout.strip() == "80"  # Llama 3 70B: 80 layers (Llama 3 paper, table 3)
+
+
+def test_step_and_its_search_run_from_the_wheel(installed: Path, tmp_path: Path) -> None:
+    # issue 42: a shipped model by name and a Hugging Face config.json, outside the clone;
+    # the kernel tables (simcoll/training/data) ship in the wheel
+    done = _run([str(installed / "simcoll"), "step", "llama3-8b", "dgx-h100", "--tp", "8",
+                 "--global-batch", "8", "--format", "json"], cwd=tmp_path)  # fmt: skip
+    assert '"tokens_per_s_per_gpu"' in done.stdout
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 1024, '
+                      '"intermediate_size": 4096, "num_attention_heads": 8, '
+                      '"num_key_value_heads": 8, "vocab_size": 32000}')  # fmt: skip
+    done = _run([str(installed / "simcoll"), "step", str(config), "dgx-h100", "--search",
+                 "--top", "3", "--global-batch", "16", "--seq", "1024"], cwd=tmp_path)  # fmt: skip
+    assert "the best 3 of" in done.stdout
+    assert "GEMMs: XLA's measured table sm_90" in done.stdout

@@ -23,6 +23,7 @@ from simcoll.cli.calibrate import add_calibrate, add_compare
 from simcoll.cli.plan import add_plan
 from simcoll.cli.predict import add_predict
 from simcoll.cli.run import add_run
+from simcoll.cli.step import add_step
 from simcoll.cli.topo import add_topo
 from simcoll.core.errors import SimcollError, SimulationError, one_line
 from simcoll.core.shipped import shipped_names
@@ -47,6 +48,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_run(sub)
     add_calibrate(sub)
     add_compare(sub)
+    add_step(sub)
     add_bench(sub)
     return parser
 

@@ -5,6 +5,7 @@ general engine, and keep the fastest choice."""
 
 from __future__ import annotations
 
+import collections
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -356,11 +357,27 @@ def choice_schedule(setup: Setup, choice: Choice) -> Schedule:
 def _built(
     setup: Setup, name: str, size_bytes: int, chosen: dict[str, int], used: Plan | None
 ) -> Schedule:
-    """The schedule of one choice: on the plan's channels used, or on its own."""
+    """The schedule of one choice: on the plan's channels used, or on its own. The last
+    few are kept: the protocols of one algorithm and size often cut the same schedule
+    (the pieces fixed by the caller), and a million-transfer build costs seconds."""
+    key = (name, size_bytes, tuple(sorted(chosen.items())))
+    for kept_setup, kept_used, kept_key, schedule in _RECENT:
+        if kept_setup is setup and kept_used is used and kept_key == key:
+            return schedule
     if used is None:
-        return _schedule(setup.collective, name, len(setup.nodes), size_bytes, chosen)
-    user_cut = "n_chunks" in (setup.params or {})
-    return _planned_schedule(setup, name, size_bytes, chosen, used, fixed=user_cut)
+        schedule = _schedule(setup.collective, name, len(setup.nodes), size_bytes, chosen)
+    else:
+        user_cut = "n_chunks" in (setup.params or {})
+        schedule = _planned_schedule(setup, name, size_bytes, chosen, used, fixed=user_cut)
+    _RECENT.append((setup, used, key, schedule))
+    return schedule
+
+
+#: The schedules :func:`_built` built last (the setup and plan held, so that they are the
+#: same objects when compared, not new ones at a recycled address).
+_RECENT: collections.deque[tuple[Setup, Plan | None, tuple[object, ...], Schedule]] = (
+    collections.deque(maxlen=2)
+)
 
 
 def built_chunks(

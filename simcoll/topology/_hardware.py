@@ -111,9 +111,16 @@ def pcie_bandwidth_bytes_per_s(gigatransfers_per_s: float, lanes: int) -> float:
     return gigatransfers_per_s * 1e9 * lanes * encoding / 8
 
 
-def _spec(name: str, memory_gb: int, memory_bandwidth: float, **peaks_tflops: float) -> GpuSpec:
+def _spec(name: str, memory_gb: int, memory_bandwidth: float, sms: int, kernels: str | None,
+          **peaks_tflops: float) -> GpuSpec:  # fmt: skip
     peaks = {precision: tflops * 1e12 for precision, tflops in peaks_tflops.items()}
-    return GpuSpec(name, peaks, memory_gb * 10**9, memory_bandwidth)
+    return GpuSpec(name, peaks, memory_gb * 10**9, memory_bandwidth, sm_count=sms,
+                   kernels=kernels, kernel_efficiency=_KERNEL_EFFICIENCY.get(sms))  # fmt: skip
+
+
+#: The shipped files' ``kernel_efficiency`` by SM count (dgx-h100.toml and dgx-a100.toml
+#: say where each was fitted): the H100 and H200 (132 SMs), the A100 (108).
+_KERNEL_EFFICIENCY = {132: 0.673, 108: 0.931}
 
 
 _V100 = {"fp16": 125, "fp32": 15.7}
@@ -127,30 +134,34 @@ GPU_MODELS: dict[GpuName, GpuModel] = {
     # whose comments give the data sheets; the 80 GB A100's memory bandwidth is in
     # dgx-a100.toml's comment; host interfaces, x16, from the same data sheets (V100 SXM2
     # PCIe Gen3, A100 Gen4, H100 and H200 Gen5, RTX 4090 Gen4; the B200's is not given
-    # there: None). PCI device ids: the PCI ID Repository (pci.ids, vendor 10de).
+    # there: None). PCI device ids: the PCI ID Repository (pci.ids, vendor 10de). SM
+    # counts: the same data sheets and NVIDIA's architecture white papers (V100 80, A100
+    # 108, H100 SXM and H200 132, B200 148, RTX 4090 128); measured kernel tables as the
+    # shipped files name them (the H200 is the H100's chip at the same clocks).
     GpuName.V100_SXM2_16GB: GpuModel(
-        _spec("V100 SXM2 16 GB", 16, 900e9, **_V100), (0x1DB1, 0x1DF5), 70, 6, 25e9, 0.7e-6,
-        False, _GEN3),
+        _spec("V100 SXM2 16 GB", 16, 900e9, 80, None, **_V100),
+        (0x1DB1, 0x1DF5), 70, 6, 25e9, 0.7e-6, False, _GEN3),
     GpuName.V100_SXM2_32GB: GpuModel(
-        _spec("V100 SXM2 32 GB", 32, 900e9, **_V100), (0x1DB5,), 70, 6, 25e9, 0.7e-6, False,
-        _GEN3),
+        _spec("V100 SXM2 32 GB", 32, 900e9, 80, None, **_V100),
+        (0x1DB5,), 70, 6, 25e9, 0.7e-6, False, _GEN3),
     GpuName.A100_SXM4_40GB: GpuModel(
-        _spec("A100 SXM4 40 GB", 40, 1555e9, **_A100), (0x20B0,), 80, 12, 25e9, 0.5e-6, False,
-        _GEN4),
+        _spec("A100 SXM4 40 GB", 40, 1555e9, 108, None, **_A100),
+        (0x20B0,), 80, 12, 25e9, 0.5e-6, False, _GEN4),
     GpuName.A100_SXM4_80GB: GpuModel(
-        _spec("A100 SXM4 80 GB", 80, 2039e9, **_A100), (0x20B2,), 80, 12, 25e9, 0.5e-6, False,
-        _GEN4),
+        _spec("A100 SXM4 80 GB", 80, 2039e9, 108, None, **_A100),
+        (0x20B2,), 80, 12, 25e9, 0.5e-6, False, _GEN4),
     GpuName.H100_SXM5_80GB: GpuModel(
-        _spec("H100 SXM5 80 GB", 80, 3.35e12, **_H100), (0x2330,), 90, 18, 25e9, 0.5e-6, True,
-        _GEN5, params="h100-sxm-nvlink4.params.toml"),
+        _spec("H100 SXM5 80 GB", 80, 3.35e12, 132, "h100-sxm", **_H100),
+        (0x2330,), 90, 18, 25e9, 0.5e-6, True, _GEN5, params="h100-sxm-nvlink4.params.toml"),
     GpuName.H200_SXM_141GB: GpuModel(
-        _spec("H200 SXM 141 GB", 141, 4.8e12, **_H100), (0x2335,), 90, 18, 25e9, 0.5e-6, True,
-        _GEN5),
+        _spec("H200 SXM 141 GB", 141, 4.8e12, 132, "h100-sxm", **_H100),
+        (0x2335,), 90, 18, 25e9, 0.5e-6, True, _GEN5),
     GpuName.B200: GpuModel(
-        _spec("B200 180 GB", 180, 8e12, bf16=2250, fp16=2250, fp8=4500), (0x2901,), 100, 18,
-        50e9, 0.5e-6, True, None),
+        _spec("B200 180 GB", 180, 8e12, 148, "b200", bf16=2250, fp16=2250, fp8=4500),
+        (0x2901,), 100, 18, 50e9, 0.5e-6, True, None),
     GpuName.RTX_4090: GpuModel(
-        _spec("GeForce RTX 4090", 24, 1008e9, bf16=165.2, fp16=165.2, fp8=330.3, fp32=82.6),
+        _spec("GeForce RTX 4090", 24, 1008e9, 128, None, bf16=165.2, fp16=165.2, fp8=330.3,
+              fp32=82.6),
         (0x2684,), 89, 0, 0.0, 0.0, False, _GEN4),
 }  # fmt: skip
 """The GPU models simcoll describes, with the figures a dump leaves out."""

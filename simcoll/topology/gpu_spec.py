@@ -24,7 +24,7 @@ simcoll.core.errors.ConfigError: x.toml: gpu.peak_bf16: must be positive, got -1
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
@@ -35,7 +35,14 @@ __all__ = ["PRECISIONS", "GpuSpec", "gpu_data", "gpu_spec", "read_gpu_table", "s
 
 #: The precisions a ``[gpu]`` table may give a peak for (``peak_<precision>``).
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
-_KEYS = ("name", "memory", *(f"peak_{p}" for p in PRECISIONS))
+_KEYS = (
+    "name",
+    "memory",
+    *(f"peak_{p}" for p in PRECISIONS),
+    "sms",
+    "kernels",
+    "kernel_efficiency",
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,9 @@ class GpuSpec:
     memory_bytes: int
     memory_bandwidth_bytes_per_s: float | None = None
     source: str = field(default="", compare=False)
+    sm_count: int | None = None  # streaming multiprocessors, for GEMMs' waves of tiles
+    kernels: str | None = None  # the measured kernel tables it uses (simcoll.training.gemm)
+    kernel_efficiency: float | None = None  # of those tables' throughput, fitted in a file
 
     def peak(self, precision: str) -> float:
         """The peak FLOP/s in ``precision``; a one-line error naming the file if absent."""
@@ -97,7 +107,40 @@ def read_gpu_table(value: object, source: str) -> GpuSpec:
     name = value.get("name", "GPU")
     if not isinstance(name, str):
         raise ConfigError("must be a string", source=source, field="gpu.name")
-    return GpuSpec(name, peaks, memory_bytes, source=source)
+    return GpuSpec(name, peaks, memory_bytes, source=source,
+                   sm_count=_sm_count(value.get("sms"), source),
+                   kernels=_kernels(value.get("kernels"), source),
+                   kernel_efficiency=_fraction(value.get("kernel_efficiency"), source))  # fmt: skip
+
+
+def _fraction(value: object, source: str | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ConfigError(f"must be a number in (0, 1], got {value!r}", source=source,
+                          field="gpu.kernel_efficiency")  # fmt: skip
+    return float(value)
+
+
+def _sm_count(value: object, source: str | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 2**16:
+        raise ConfigError(f"must be a positive whole number of SMs, got {value!r}",
+                          source=source, field="gpu.sms")  # fmt: skip
+    return value
+
+
+def _kernels(value: object, source: str | None) -> str | None:
+    from simcoll.training.gemm import GEMM_TABLES  # noqa: PLC0415 - training imports topology
+
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in GEMM_TABLES:
+        valid = ", ".join(GEMM_TABLES)
+        raise ConfigError(f"names no measured kernel table: {value!r}; valid: {valid}",
+                          source=source, field="gpu.kernels")  # fmt: skip
+    return value
 
 
 def gpu_data(spec: GpuSpec) -> dict[str, object]:
@@ -106,8 +149,16 @@ def gpu_data(spec: GpuSpec) -> dict[str, object]:
     >>> gpu_data(GpuSpec("X", {"bf16": 1e14}, 16))
     {'name': 'X', 'peak_flops_per_s': {'bf16': 100000000000000.0}, 'memory_bytes': 16}
     """
-    return {"name": spec.name, "peak_flops_per_s": dict(spec.peak_flops_per_s),
-            "memory_bytes": spec.memory_bytes}  # fmt: skip
+    data: dict[str, object] = {"name": spec.name,
+                               "peak_flops_per_s": dict(spec.peak_flops_per_s),
+                               "memory_bytes": spec.memory_bytes}  # fmt: skip
+    if spec.sm_count is not None:
+        data["sms"] = spec.sm_count
+    if spec.kernels is not None:
+        data["kernels"] = spec.kernels
+    if spec.kernel_efficiency is not None:
+        data["kernel_efficiency"] = spec.kernel_efficiency
+    return data
 
 
 def spec_from_data(value: object, source: str | None) -> GpuSpec:
@@ -116,8 +167,11 @@ def spec_from_data(value: object, source: str | None) -> GpuSpec:
     if isinstance(value, GpuSpec):
         return value
     field = "graph.gpu"
-    if not isinstance(value, Mapping) or set(value) != {"name", "peak_flops_per_s", "memory_bytes"}:
-        raise ConfigError("must be an object of name, peak_flops_per_s and memory_bytes",
+    required = {"name", "peak_flops_per_s", "memory_bytes"}
+    optional = {"sms", "kernels", "kernel_efficiency"}
+    if not isinstance(value, Mapping) or not required <= set(value) <= required | optional:
+        raise ConfigError("must be an object of name, peak_flops_per_s and memory_bytes "
+                          "(and optionally sms, kernels and kernel_efficiency)",
                           source=source, field=field)  # fmt: skip
     peaks, memory = value["peak_flops_per_s"], value["memory_bytes"]
     good_peaks = isinstance(peaks, Mapping) and peaks and all(
@@ -129,7 +183,9 @@ def spec_from_data(value: object, source: str | None) -> GpuSpec:
     if isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0:
         raise ConfigError("memory_bytes must be a positive integer", source=source, field=field)
     return GpuSpec(str(value["name"]), {str(p): float(f) for p, f in peaks.items()}, memory,
-                   source=source or "")  # fmt: skip
+                   source=source or "", sm_count=_sm_count(value.get("sms"), source),
+                   kernels=_kernels(value.get("kernels"), source),
+                   kernel_efficiency=_fraction(value.get("kernel_efficiency"), source))  # fmt: skip
 
 
 def gpu_spec(topology: nx.DiGraph[str]) -> GpuSpec | None:
@@ -140,4 +196,4 @@ def gpu_spec(topology: nx.DiGraph[str]) -> GpuSpec | None:
         return None
     spec = spec_from_data(value, topology.graph.get("source"))
     memory = topology.graph.get("gpu_memory_bandwidth_bytes_per_s")
-    return GpuSpec(spec.name, spec.peak_flops_per_s, spec.memory_bytes, memory, spec.source)
+    return replace(spec, memory_bandwidth_bytes_per_s=memory)

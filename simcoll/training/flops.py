@@ -28,13 +28,16 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from simcoll.training.attention import AttentionShape
+from simcoll.training.gemm import GemmShape
 from simcoll.training.spec import Parallelism, Training, Transformer
 
 __all__ = [
     "OP_CLASSES",
     "ComputeOp",
+    "backward_ops",
     "head_ops",
     "layer_ops",
     "matmul_params",
@@ -51,12 +54,18 @@ ACTIVATION_BYTES = 2  # activations and gradients are bf16/fp16 in mixed precisi
 
 @dataclass(frozen=True)
 class ComputeOp:
-    """One op on one GPU: its class, FLOPs, and bytes read and written in GPU memory."""
+    """One op on one GPU: its class, FLOPs, and bytes read and written in GPU memory; a
+    GEMM also its shape, a fused attention its shape and kernel, so that its time can come
+    from measured throughput (:mod:`simcoll.training.compute`)."""
 
     name: str
     op_class: str
     flops: float
     memory_bytes: float
+    gemm: GemmShape | None = None
+    attention: AttentionShape | None = None
+    kernel: str = ""  # a fused attention's kernel (ATTENTION_KERNELS); "" for unfused
+    pass_: str = "forward"
 
 
 def _attention_params(m: Transformer) -> int:
@@ -91,10 +100,43 @@ def model_flops_per_token(m: Transformer, seq_length: int) -> int:
     return 6 * matmul_params(m) + 12 * m.n_layers * m.hidden_size * seq_length
 
 
-def _gemm(name: str, tokens: float, k: float, n: float, element_bytes: float) -> ComputeOp:
-    """``[tokens x k] @ [k x n]``: 2 tokens k n FLOPs; the inputs and the output once."""
-    traffic = element_bytes * (tokens * k + k * n) + ACTIVATION_BYTES * tokens * n
-    return ComputeOp(name, "gemm", 2.0 * tokens * k * n, traffic)
+def _gemm(name: str, tokens: float, k: float, n: float, element_bytes: float, *,
+          batch: float = 1) -> ComputeOp:  # fmt: skip
+    """``batch`` products ``[tokens x k] @ [k x n]``: 2 batch tokens k n FLOPs; the inputs
+    and the output once."""
+    shape = GemmShape(batch, tokens, n, k)
+    return ComputeOp(name, "gemm", float(shape.flops),
+                     shape.memory_bytes(element_bytes, ACTIVATION_BYTES), gemm=shape)  # fmt: skip
+
+
+def backward_ops(forward: list[ComputeOp]) -> list[ComputeOp]:
+    """The backward of a forward's ops, in reverse order: a GEMM ``[m x k] @ [k x n]``
+    becomes its data gradient ``[m x n] @ [n x k]`` and its weight gradient
+    ``[k x m] @ [m x n]``; a fused attention its backward kernel (2.5 times the forward's
+    FLOPs by FlashAttention's convention, the scores recomputed); an elementwise op twice
+    the forward's FLOPs and traffic (the gradient in, the saved input, the gradient out).
+
+    >>> up = _gemm("up", 4096, 1024, 2048, 2)
+    >>> [(o.name, o.gemm) for o in backward_ops([up])]  # doctest: +NORMALIZE_WHITESPACE
+    [('up dgrad', GemmShape(b=1, m=4096, n=1024, k=2048)),
+     ('up wgrad', GemmShape(b=1, m=1024, n=2048, k=4096))]
+    """
+    ops: list[ComputeOp] = []
+    for op in reversed(forward):
+        if op.gemm is not None:  # gradients in 16 bits
+            g = op.gemm
+            for name, shape in ((f"{op.name} dgrad", GemmShape(g.b, g.m, g.k, g.n)),
+                                (f"{op.name} wgrad", GemmShape(g.b, g.k, g.n, g.m))):  # fmt: skip
+                traffic = shape.memory_bytes(ACTIVATION_BYTES, ACTIVATION_BYTES)
+                ops.append(replace(op, name=name, flops=float(shape.flops), gemm=shape,
+                                   memory_bytes=traffic, pass_="backward"))  # fmt: skip
+        elif op.attention is not None and op.kernel:
+            ops.append(replace(op, flops=2.5 * op.flops, memory_bytes=2 * op.memory_bytes,
+                               pass_="backward"))  # fmt: skip
+        else:
+            ops.append(replace(op, flops=2 * op.flops, memory_bytes=2 * op.memory_bytes,
+                               pass_="backward"))  # fmt: skip
+    return ops
 
 
 def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
@@ -122,6 +164,15 @@ def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
             2 * 2 * tokens * t.seq_length * h / tp / (2 if t.flash_attention else 1),
             a * tokens * (2 * h + 2 * kv) / tp
             + (0 if t.flash_attention else 3 * a * tokens * t.seq_length * m.n_heads / tp),
+            attention=AttentionShape(
+                t.micro_batch_size,
+                m.n_heads / tp,
+                t.seq_length / p.cp,
+                t.seq_length,
+                m.head_dim,
+                True,
+            ),
+            kernel=t.attention_kernel if t.flash_attention else "",
         ),
         _gemm("attention out", tokens, h / tp, h, e),
         ComputeOp("residual 1", "elementwise", sp_tokens * h, 3 * a * sp_tokens * h),
@@ -130,11 +181,13 @@ def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
     up = (2 if m.gated_mlp else 1) * f
     if m.is_moe:
         routed = sp_tokens * m.top_k * m.capacity_factor  # tokens this GPU's experts compute
+        local = max(1, m.n_experts // p.ep)
         ops += [
             _gemm("router", sp_tokens, h, m.n_experts, e),
-            _gemm("experts up", routed, h, up, e),
+            # grouped: each of the GPU's n_experts / ep experts its share of the tokens
+            _gemm("experts up", routed / local, h, up, e, batch=local),
             ComputeOp("activation", "elementwise", 4 * routed * f, a * routed * (up + f)),
-            _gemm("experts down", routed, f, h, e),
+            _gemm("experts down", routed / local, f, h, e, batch=local),
         ]
     else:
         ops += [

@@ -30,6 +30,17 @@ parallelism divides ``s``. Under 1F1B the first stage holds ``pp`` micro-batches
 ``L / pp`` layers, ``L`` layers' worth in all (section 4.2.3); the interleaved schedule
 ``1 + (pp - 1) / (pp v)`` times that.
 
+FSDP (PyTorch's ``FullyShardedDataParallel``) also holds the units it has gathered: with
+``limit_all_gathers`` at most two units of ``fsdp_layers_per_unit`` blocks (the one
+computing and the one prefetched; all of a stage's without it), and the root unit (the
+embedding, final norm and output layer), which stays gathered from its forward to the end
+of its backward; with ``shard_grad_op`` every unit, kept gathered from its forward to its
+backward. Each gathered parameter costs 2 bytes. Gradients add the unsharded gradient
+of the largest unit being reduced, in the reduce dtype, and with ``fsdp_no_sync`` every
+unsharded gradient (2 bytes a parameter), accumulated over the micro-batches.
+``no_shard`` holds DDP's state and gathers nothing; ``hybrid_shard`` shards over
+``fsdp_shard_size`` ranks instead of all.
+
 >>> zero_model_state_bytes(7_500_000_000, zero_stage=3, dp=64)  # ZeRO paper, figure 1
 1875000000.0
 """
@@ -38,15 +49,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcoll.training.spec import Parallelism, Training, Transformer
+from simcoll.training.spec import REDUCE_DTYPE_BYTES, Parallelism, Training, Transformer
 
 __all__ = [
     "OPTIMIZER_STATE_BYTES_PER_PARAM",
     "MemoryPerGpu",
     "activation_bytes_per_layer",
+    "fsdp_unsharded_bytes",
     "layer_params_per_gpu",
     "memory_per_gpu",
     "params_per_gpu",
+    "root_params_per_gpu",
     "zero_model_state_bytes",
 ]
 
@@ -56,18 +69,38 @@ OPTIMIZER_STATE_BYTES_PER_PARAM = 12
 
 @dataclass(frozen=True)
 class MemoryPerGpu:
-    """The most loaded GPU's memory, in bytes (the first pipeline stage's)."""
+    """The most loaded GPU's memory, in bytes (the first pipeline stage's): the sharded
+    state, activations, and FSDP's unsharded parameters and gradients at its peak.
+
+    >>> MemoryPerGpu(2.0, 2.0, 12.0, 30.0, gathered_params_bytes=40.0).largest_part
+    'gathered_params'
+    """
 
     params_bytes: float
     gradients_bytes: float
     optimizer_bytes: float
     activations_bytes: float
+    gathered_params_bytes: float = 0.0
+    unsharded_gradients_bytes: float = 0.0
+
+    @property
+    def parts(self) -> dict[str, float]:
+        """Each part by name (``params``, ``gradients``, ..., ``unsharded_gradients``)."""
+        return {"params": self.params_bytes, "gradients": self.gradients_bytes,
+                "optimizer": self.optimizer_bytes, "activations": self.activations_bytes,
+                "gathered_params": self.gathered_params_bytes,
+                "unsharded_gradients": self.unsharded_gradients_bytes}  # fmt: skip
+
+    @property
+    def largest_part(self) -> str:
+        """The part that binds: the largest (the first named of equals)."""
+        parts = self.parts
+        return max(parts, key=lambda name: parts[name])
 
     @property
     def total_bytes(self) -> float:
         """Everything above."""
-        return self.params_bytes + self.gradients_bytes + self.optimizer_bytes + \
-            self.activations_bytes  # fmt: skip
+        return sum(self.parts.values())
 
 
 def zero_model_state_bytes(psi: float, *, zero_stage: int, dp: int) -> float:
@@ -91,17 +124,52 @@ def layer_params_per_gpu(m: Transformer, p: Parallelism) -> tuple[float, float]:
     return dense + mlp / p.tp, 0.0
 
 
+def root_params_per_gpu(m: Transformer, p: Parallelism, stage: int = 0) -> float:
+    """The parameters of a stage's GPU that are in no transformer block (FSDP's root unit):
+    the input embedding (first stage) and the final norm and output layer (last stage),
+    each matrix split over ``tp``; tied embeddings on one stage count once.
+
+    >>> from simcoll.training.spec import Transformer
+    >>> m = Transformer("m", n_layers=2, hidden_size=8, ffn_hidden_size=32, n_heads=2,
+    ...                 vocab_size=100)
+    >>> root_params_per_gpu(m, Parallelism()), root_params_per_gpu(m, Parallelism(pp=2), 1)
+    (1608.0, 808.0)
+    """
+    vocab = m.vocab_size * m.hidden_size / p.tp
+    first, last = stage == 0, stage == p.pp - 1
+    params = vocab if first else 0.0
+    if last:
+        params += m.hidden_size + (0.0 if m.tied_embeddings and first else vocab)
+    return params
+
+
 def params_per_gpu(m: Transformer, p: Parallelism) -> tuple[float, float]:
     """(dense, expert) parameters on the first stage's GPUs: its ``L / pp`` layers, and the
     input embedding split over ``tp``; with one stage, the output layer and the final norm
     too."""
     layer_dense, layer_expert = layer_params_per_gpu(m, p)
     layers = m.n_layers / p.pp
-    vocab = m.vocab_size * m.hidden_size / p.tp
-    dense = layers * layer_dense + vocab
-    if p.pp == 1:
-        dense += m.hidden_size + (0 if m.tied_embeddings else vocab)
+    dense = layers * layer_dense + root_params_per_gpu(m, p, stage=0)
     return dense, layers * layer_expert
+
+
+def fsdp_unsharded_bytes(m: Transformer, p: Parallelism) -> tuple[float, float]:
+    """(gathered parameters, unsharded gradients) FSDP holds at its peak on one GPU of the
+    first stage, beyond its shards (see the module docstring); (0, 0) but for FSDP over
+    more than one rank."""
+    if not p.is_fsdp or p.shard_degree == 1:  # no_shard, or one rank: nothing to gather
+        return 0.0, 0.0
+    layer_dense, layer_expert = layer_params_per_gpu(m, p)
+    unit = p.fsdp_layers_per_unit * (layer_dense + layer_expert)
+    root = root_params_per_gpu(m, p, stage=0)
+    n_units = m.n_layers // (p.pp * p.fsdp_layers_per_unit)
+    gathered = n_units
+    if p.fsdp_sharding != "shard_grad_op" and p.fsdp_limit_all_gathers:
+        gathered = min(2, n_units)
+    grads = REDUCE_DTYPE_BYTES[p.fsdp_reduce_dtype] * max(unit, root)
+    if p.fsdp_no_sync:
+        grads += 2 * (n_units * unit + root)
+    return 2 * (gathered * unit + root), grads
 
 
 def activation_bytes_per_layer(m: Transformer, t: Training, p: Parallelism) -> float:
@@ -121,7 +189,7 @@ def memory_per_gpu(m: Transformer, t: Training, p: Parallelism) -> MemoryPerGpu:
     dense, expert = params_per_gpu(m, p)
     k = OPTIMIZER_STATE_BYTES_PER_PARAM
     stage = p.zero_stage
-    dense_dp = p.dp * p.cp
+    dense_dp = p.shard_degree if stage else 1
     expert_dp = max(1, dense_dp // p.ep)
 
     def shard(psi: float, dp: int, bytes_per: float, from_stage: int) -> float:
@@ -135,4 +203,5 @@ def memory_per_gpu(m: Transformer, t: Training, p: Parallelism) -> MemoryPerGpu:
     if p.pp == 1:
         in_flight = m.n_layers  # one micro-batch's layers at a time
     activations = in_flight * activation_bytes_per_layer(m, t, p)
-    return MemoryPerGpu(params, grads, optimizer, activations)
+    gathered, unsharded = fsdp_unsharded_bytes(m, p)
+    return MemoryPerGpu(params, grads, optimizer, activations, gathered, unsharded)

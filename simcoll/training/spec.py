@@ -48,11 +48,15 @@ from simcoll.core.limits import (
 )
 from simcoll.core.shipped import find
 from simcoll.core.units import parse_size_bytes
+from simcoll.training.attention import ATTENTION_KERNELS
 
 __all__ = [
     "DIMENSIONS",
+    "FSDP_BACKWARD_PREFETCH",
+    "FSDP_SHARDING",
     "PRECISION_BYTES",
     "RECOMPUTE",
+    "REDUCE_DTYPE_BYTES",
     "Parallelism",
     "Training",
     "Transformer",
@@ -66,6 +70,12 @@ RECOMPUTE = ("none", "selective", "full")
 #: The dimensions a rank's coordinates are laid out over, innermost first by default.
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "zero3", "fsdp")
+#: PyTorch FSDP's sharding strategies (``ShardingStrategy``, lower case).
+FSDP_SHARDING = ("full_shard", "shard_grad_op", "hybrid_shard", "no_shard")
+#: PyTorch FSDP's ``BackwardPrefetch`` (``none``: no prefetch).
+FSDP_BACKWARD_PREFETCH = ("backward_pre", "backward_post", "none")
+#: Bytes per element of the dtype FSDP reduces gradients in (``MixedPrecision.reduce_dtype``).
+REDUCE_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
 def _flag(record: str, name: str, value: object) -> None:
@@ -173,6 +183,10 @@ class Training:
     ``s x s`` scores for backward (it recomputes them), so selective recomputation changes
     nothing; without it, the scores and softmax are stored (Korthikanti et al. 2022) unless
     ``recompute`` is ``"selective"``, which recomputes them in backward.
+    ``attention_kernel`` names the fused kernel whose measured speed times it
+    (:data:`~simcoll.training.attention.ATTENTION_KERNELS`): ``flash2``, FlashAttention-2,
+    what PyTorch's ``scaled_dot_product_attention`` runs (the default); ``cudnn``, cuDNN's
+    fused attention, what Transformer Engine (NeMo, Megatron-LM) runs; ``flash3``.
     """
 
     seq_length: int
@@ -181,6 +195,7 @@ class Training:
     precision: str = "bf16"
     recompute: str = "none"
     flash_attention: bool = True
+    attention_kernel: str = "flash2"
 
     def __post_init__(self) -> None:
         for name in ("seq_length", "micro_batch_size", "global_batch_size"):
@@ -189,6 +204,10 @@ class Training:
             raise ConfigError(f"training: precision must be one of "
                               f"{', '.join(PRECISION_BYTES)}, got {self.precision!r}")  # fmt: skip
         _flag("training", "flash_attention", self.flash_attention)
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            valid = ", ".join(ATTENTION_KERNELS)
+            raise ConfigError(f"training: attention_kernel must be one of {valid}, "
+                              f"got {self.attention_kernel!r}")  # fmt: skip
         if self.recompute not in RECOMPUTE:
             raise ConfigError(f"training: recompute must be one of {', '.join(RECOMPUTE)}, "
                               f"got {self.recompute!r}")  # fmt: skip
@@ -223,6 +242,16 @@ class Parallelism:
     Megatron-Core's expert-data-parallel layout); ``cp`` context parallel (ring attention
     over the sequence). ``order`` lists the dimensions innermost first: ranks ``0..tp-1``
     are one tensor-parallel group by default.
+
+    With ``fsdp`` (or ``zero3``), the ``fsdp_*`` fields say what PyTorch's
+    ``FullyShardedDataParallel`` is given (other data-parallel modes ignore them):
+    ``fsdp_layers_per_unit`` transformer blocks per FSDP unit (the wrap policy; the root
+    unit holds the embedding, final norm and output layer); ``fsdp_sharding`` its
+    ``ShardingStrategy`` (``hybrid_shard`` shards over ``fsdp_shard_size`` data-parallel
+    ranks, 0: those on one node, and replicates across them); ``fsdp_forward_prefetch``,
+    ``fsdp_backward_prefetch`` and ``fsdp_limit_all_gathers`` when it gathers a unit;
+    ``fsdp_no_sync`` accumulates gradients unreduced over the micro-batches (reduced on
+    the last); ``fsdp_reduce_dtype`` the gradients' dtype on the wire.
     """
 
     tp: int = 1
@@ -237,18 +266,31 @@ class Parallelism:
     bucket_bytes: int = 40_000_000 * 4  # Megatron-LM's default: 40 M fp32 elements
     overlap_grad_reduce: bool = True
     order: tuple[str, ...] = DIMENSIONS
+    fsdp_layers_per_unit: int = 1
+    fsdp_sharding: str = "full_shard"
+    fsdp_shard_size: int = 0
+    fsdp_forward_prefetch: bool = True
+    fsdp_backward_prefetch: str = "backward_pre"
+    fsdp_limit_all_gathers: bool = True
+    fsdp_no_sync: bool = False
+    fsdp_reduce_dtype: str = "bf16"
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "ep", "cp", "virtual_stages"):
+        for name in ("tp", "pp", "ep", "cp", "virtual_stages", "fsdp_layers_per_unit"):
             _positive_int("parallelism", name, getattr(self, name))
         _positive_int("parallelism", "dp", self.dp, 0)
+        _positive_int("parallelism", "fsdp_shard_size", self.fsdp_shard_size, 0)
         _positive_int("parallelism", "bucket_bytes", self.bucket_bytes)
-        for name in ("sequence_parallel", "overlap_grad_reduce", "tp_comm_overlap"):
+        flags = ("sequence_parallel", "overlap_grad_reduce", "tp_comm_overlap",
+                 "fsdp_forward_prefetch", "fsdp_limit_all_gathers", "fsdp_no_sync")  # fmt: skip
+        for name in flags:
             _flag("parallelism", name, getattr(self, name))
-        if self.data_parallel not in DATA_PARALLEL:
-            valid = ", ".join(DATA_PARALLEL)
-            raise ConfigError(f"parallelism: data_parallel must be one of {valid}, got "
-                              f"{self.data_parallel!r}")  # fmt: skip
+        for name, valid in (("data_parallel", DATA_PARALLEL), ("fsdp_sharding", FSDP_SHARDING),
+                            ("fsdp_backward_prefetch", FSDP_BACKWARD_PREFETCH),
+                            ("fsdp_reduce_dtype", tuple(REDUCE_DTYPE_BYTES))):  # fmt: skip
+            if getattr(self, name) not in valid:
+                raise ConfigError(f"parallelism: {name} must be one of {', '.join(valid)}, "
+                                  f"got {getattr(self, name)!r}")  # fmt: skip
         order = tuple(self.order)
         if sorted(order) != sorted(DIMENSIONS):
             raise ConfigError(f"parallelism: order must list {', '.join(DIMENSIONS)} once each, "
@@ -259,9 +301,27 @@ class Parallelism:
                               "split over data-parallel ranks)")  # fmt: skip
 
     @property
+    def is_fsdp(self) -> bool:
+        """True where FSDP units gather and reduce the parameters (``fsdp``, ``zero3``)."""
+        return self.data_parallel in ("zero3", "fsdp")
+
+    @property
     def zero_stage(self) -> int:
-        """0 for DDP, else the ZeRO stage (FSDP is 3)."""
+        """0 for DDP, else the ZeRO stage: FSDP is 3 (0 with ``no_shard``: DDP's state)."""
+        if self.is_fsdp and self.fsdp_sharding == "no_shard":
+            return 0
         return {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}[self.data_parallel]
+
+    @property
+    def shard_degree(self) -> int:
+        """Over how many ranks ZeRO/FSDP shards the dense state (once ``dp`` is known): the
+        data- and context-parallel ranks, ``fsdp_shard_size`` of them with
+        ``hybrid_shard`` (0: not resolved yet, taken as all), 1 without sharding."""
+        if self.zero_stage == 0:
+            return 1
+        if self.is_fsdp and self.fsdp_sharding == "hybrid_shard" and self.fsdp_shard_size:
+            return self.fsdp_shard_size
+        return self.dp * self.cp
 
     @property
     def n_gpus(self) -> int:

@@ -24,16 +24,35 @@ data parallel (``dp``)
     the last micro-batch's backward issues the gradients in buckets of ``bucket_bytes``
     as its layers finish: reduce-scatters (ZeRO-1/2, Megatron's distributed optimizer) or
     all-reduces (DDP) over the data- and context-parallel ranks, then the optimizer and
-    (ZeRO-1/2) the all-gather of the updated parameters; FSDP (ZeRO-3) all-gathers a
-    chunk's parameters before each of its passes (one pass ahead) and reduce-scatters its
-    gradients after each backward.
+    (ZeRO-1/2) the all-gather of the updated parameters;
+FSDP (``fsdp``, ``zero3``: PyTorch's ``FullyShardedDataParallel``)
+    units of ``fsdp_layers_per_unit`` transformer blocks (one by default: the
+    transformer-block wrap policy), and a root unit of what is in no block (embedding,
+    final norm, output layer; tied, once). A unit computes once its all-gather is done;
+    the root is gathered before a stage's first unit and held until the backward that
+    leaves no micro-batch in flight (FSDP does not reshard the root after forward). A
+    prefetched gather (``fsdp_forward_prefetch`` in forward, ``backward_pre`` in
+    backward) is issued as the unit before it starts computing, with
+    ``fsdp_limit_all_gathers`` once the unit two before has finished (at most two
+    units gathered; without, at once); one not prefetched (``backward_post``, ``none``,
+    no forward prefetch) as the unit before it finishes. After a unit's backward (every
+    micro-batch, or the last with ``fsdp_no_sync``) its gradients are reduce-scattered
+    in ``fsdp_reduce_dtype``, the root's last. A process group's collectives run in the
+    order they are issued (one NCCL stream per communicator, as PyTorch's
+    ``BackwardPrefetch`` documents it), so ``backward_pre`` issues the next gather
+    before the reduce-scatter and ``none`` after it. ``shard_grad_op`` gathers in
+    forward only; ``hybrid_shard`` gathers and reduce-scatters in shard groups of
+    ``fsdp_shard_size`` ranks (default: those on one node), then all-reduces each
+    shard over its replicas (another group: stream ``dp replicate``); ``no_shard``
+    all-reduces each unit's gradients and gathers nothing.
 
 A pass's layers run as one compute span and their calls as repeated calls
 (``Session.collective(repeat=)``): the same times as layer by layer where the calls meet
 nothing else on a link, at a fraction of the ops. The last backward of a chunk is split
-per layer where buckets need it.
+per layer where buckets need it, and FSDP's passes per unit.
 
-Not modelled: the embedding's and tied weights' extra all-reduces, FP8 scaling overheads,
+Not modelled: the embedding's and tied weights' extra all-reduces (but FSDP's root unit),
+FSDP's CPU issue delays (the CPU is taken to run ahead of the GPUs), FP8 scaling overheads,
 communication kernels slowing compute (SM sharing), pipeline sends as NCCL p2p calls (they
 are copies), uneven expert load beyond the capacity factor, optimizer overlap.
 """
@@ -41,7 +60,7 @@ are copies), uneven expert load beyond the capacity factor, optimizer overlap.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import networkx as nx
@@ -56,6 +75,7 @@ from simcoll.topology.gpu_spec import GpuSpec, gpu_spec
 from simcoll.training.compute import Efficiency, op_time_s, ops_time_s
 from simcoll.training.flops import (
     ComputeOp,
+    backward_ops,
     head_ops,
     layer_ops,
     matmul_params,
@@ -67,13 +87,15 @@ from simcoll.training.memory import (
     layer_params_per_gpu,
     memory_per_gpu,
     params_per_gpu,
+    root_params_per_gpu,
 )
-from simcoll.training.spec import Parallelism, Training, Transformer
+from simcoll.training.spec import REDUCE_DTYPE_BYTES, Parallelism, Training, Transformer
 
 __all__ = [
     "DIMENSION_STREAMS",
     "StepResult",
     "StepTimes",
+    "fsdp_groups",
     "step_calls",
     "step_times",
     "training_step",
@@ -125,18 +147,15 @@ def step_times(
         return ops_time_s(list(items), gpu, t.precision, efficiency)
 
     forward = time_s(ops)
-    doubled = [ComputeOp(o.name, o.op_class, 2 * o.flops, 2 * o.memory_bytes) for o in ops]
-    backward = time_s(doubled)
+    backward = time_s(backward_ops(ops))
     if t.recompute == "full":
         backward += forward
     elif t.recompute == "selective" and not t.flash_attention:
         backward += time_s(o for o in ops if o.op_class == "attention")
     head = head_ops(m, t, p)
-    head_backward = time_s(ComputeOp(o.name, o.op_class, 2 * o.flops, 2 * o.memory_bytes)
-                           for o in head)  # fmt: skip
+    head_backward = time_s(backward_ops(head))
     dense, expert = params_per_gpu(m, p)
-    shard = dense / (p.dp * p.cp if p.zero_stage else 1)
-    shard += expert / (max(1, p.dp * p.cp // p.ep) if p.zero_stage else 1)
+    shard = dense / p.shard_degree + expert / max(1, p.shard_degree // p.ep)
     adam = ComputeOp("adam", "optimizer", 10 * shard, ADAM_BYTES_PER_PARAM * shard)
     return StepTimes(forward, backward, time_s(head), head_backward,
                      op_time_s(adam, gpu, "fp32" if "fp32" in gpu.peak_flops_per_s else
@@ -159,6 +178,23 @@ def _check_shapes(m: Transformer, t: Training, p: Parallelism) -> None:
                           f"{m.name} has none)")  # fmt: skip
     if m.is_moe and m.n_experts % p.ep:
         raise ConfigError(f"parallelism: ep {p.ep} does not split {m.n_experts} experts")
+    if p.is_fsdp and (m.n_layers // chunks) % p.fsdp_layers_per_unit:
+        raise ConfigError(f"parallelism: fsdp_layers_per_unit {p.fsdp_layers_per_unit} does "
+                          f"not split a model chunk's {m.n_layers // chunks} layers")  # fmt: skip
+    if p.is_fsdp and (p.dp * p.cp) % p.shard_degree:
+        raise ConfigError(f"parallelism: fsdp_shard_size {p.shard_degree} does not split the "
+                          f"{p.dp * p.cp} data- and context-parallel ranks")  # fmt: skip
+
+
+def check_layout(m: Transformer, t: Training, p: Parallelism) -> None:
+    """Refuse, in one line, a layout (its data-parallel degree known: ``p.with_gpus``)
+    that does not divide the model or the batch: what :func:`training_step` checks before
+    it simulates anything."""
+    _check_shapes(m, t, p)
+    n_micro = t.n_microbatches(p.dp)
+    if p.virtual_stages > 1 and n_micro % p.pp:
+        raise ConfigError(f"parallelism: the interleaved schedule needs the micro-batches "
+                          f"({n_micro}) to be a multiple of pp ({p.pp})")  # fmt: skip
 
 
 def step_calls(m: Transformer, t: Training, p: Parallelism) -> int:
@@ -174,18 +210,44 @@ def step_calls(m: Transformer, t: Training, p: Parallelism) -> int:
         Over :data:`~simcoll.core.limits.MAX_STEP_CALLS`, before any call is made.
     """
     n_micro = t.n_microbatches(p.dp)
-    passes = 2 * n_micro * p.virtual_stages * p.pp * p.dp
+    fsdp = p.is_fsdp and p.dp * p.cp > 1
+    alike = fsdp and _replicas_alike(p)  # one span for every replica
+    passes = 2 * n_micro * p.virtual_stages * p.pp * (1 if alike else p.dp)
     layers = m.n_layers // (p.pp * p.virtual_stages)
     tp_calls = 0 if p.tp == 1 else \
         p.cp * (2 if p.sequence_parallel else 1) * (1 if m.is_moe else 2) * layers  # fmt: skip
-    calls = passes * (1 + tp_calls)
+    spans = layers // p.fsdp_layers_per_unit if fsdp else 1
+    calls = passes * (spans + tp_calls)
     if calls > MAX_STEP_CALLS:
+        what = "a compute span" if spans == 1 else f"{spans} compute spans (FSDP units)"
         raise LimitError(f"training step: at least {calls} calls ({passes} passes: forward and "
                          f"backward x {n_micro} micro-batches x {p.virtual_stages} chunks x pp "
-                         f"{p.pp} x dp {p.dp}; each a compute span and {tp_calls} "
+                         f"{p.pp} x dp {p.dp}{' at once' if alike else ''}; each {what} and "
+                         f"{tp_calls} "
                          f"tensor-parallel calls), more than the {MAX_STEP_CALLS} (2^24) a step "
                          "simulates; use a smaller global_batch_size or fewer layers")  # fmt: skip
     return calls
+
+
+def fsdp_groups(
+    group: Sequence[int], shard_size: int
+) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+    """(shard groups, replicate groups) of one data-parallel group under FSDP's hybrid
+    sharding (a 2-D device mesh, replicas x shards): consecutive blocks of ``shard_size``
+    ranks shard the state, and the ranks at one place in every block hold the same shard.
+
+    >>> fsdp_groups((0, 1, 2, 3, 4, 5), 3)
+    ([(0, 1, 2), (3, 4, 5)], [(0, 3), (1, 4), (2, 5)])
+    """
+    shards = [tuple(group[i : i + shard_size]) for i in range(0, len(group), shard_size)]
+    return shards, [tuple(block[i] for block in shards) for i in range(shard_size)]
+
+
+def _replicas_alike(p: Parallelism) -> bool:
+    """Whether every FSDP replica's compute waits for the same ops: one stage, no tensor,
+    context or expert calls of its own, and one group's gathers. Then one compute op over
+    every replica runs exactly as one per replica does, at ``1 / dp`` of the ops."""
+    return (p.pp, p.tp, p.cp, p.ep) == (1, 1, 1, 1) and p.fsdp_sharding != "hybrid_shard"
 
 
 def _multiple(size_bytes: float, of: int) -> int:
@@ -221,11 +283,24 @@ class _Builder:
         self.vocab_params = m.vocab_size * m.hidden_size / p.tp
         self.tail: dict[tuple[int, int], list[Op]] = {}  # (dp, pp): the last pass's ops
         self.inbox: dict[tuple[str, int, int, int, int], Op] = {}  # the copy in
-        self.gathers: dict[tuple[int, int], list[Op]] = {}  # FSDP: (dp, pp)'s next pass's
-        self.fsdp = p.zero_stage == 3 and p.dp * p.cp > 1
-        self.passes_left = dict.fromkeys(range(p.pp), 2 * self.n_micro * p.virtual_stages)
         self.dp_ops: dict[int, list[Op]] = {}  # per rank: its gradient calls
         self.notes: list[str] = []
+        # FSDP: each stage's units, groups, root unit, and what its hooks last saw
+        self.fsdp = p.is_fsdp and p.dp * p.cp > 1
+        self.unit_params = p.fsdp_layers_per_unit * (self.layer_dense + self.layer_expert)
+        self.root_params = [root_params_per_gpu(m, p, stage) for stage in range(p.pp)]
+        self.root_held: dict[int, dict[int, list[Op]]] = {i: {} for i in range(p.pp)}
+        self.in_flight = dict.fromkeys(range(p.pp), 0)  # micro-batches on a stage
+        self.executions: dict[int, list[list[Op]]] = {i: [] for i in range(p.pp)}
+        self.replica_of = {r: d for d in range(p.dp) for i in range(p.pp)
+                           for r in self.lay.stage(dp=d, pp=i)}  # fmt: skip
+        shard = p.shard_degree if p.fsdp_sharding != "no_shard" else p.dp * p.cp
+        split = [[fsdp_groups(self.lay.dp_group(tp=t, pp=i), shard) for t in range(p.tp)]
+                 for i in range(p.pp)]  # fmt: skip
+        self.shard_groups = [[groups for groups, _ in stage] for stage in split]
+        self.replicate_groups = [[groups for _, groups in stage] for stage in split]
+        self.alike = _replicas_alike(p)
+        self.ranks = tuple(r for d in range(p.dp) for r in self.lay.stage(dp=d, pp=0))
 
     # -- the calls of one pass -----------------------------------------------------------
 
@@ -290,20 +365,17 @@ class _Builder:
 
     def emit(self, pp: int, phase: str, chunk: int, j: int) -> None:
         """One (phase, chunk, micro-batch) of stage ``pp`` on every replica."""
+        if self.fsdp:
+            self._emit_fsdp(pp, phase, chunk, j)
+            return
         p, times = self.p, self.times
         last_virtual = pp == p.pp - 1 and chunk == p.virtual_stages - 1
         per_layer = times.forward_s_per_layer if phase == FORWARD else times.backward_s_per_layer
         head_s = (times.head_forward_s if phase == FORWARD else times.head_backward_s) \
             if last_virtual else 0.0  # fmt: skip
-        buckets = phase == BACKWARD and j == self.n_micro - 1 and p.dp * p.cp > 1 and \
-            p.zero_stage < 3  # fmt: skip
+        buckets = phase == BACKWARD and j == self.n_micro - 1 and p.dp * p.cp > 1  # fmt: skip
         pieces = [1] * self.layers if buckets and p.overlap_grad_reduce else [self.layers]
         inputs = {d: self._inputs(d, pp, phase, chunk, j) for d in range(p.dp)}
-        self.passes_left[pp] -= 1
-        if self.fsdp and self.passes_left[pp]:
-            started = {d: [op for op in inputs[d] if op not in self.gathers.get((d, pp), [])]
-                       for d in range(p.dp)}  # fmt: skip
-            self._fsdp_gather(pp, chunk, started)
         pending = 0.0  # gradient bytes per GPU not yet in a bucket
         for index, n_layers in enumerate(pieces):
             works: dict[int, list[Op]] = {}
@@ -327,15 +399,12 @@ class _Builder:
                     pending = 0.0
                 if index == len(pieces) - 1 and self.layer_expert:
                     self._reduce_expert_grads(pp, chunk)
-        if self.fsdp and phase == BACKWARD:
-            self._fsdp_reduce(pp, chunk)
         self._send(pp, phase, chunk, j)
 
     def _inputs(self, d: int, pp: int, phase: str, chunk: int, j: int) -> list[Op]:
         after = list(self.tail.get((d, pp), []))
         if (phase, d, pp, chunk, j) in self.inbox:
             after.append(self.inbox[phase, d, pp, chunk, j])
-        after += self.gathers.get((d, pp), [])
         return after
 
     def _send(self, pp: int, phase: str, chunk: int, j: int) -> None:
@@ -390,26 +459,136 @@ class _Builder:
                     group = lay.expert_dp_group(tp=t, cp=c, pp=pp, member=member)
                     self._dp_call(kind, size, group, after, f"dp experts {kind} c{chunk}")
 
-    def _fsdp_gather(self, pp: int, chunk: int, after: dict[int, list[Op]]) -> None:
-        """ZeRO-3: gather a chunk's parameters for a stage's next pass (issued as the pass
-        before it starts: FSDP's prefetch, one ahead)."""
-        p, lay = self.p, self.lay
-        size = (self.layer_dense + self.layer_expert) * self.layers * 2
-        waits = [op for d in range(p.dp) for op in after[d]]
-        gathers = [self._dp_call("allgather", size, lay.dp_group(tp=t, pp=pp), waits,
-                                 f"fsdp all-gather c{chunk}", stream="dp gather")
-                   for t in range(p.tp)]  # fmt: skip
-        for d in range(p.dp):
-            self.gathers[d, pp] = gathers
+    # -- FSDP units (PyTorch's FullyShardedDataParallel) -----------------------------------
 
-    def _fsdp_reduce(self, pp: int, chunk: int) -> None:
-        """ZeRO-3: a backward's gradients reduce-scattered at once."""
-        p, lay = self.p, self.lay
-        size = (self.layer_dense + self.layer_expert) * self.layers * GRAD_BYTES
-        after = [op for d in range(p.dp) for op in self.tail[d, pp]]
-        for t in range(p.tp):
-            self._dp_call("reducescatter", size, lay.dp_group(tp=t, pp=pp), after,
-                          f"fsdp reduce-scatter c{chunk}")  # fmt: skip
+    def _fsdp_gather(self, pp: int, params: float, after: list[Op], name: str
+                     ) -> dict[int, list[Op]]:  # fmt: skip
+        """All-gather ``params`` parameters a GPU holds unsharded (2 bytes each) in every
+        shard group of stage ``pp``: per replica, the gathers its GPUs wait for."""
+        needs: dict[int, list[Op]] = {d: [] for d in range(self.p.dp)}
+        for groups in self.shard_groups[pp]:
+            for group in groups:
+                op = self._dp_call("allgather", params * 2, group, after, name)
+                for d in sorted({self.replica_of[r] for r in group}):
+                    needs[d].append(op)
+        return needs
+
+    def _fsdp_reduce(self, pp: int, params: float, after: list[Op], name: str) -> None:
+        """Reduce the gradients of ``params`` parameters (in the reduce dtype): all-reduce
+        them (``no_shard``), or reduce-scatter them in every shard group and, with
+        ``hybrid_shard``, all-reduce each shard over its replicas (their own process group:
+        stream ``dp replicate``)."""
+        p = self.p
+        size = params * REDUCE_DTYPE_BYTES[p.fsdp_reduce_dtype]
+        if p.fsdp_sharding == "no_shard":
+            for t in range(p.tp):
+                self._dp_call("allreduce", size, self.lay.dp_group(tp=t, pp=pp), after, name)
+            return
+        for t, groups in enumerate(self.shard_groups[pp]):
+            scatters = [self._dp_call("reducescatter", size, g, after, name) for g in groups]
+            shard = _multiple(size, 2 * len(groups[0])) // len(groups[0])
+            for group in self.replicate_groups[pp][t] if len(groups) > 1 else []:
+                self._dp_call("allreduce", shard, group, scatters, f"{name} replicas",
+                              stream="dp replicate")  # fmt: skip
+
+    def _heads(self, pp: int, compute_s: float, name: str, after: dict[int, list[Op]]
+               ) -> list[Op]:  # fmt: skip
+        """The output layer's compute on each replica (one op where replicas are alike)."""
+        if self.alike:
+            op = self.s.compute(self.ranks, compute_s, name, after=after[0])
+            return [op] * self.p.dp
+        return [self.s.compute(self.lay.stage(dp=d, pp=pp), compute_s, name, after=after[d])
+                for d in range(self.p.dp)]  # fmt: skip
+
+    def _emit_fsdp(self, pp: int, phase: str, chunk: int, j: int) -> None:  # noqa: PLR0912, PLR0915 - a pass, unit by unit
+        """One (phase, chunk, micro-batch) of stage ``pp`` on every replica, one FSDP unit
+        at a time, each unit's gathers and reduce-scatter issued where FSDP's hooks issue
+        them (see the module docstring)."""
+        p, times, s = self.p, self.times, self.s
+        forward = phase == FORWARD
+        name = f"{phase} c{chunk} mb{j}"
+        per_unit = p.fsdp_layers_per_unit
+        n_units = self.layers // per_unit
+        order = list(range(n_units)) if forward else list(range(n_units - 1, -1, -1))
+        sharded = p.fsdp_sharding != "no_shard"
+        regather = sharded and (forward or p.fsdp_sharding != "shard_grad_op")
+        prefetch = p.fsdp_forward_prefetch if forward else \
+            p.fsdp_backward_prefetch == "backward_pre"  # fmt: skip
+        limit = p.fsdp_limit_all_gathers
+        reducing = not forward and (not p.fsdp_no_sync or j == self.n_micro - 1)
+        last_virtual = pp == p.pp - 1 and chunk == p.virtual_stages - 1
+        owner = chunk == 0  # a micro-batch starts and ends on the stage with this chunk
+        root = self.root_params[pp]
+        done = self.executions[pp]  # the stage's last two computations (every replica's ops)
+
+        def ended(back: int) -> list[Op]:
+            return done[-back] if len(done) >= back else []
+
+        def gather(k: int, after: list[Op]) -> dict[int, list[Op]]:
+            return self._fsdp_gather(pp, self.unit_params, after,
+                                     f"fsdp all-gather {name} u{order[k]}")  # fmt: skip
+
+        def computed(ops: list[Op]) -> None:
+            done.append(ops)
+            del done[:-2]
+
+        inputs = {d: self._inputs(d, pp, phase, chunk, j) for d in range(p.dp)}
+        if not forward and last_virtual:  # the output layer's backward comes first
+            heads = self._heads(pp, times.head_backward_s, f"head {name}", inputs)
+            inputs = {d: [heads[d]] for d in range(p.dp)}
+            computed(list(dict.fromkeys(heads)))
+        # prefetched: issued as the computation before starts; otherwise as its own starts
+        first_after = (ended(2) if limit else []) if prefetch else ended(1)
+        if owner:
+            self.in_flight[pp] += 1 if forward else -1
+        if forward and owner and sharded and root and not self.root_held[pp]:
+            self.root_held[pp] = self._fsdp_gather(pp, root, first_after,
+                                                   f"fsdp all-gather {name} root")  # fmt: skip
+        pending: dict[int, dict[int, list[Op]]] = {}  # by position in the pass: its gathers
+        for k, unit in enumerate(order):
+            if regather and k not in pending:  # not prefetched: issued in its pre-hook
+                pending[k] = gather(k, first_after if k == 0 else ended(1))
+            if regather and prefetch and k + 1 < n_units:  # forward / backward_pre prefetch
+                pending[k + 1] = gather(k + 1, ended(1) if limit else [])
+            waits: dict[int, list[Op]] = {}
+            for d in range(p.dp):
+                waits[d] = list(inputs[d] if k == 0 else self.tail[d, pp])
+                waits[d] += pending[k][d] if regather else []
+                if k == 0 and self.root_held[pp]:
+                    waits[d] += self.root_held[pp][d]
+            unit_s = (times.forward_s_per_layer if forward else times.backward_s_per_layer) \
+                * per_unit  # fmt: skip
+            if self.alike:  # one op for every replica: the same waits, the same times
+                op = s.compute(self.ranks, unit_s, name, after=dict.fromkeys(waits[0]))
+                works = {d: [op] for d in range(p.dp)}
+            else:
+                works = {d: self._pass(d, pp, phase, chunk, j, waits[d], per_unit, unit_s)
+                         for d in range(p.dp)}  # fmt: skip
+            if self.m.is_moe and p.ep > 1:
+                self._ep_calls(pp, phase, works, per_unit, name)
+            for d in range(p.dp):
+                self.tail[d, pp] = works[d]
+            ops = list(dict.fromkeys(op for d in range(p.dp) for op in works[d]))
+            computed(ops)
+            if forward:
+                continue
+            if regather and k + 1 < n_units and p.fsdp_backward_prefetch == "backward_post":
+                pending[k + 1] = gather(k + 1, ops)  # in the post-hook, before the reduce
+            if reducing:
+                self._fsdp_reduce(pp, self.unit_params, ops,
+                                  f"fsdp reduce-scatter {name} u{unit}")  # fmt: skip
+        if forward and last_virtual:
+            tails = {d: self.tail[d, pp] for d in range(p.dp)}
+            heads = self._heads(pp, times.head_forward_s, f"head {name}", tails)
+            for d in range(p.dp):
+                self.tail[d, pp] = [heads[d]]
+            computed(list(dict.fromkeys(heads)))
+        if not forward and owner:
+            if reducing and root:
+                self._fsdp_reduce(pp, root, ended(1), f"fsdp reduce-scatter {name} root")
+            if not self.in_flight[pp]:
+                self.root_held[pp] = {}
+        self._send(pp, phase, chunk, j)
 
     def finish(self) -> None:
         """The optimizer on every stage once its gradients are in, then ZeRO-1/2's
@@ -423,7 +602,7 @@ class _Builder:
                 after += self.tail[d, pp]
                 steps.append(s.compute(ranks, self.times.optimizer_s, "optimizer",
                                        after=list(dict.fromkeys(after))))  # fmt: skip
-            if p.zero_stage in (1, 2) and p.dp * p.cp > 1:
+            if p.zero_stage in (1, 2) and not p.is_fsdp and p.dp * p.cp > 1:
                 ends = (pp == 0) + (pp == p.pp - 1)  # the embedding, the output layer
                 params = self.layer_dense * self.m.n_layers / p.pp + ends * self.vocab_params
                 for t in range(p.tp):
@@ -435,9 +614,6 @@ class _Builder:
         p = self.p
         orders = [interleaved_order(stage=i, n_stages=p.pp, n_microbatches=self.n_micro,
                                     n_chunks=p.virtual_stages) for i in range(p.pp)]  # fmt: skip
-        if self.fsdp:  # the first pass's parameters
-            for i in range(p.pp):
-                self._fsdp_gather(i, orders[i][0][1], {d: [] for d in range(p.dp)})
         done = [0] * p.pp
         progress = True
         while progress:
@@ -501,6 +677,10 @@ def training_step(
     """
     s = Session(topology, model=fidelity, protocol=protocol, calibration=calibration)
     p = parallelism.with_gpus(s.n_ranks)
+    if p.is_fsdp and p.fsdp_sharding == "hybrid_shard" and not p.fsdp_shard_size:
+        group = Layout(p).dp_group(tp=0, pp=0)
+        hosts = [s.topology.nodes[s.rank_nodes[r]].get("host") for r in group]
+        p = replace(p, fsdp_shard_size=hosts.count(hosts[0]))  # those on one node
     _check_shapes(model, training, p)
     step_calls(model, training, p)  # refused here, before any list of them is built
     gpu = gpu_spec(topology)
@@ -513,11 +693,12 @@ def training_step(
     memory = memory_per_gpu(model, training, p)
     capacity = gpu.memory_bytes if gpu is not None else float("inf")
     if memory_check == "refuse" and memory.total_bytes > capacity:
-        raise ConfigError(f"training step: {memory.total_bytes / 1e9:.1f} GB per GPU "
-                          f"(parameters {memory.params_bytes / 1e9:.1f}, gradients "
-                          f"{memory.gradients_bytes / 1e9:.1f}, optimizer "
-                          f"{memory.optimizer_bytes / 1e9:.1f}, activations "
-                          f"{memory.activations_bytes / 1e9:.1f}) do not fit in "
+        words = {name: name.replace("params", "parameters").replace("_", " ")
+                 for name in memory.parts}  # fmt: skip
+        parts = ", ".join(f"{words[name]} {size / 1e9:.1f}"
+                          for name, size in memory.parts.items() if size)  # fmt: skip
+        raise ConfigError(f"training step: {memory.total_bytes / 1e9:.1f} GB per GPU ({parts}; "
+                          f"the largest: {words[memory.largest_part]}) do not fit in "
                           f"{capacity / 1e9:.0f} GB")  # fmt: skip
     builder = _Builder(s, model, training, p, times, algorithm)
     builder.run_schedule()
@@ -538,6 +719,8 @@ def training_step(
         "memory_gradients_bytes": memory.gradients_bytes,
         "memory_optimizer_bytes": memory.optimizer_bytes,
         "memory_activations_bytes": memory.activations_bytes,
+        "memory_gathered_params_bytes": memory.gathered_params_bytes,
+        "memory_unsharded_gradients_bytes": memory.unsharded_gradients_bytes,
         "memory_total_bytes": memory.total_bytes,
         "memory_capacity_bytes": capacity,
         "fits_in_memory": float(memory.total_bytes <= capacity),

@@ -108,16 +108,21 @@ def gathered_params(tp: int, pp: int, dp: int, h: int, V: int, L: int) -> int:
 
 
 def test_fsdp_gathers_every_pass_and_reduces_every_backward() -> None:
-    # ZeRO-3 on 4 GPUs, one stage: per micro-batch a forward and a backward pass, each after
-    # an all-gather of all 2 N bytes; a reduce-scatter of 2 N after each backward.
+    # FSDP on 4 GPUs, one stage: per micro-batch each block's unit is gathered before its
+    # forward and again before its backward (2 bytes per parameter), the root unit (the
+    # embedding, final norm and output layer: V h + h + V h) once, held through the
+    # backward; every unit and the root are reduce-scattered after each backward.
     dp, m = 4, 3
     t = Training(seq_length=64, global_batch_size=m * dp)
     par = Parallelism(data_parallel="fsdp", sequence_parallel=False)
     got = recorded(SMALL, t, par, dp)
-    h, L = 256, 8
+    h, L, V = 256, 8, 1000
     layers_bytes = 2 * L * (12 * h * h + 2 * h)
-    assert got["allgather"] == pytest.approx(2 * m * layers_bytes, rel=1e-4)  # padding
-    assert got["reducescatter"] == pytest.approx(m * layers_bytes, rel=1e-4)
+    root_bytes = 2 * (2 * V * h + h)
+    # each unit's size padded to a multiple of 2 x 4 bytes: 12 h^2 + 2 h and 2 V h + h are
+    # multiples of 4 elements, so no padding
+    assert got["allgather"] == m * (2 * layers_bytes + root_bytes)
+    assert got["reducescatter"] == m * (layers_bytes + root_bytes)
 
 
 def test_a_step_on_a_real_machine_is_between_compute_alone_and_compute_plus_comm() -> None:

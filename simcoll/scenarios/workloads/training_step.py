@@ -4,15 +4,23 @@ The scenario face of :func:`simcoll.training.step.training_step`: ``transformer`
 model file (a shipped one by name, ``gpt3-175b``, ``llama3-70b``, ``mixtral-8x7b``... or a
 path), whose ``[training]`` and ``[parallelism]`` tables give the defaults; every other
 parameter replaces one of them, so that a scenario can sweep ``tp``, ``pp``, ``recompute``
-or ``global_batch_size`` as axes. ``gemm_efficiency`` ... ``memory_efficiency`` replace
-the op classes' efficiencies (:class:`~simcoll.training.compute.Efficiency`). An error in
-a value the scenario gives names its ``workload`` key; one in the model file, the file.
-Compute times come from the topology file's ``[gpu]`` table.
+or ``global_batch_size`` as axes. With ``data_parallel = "fsdp"``, the ``fsdp_*`` keys
+are PyTorch FSDP's options (:class:`~simcoll.training.spec.Parallelism`): the blocks per
+unit, the sharding strategy (``full_shard``, ``shard_grad_op``, ``hybrid_shard`` with
+``fsdp_shard_size``, ``no_shard``), prefetching, ``no_sync`` gradient accumulation and the
+reduce dtype. ``gemm_efficiency`` ... ``memory_efficiency`` replace
+the roofline op classes' efficiencies, ``kernels_efficiency`` the fraction of the measured
+kernels' throughput reached (:class:`~simcoll.training.compute.Efficiency`);
+``attention_kernel`` picks the fused attention (``flash2``, ``cudnn``, ``flash3``). An
+error in a value the scenario gives names its ``workload`` key; one in the model file, the
+file. Compute times come from the topology file's ``[gpu]`` table: each kernel from its
+shape, on the GPU's measured tables where it has them.
 
 Metrics, besides the common ones (of the critical rank): ``tokens_per_s``, ``mfu``, the
 breakdown of rank 0 (the first GPU of the first stage) ``exposed_tp_s`` ...
 ``exposed_dp_s`` and ``idle_s``, memory per GPU (``memory_total_bytes`` and its parts,
-``fits_in_memory``), and the layout (``tp``, ``pp``, ``dp``, ``ep``, ``cp``, ``n_microbatches``).
+FSDP's gathered parameters and unsharded gradients among them, ``fits_in_memory``), and
+the layout (``tp``, ``pp``, ``dp``, ``ep``, ``cp``, ``n_microbatches``).
 
 >>> from simcoll.topology import load
 >>> r = training_step(load("dgx-h100"), transformer="llama3-8b", tp=8, global_batch_size=8,
@@ -39,12 +47,15 @@ from simcoll.training.step import training_step as simulate_step
 __all__ = ["EFFICIENCY_KEYS", "PARALLELISM_KEYS", "TRAINING_KEYS", "training_step"]
 
 TRAINING_KEYS = ("seq_length", "micro_batch_size", "global_batch_size", "precision", "recompute",
-                 "flash_attention")  # fmt: skip
+                 "flash_attention", "attention_kernel")  # fmt: skip
 PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "sequence_parallel", "tp_comm_overlap",
                     "virtual_stages",
-                    "data_parallel", "bucket_bytes", "overlap_grad_reduce", "order")  # fmt: skip
+                    "data_parallel", "bucket_bytes", "overlap_grad_reduce", "order",
+                    "fsdp_layers_per_unit", "fsdp_sharding", "fsdp_shard_size",
+                    "fsdp_forward_prefetch", "fsdp_backward_prefetch", "fsdp_limit_all_gathers",
+                    "fsdp_no_sync", "fsdp_reduce_dtype")  # fmt: skip
 EFFICIENCY_KEYS = ("gemm_efficiency", "attention_efficiency", "elementwise_efficiency",
-                   "optimizer_efficiency", "memory_efficiency")  # fmt: skip
+                   "optimizer_efficiency", "memory_efficiency", "kernels_efficiency")  # fmt: skip
 
 
 def _model(transformer: object) -> tuple[Transformer, dict[str, Any], dict[str, Any]]:
@@ -93,6 +104,7 @@ def training_step(
     precision: str | None = None,
     recompute: str | None = None,
     flash_attention: bool | None = None,
+    attention_kernel: str | None = None,
     tp: int | None = None,
     pp: int | None = None,
     dp: int | None = None,
@@ -105,11 +117,20 @@ def training_step(
     bucket_bytes: int | str | None = None,
     overlap_grad_reduce: bool | None = None,
     order: str | None = None,
+    fsdp_layers_per_unit: int | None = None,
+    fsdp_sharding: str | None = None,
+    fsdp_shard_size: int | None = None,
+    fsdp_forward_prefetch: bool | None = None,
+    fsdp_backward_prefetch: str | None = None,
+    fsdp_limit_all_gathers: bool | None = None,
+    fsdp_no_sync: bool | None = None,
+    fsdp_reduce_dtype: str | None = None,
     gemm_efficiency: float | None = None,
     attention_efficiency: float | None = None,
     elementwise_efficiency: float | None = None,
     optimizer_efficiency: float | None = None,
     memory_efficiency: float | None = None,
+    kernels_efficiency: float | None = None,
     memory_check: str = "flag",
     algorithm: str | None = None,
 ) -> WorkloadResult:

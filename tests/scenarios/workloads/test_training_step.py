@@ -55,6 +55,10 @@ def test_an_efficiency_scales_the_compute_it_names() -> None:
          "'maybe'"),
         ({"bucket_bytes": "lots"}, "workload.bucket_bytes: cannot read 'lots' as a number with "
          "a unit"),
+        ({"fsdp_sharding": "zero2"}, "workload.fsdp_sharding: fsdp_sharding must be one of "
+         "full_shard, shard_grad_op, hybrid_shard, no_shard, got 'zero2'"),
+        ({"fsdp_shard_size": -1}, "workload.fsdp_shard_size: fsdp_shard_size must be an "
+         "integer >= 0, got -1"),
     ],
 )  # fmt: skip
 def test_a_bad_value_names_its_workload_key(params: dict[str, Any], message: str) -> None:
@@ -70,3 +74,23 @@ def test_a_bad_model_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         run_workload("training_step", machine(), transformer=str(bad), **SMALL)
     assert str(info.value) == f"{bad}: model: hidden_size 100 does not split into 3 heads"
+
+
+def test_the_fsdp_keys_reach_the_step() -> None:
+    # llama3-8b on 8 GPUs, FSDP over all 8 (tp 1, pp 1). shard_grad_op holds every unit
+    # gathered: all 2 psi bytes of the model (psi: its parameters, the root unit's
+    # embedding and output layer included); full_shard (with limit_all_gathers) 2 blocks
+    # and the root. Per block: q and o (h^2 each), k and v (h x kv each), the SwiGLU MLP
+    # (3 h f), two norms (2 h); root: embedding and output layer (V h each), final norm.
+    common: dict[str, Any] = {"transformer": "llama3-8b", "tp": 1, "pp": 1,
+                              "data_parallel": "fsdp", **SMALL}  # fmt: skip
+    h, f, kv, layers, vocab = 4096, 14336, 1024, 32, 128256
+    block = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
+    root = 2 * vocab * h + h
+    grad_op = run_workload("training_step", machine(), fsdp_sharding="shard_grad_op",
+                           **common).metrics  # fmt: skip
+    assert grad_op["memory_gathered_params_bytes"] == 2 * (layers * block + root)
+    full = run_workload("training_step", machine(), **common).metrics
+    assert full["memory_gathered_params_bytes"] == 2 * (2 * block + root)
+    two = run_workload("training_step", machine(), fsdp_layers_per_unit=2, **common).metrics
+    assert two["memory_gathered_params_bytes"] == 2 * (4 * block + root)

@@ -1,0 +1,129 @@
+"""Which layout to train a model with: every layout that divides it and fits, ranked.
+
+:func:`candidate_layouts` enumerates the layouts of a model on ``n_gpus`` GPUs: tensor
+parallel degrees that are powers of two up to the GPUs of one node, pipeline degrees
+that divide the layers (up to 16 stages), an interleaved schedule of two chunks per
+stage where the layers allow it, ZeRO-1 (Megatron's distributed optimizer) and, without
+pipeline parallelism, FSDP, and micro-batches of 1 to 8 sequences. For each, the
+lightest recomputation whose memory fits is kept (a heavier one only re-runs work: the
+same layout, slower); a layout that fits with none is dropped with why.
+
+:func:`screen` sorts them, before anything is simulated, into what runs and what is
+dropped (``does not divide`` with the one-line reason, ``does not fit`` with the bytes);
+the ones that run are then simulated (``simcoll step --search``) and ranked by tokens/s.
+
+>>> from simcoll.training.spec import Transformer, Training
+>>> m = Transformer("tiny", n_layers=4, hidden_size=1024, ffn_hidden_size=4096, n_heads=8,
+...                 vocab_size=32000)
+>>> layouts = candidate_layouts(m, Training(seq_length=2048, global_batch_size=64), 16, 8)
+>>> len(layouts), layouts[0]
+(76, Candidate(tp=1, pp=1, vp=1, data_parallel='zero1', micro_batch_size=1))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from simcoll.core.errors import ConfigError
+from simcoll.training.memory import memory_per_gpu
+from simcoll.training.spec import RECOMPUTE, Parallelism, Training, Transformer
+
+__all__ = ["Candidate", "Screened", "candidate_layouts", "screen"]
+
+MAX_PIPELINE_STAGES = 16
+MICRO_BATCH_SIZES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One layout to try (the data-parallel degree is what the GPUs leave)."""
+
+    tp: int
+    pp: int
+    vp: int
+    data_parallel: str
+    micro_batch_size: int
+
+    def parallelism(self, base: Parallelism) -> Parallelism:
+        """``base`` with this layout's degrees and data-parallel mode."""
+        return replace(base, tp=self.tp, pp=self.pp, virtual_stages=self.vp, dp=0,
+                       data_parallel=self.data_parallel)  # fmt: skip
+
+    @property
+    def label(self) -> str:
+        """``tp2 pp4 vp2 zero1 mb1``."""
+        return (f"tp{self.tp} pp{self.pp} vp{self.vp} {self.data_parallel} "
+                f"mb{self.micro_batch_size}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Screened:
+    """A candidate after the checks that need no simulation: the training it runs with
+    (its micro-batch and recomputation) and its layout, or why it is dropped."""
+
+    candidate: Candidate
+    training: Training
+    parallelism: Parallelism | None
+    dropped: str = ""  # "does not divide: ..." or "does not fit: ..."
+    memory_bytes: float = 0.0
+
+
+def _divisors(n: int, most: int) -> list[int]:
+    return [d for d in range(1, min(n, most) + 1) if n % d == 0]
+
+
+def candidate_layouts(
+    m: Transformer, t: Training, n_gpus: int, gpus_per_node: int
+) -> list[Candidate]:
+    """Every layout tried (see the module docstring), smallest degrees first."""
+    tps = [d for d in (1, 2, 4, 8, 16) if d <= max(1, gpus_per_node) and n_gpus % d == 0]
+    out = []
+    for tp in tps:
+        for pp in _divisors(m.n_layers, MAX_PIPELINE_STAGES):
+            if n_gpus % (tp * pp):
+                continue
+            vps = [1] + ([2] if pp > 1 and m.n_layers % (2 * pp) == 0 else [])
+            modes = ["zero1"] + (["fsdp"] if pp == 1 else [])
+            for vp in vps:
+                for mode in modes:
+                    for mb in MICRO_BATCH_SIZES:
+                        out.append(Candidate(tp, pp, vp, mode, mb))
+    return out
+
+
+def screen(
+    m: Transformer,
+    t: Training,
+    base: Parallelism,
+    candidates: Sequence[Candidate],
+    *,
+    n_gpus: int,
+    capacity_bytes: float,
+) -> list[Screened]:
+    """Each candidate with the lightest recomputation that fits, or dropped with why."""
+    from simcoll.training.step import check_layout  # noqa: PLC0415 - step imports this module's peers
+
+    out = []
+    for c in candidates:
+        try:
+            p = c.parallelism(base).with_gpus(n_gpus)
+            trial = replace(t, micro_batch_size=c.micro_batch_size)
+            check_layout(m, trial, p)
+        except ConfigError as error:
+            out.append(Screened(c, t, None, f"does not divide: {error}"))
+            continue
+        lightest = None
+        for recompute in RECOMPUTE:
+            trial = replace(t, micro_batch_size=c.micro_batch_size, recompute=recompute)
+            memory = memory_per_gpu(m, trial, p).total_bytes
+            if memory <= capacity_bytes:
+                lightest = Screened(c, trial, p, memory_bytes=memory)
+                break
+        if lightest is None:
+            out.append(Screened(c, trial, None, f"does not fit: {memory / 1e9:.1f} GB with "
+                                f"full recomputation, {capacity_bytes / 1e9:.0f} GB per GPU",
+                                memory_bytes=memory))  # fmt: skip
+        else:
+            out.append(lightest)
+    return out

@@ -1,0 +1,120 @@
+"""``simcoll step``: one training step, and the layout search, from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simcoll.cli.main import main
+from simcoll.topology import load
+from simcoll.training import Parallelism, Training, read_model_file, training_step
+
+TINY = """schema = 1
+[model]
+name = "tiny"
+n_layers = 4
+hidden_size = 1024
+ffn_hidden_size = 4096
+n_heads = 8
+vocab_size = 32000
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    return path
+
+
+def test_one_step_prints_what_the_api_computes(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["step", str(tiny), "dgx-h100", "--tp", "2", "--global-batch", "8", "--seq", "2048",
+            "--format", "json"]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    model, _, _ = read_model_file(tiny)
+    result = training_step(load("dgx-h100"), model,
+                           Training(seq_length=2048, global_batch_size=8),
+                           Parallelism(tp=2))  # fmt: skip
+    assert out["time_s"] == result.metrics["time_s"]
+    assert out["tokens_per_s_per_gpu"] == result.metrics["tokens_per_s"] / 8
+    assert (out["tp"], out["dp"], out["data_parallel"]) == (2, 4, "zero1")
+
+
+def test_the_table_names_every_default_it_used(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["step", str(tiny), "dgx-h100"]) == 0
+    captured = capsys.readouterr()
+    assert "simcoll: note: default seq 4096 (simcoll's default: give --seq)" in captured.err
+    assert "simcoll: note: default global batch 8 sequences" in captured.err  # 1 per replica
+    assert "simcoll: note: default dp zero1 (simcoll's default)" in captured.err
+    for what in ("step time", "tokens/s per GPU", "MFU", "HFU", "memory per GPU", "GEMMs: "):
+        assert what in captured.out
+
+
+def test_search_ranks_by_throughput_and_says_what_it_dropped(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["step", str(tiny), "dgx-h100", "--search", "--global-batch", "16", "--seq", "2048",
+            "--format", "json", "--top", "100"]  # fmt: skip
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    speeds = [r["tokens_per_s"] for r in out["ranked"]]
+    assert speeds == sorted(speeds, reverse=True)
+    assert len(speeds) > 10
+    # 16 sequences over 8 replicas of micro-batch 8 do not divide; nothing else drops
+    dropped = {d["layout"]: d["why"] for d in out["dropped"]}
+    assert dropped["tp1 pp1 vp1 zero1 mb8"] == (
+        "does not divide: training: global_batch_size 16 is not a multiple of "
+        "micro_batch_size x dp = 64")  # fmt: skip
+    # layouts tried, by hand: (tp, pp) with tp x pp dividing 8 GPUs and pp the 4 layers:
+    # (1,1) (2,1) (4,1) (8,1) x {zero1, fsdp}; (1,2) (2,2) (4,2) x vp {1, 2}; (1,4) (2,4):
+    # 4 x 2 + 3 x 2 + 2 = 16, each with micro-batches 1, 2, 4, 8: 64
+    assert len(out["ranked"]) + len(dropped) == 64
+    assert "layouts, " in captured.err
+    assert "estimated about" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["step", "nope", "dgx-h100"], "simcoll: error: "),
+        (["step", "llama3-8b", "dgx-h100", "--dp", "bogus"], "invalid choice: 'bogus'"),
+        (["step", "llama3-8b", "dgx-h100", "--tp", "3"], "do not split into tp 3"),
+    ],
+)
+def test_bad_input_is_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        status = main(argv)
+    except SystemExit as stop:  # argparse's own usage errors
+        status = int(stop.code or 0)
+    assert status == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len([line for line in err if "error" in line]) == 1
+    assert message in err[-1]
+
+
+def test_a_hugging_face_config_is_a_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the tiny model as Hugging Face writes it: the same step as its model file
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "model_type": "llama", "num_hidden_layers": 4, "hidden_size": 1024,
+        "intermediate_size": 4096, "num_attention_heads": 8, "num_key_value_heads": 8,
+        "vocab_size": 32000, "tie_word_embeddings": False}))  # fmt: skip
+    (tmp_path / "tiny.toml").write_text(TINY)
+    common = ["dgx-h100", "--global-batch", "8", "--seq", "2048", "--format", "json"]
+    assert main(["step", str(config), *common]) == 0
+    from_hf = json.loads(capsys.readouterr().out)
+    assert main(["step", str(tmp_path / "tiny.toml"), *common]) == 0
+    from_toml = json.loads(capsys.readouterr().out)
+    assert from_hf["time_s"] == from_toml["time_s"]

@@ -1,0 +1,98 @@
+"""Tests of simcoll.training.compute: each kernel's time from its shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from simcoll.topology.gpu_spec import GpuSpec
+from simcoll.training.attention import AttentionShape, attention_flops_per_s
+from simcoll.training.compute import KERNEL_LAUNCH_S, Efficiency, compute_basis, op_time_s
+from simcoll.training.flops import ComputeOp, backward_ops
+from simcoll.training.gemm import GemmShape, full_wave_fraction, gemm_table
+
+H100 = GpuSpec("H100", {"bf16": 989e12, "fp8": 1979e12}, 80 * 10**9, 3.35e12, sm_count=132,
+               kernels="h100-sxm")  # fmt: skip
+A100 = GpuSpec("A100", {"bf16": 312e12}, 40 * 10**9, 1.555e12, sm_count=108)
+
+
+def gemm_op(b: float, m: float, n: float, k: float) -> ComputeOp:
+    shape = GemmShape(b, m, n, k)
+    return ComputeOp("g", "gemm", shape.flops, shape.memory_bytes(2), gemm=shape)
+
+
+def test_a_gemm_on_a_measured_gpu_takes_its_flops_over_the_tables_throughput() -> None:
+    table = gemm_table("h100-sxm", "bf16")
+    assert table is not None
+    op = gemm_op(1, 8192, 8192, 8192)
+    expected = 2 * 8192**3 / table.flops_per_s(GemmShape(1, 8192, 8192, 8192))
+    assert op_time_s(op, H100, "bf16", Efficiency()) == pytest.approx(expected, rel=1e-12)
+    # the one fitted scalar scales it
+    assert op_time_s(op, H100, "bf16", Efficiency(kernels=0.5)) == pytest.approx(
+        2 * expected, rel=1e-12)  # fmt: skip
+
+
+def test_a_gemm_on_an_unmeasured_gpu_pays_its_waves() -> None:
+    # 4096 x 4096 x 8192 on 108 SMs: 512 tiles of 256 x 128 in 5 waves (512 / 540 of the
+    # work useful), 1,024 of 128 x 128 in 10 (the same), 2,048 of 64 x 128 in 19 (2,048 /
+    # 2,052): the last; compute-bound (arithmetic intensity far above the A100's ridge)
+    flops = 2 * 4096 * 4096 * 8192
+    useful = 4096 * 4096 / (19 * 108 * 64 * 128)
+    expected = flops / (312e12 * full_wave_fraction("bf16") * useful)
+    got = op_time_s(gemm_op(1, 4096, 4096, 8192), A100, "bf16", Efficiency())
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_thin_gemm_on_an_unmeasured_gpu_is_bound_by_its_memory() -> None:
+    # 16 tokens through a 8192 x 8192 weight: the weight's 128 MiB dominates the traffic
+    op = gemm_op(1, 16, 8192, 8192)
+    expected = op.memory_bytes / (1.555e12 * 0.8)
+    assert op_time_s(op, A100, "bf16", Efficiency()) == pytest.approx(expected, rel=1e-12)
+
+
+def test_attention_takes_the_measured_throughput_of_its_kernel_and_pass() -> None:
+    shape = AttentionShape(1, 32, 4096, 4096, 128, causal=True)
+    forward = ComputeOp("attention", "attention", shape.forward_flops, 0.0, attention=shape,
+                        kernel="cudnn")  # fmt: skip
+    expected = shape.forward_flops / attention_flops_per_s("h100-sxm", "cudnn", "forward", True,
+                                                           4096)  # fmt: skip
+    assert op_time_s(forward, H100, "bf16", Efficiency()) == pytest.approx(expected, rel=1e-12)
+    (backward,) = backward_ops([forward])
+    expected = 2.5 * shape.forward_flops / attention_flops_per_s(
+        "h100-sxm", "cudnn", "backward", True, 4096)  # fmt: skip
+    assert op_time_s(backward, H100, "bf16", Efficiency()) == pytest.approx(expected, rel=1e-12)
+    # an unmeasured GPU: the H100's figures scaled by the peaks
+    scaled = shape.forward_flops / (attention_flops_per_s("h100-sxm", "cudnn", "forward", True,
+                                                          4096) * 312 / 989.4)  # fmt: skip
+    assert op_time_s(forward, A100, "bf16", Efficiency()) == pytest.approx(scaled, rel=1e-12)
+
+
+def test_no_kernel_is_shorter_than_its_launch_or_the_smallest_measured() -> None:
+    assert op_time_s(gemm_op(1, 1, 1, 1), A100, "bf16", Efficiency()) == KERNEL_LAUNCH_S
+    tiny = ComputeOp("norm", "elementwise", 10.0, 10.0)
+    assert op_time_s(tiny, H100, "bf16", Efficiency()) == KERNEL_LAUNCH_S
+    # on a measured GPU a GEMM below the table takes as long as its smallest, 256^3 (4.99 us)
+    table = gemm_table("h100-sxm", "bf16")
+    assert table is not None
+    smallest_s = 2 * 256**3 / table.flops_per_s(GemmShape(1, 256, 256, 256))
+    assert op_time_s(gemm_op(1, 1, 1, 1), H100, "bf16", Efficiency()) == pytest.approx(
+        smallest_s, rel=1e-12)  # fmt: skip
+    assert smallest_s > KERNEL_LAUNCH_S
+
+
+def test_the_basis_says_where_each_time_comes_from() -> None:
+    assert compute_basis(H100, "bf16") == [
+        "GEMMs: XLA's measured table sm_90 (bf16xbf16->bf16), interpolated by shape",
+        "attention: measured on h100-sxm (Shah et al. 2024), by sequence length",
+    ]
+    bare = GpuSpec("X", {"bf16": 100e12}, 10**9)
+    assert compute_basis(bare, "bf16")[0] == (
+        "GEMMs: no measured table and no SM count for X (add gpu.sms): the roofline with "
+        "efficiency.gemm")  # fmt: skip
+
+
+def test_backward_gemms_are_the_data_and_weight_gradients() -> None:
+    up = gemm_op(1, 4096, 2048, 1024)  # [4096 x 1024] @ [1024 x 2048]
+    dgrad, wgrad = backward_ops([up])
+    assert dgrad.gemm == GemmShape(1, 4096, 1024, 2048)  # dY [4096 x 2048] @ W^T [2048 x 1024]
+    assert wgrad.gemm == GemmShape(1, 1024, 2048, 4096)  # X^T [1024 x 4096] @ dY [4096 x 2048]
+    assert dgrad.flops + wgrad.flops == 2 * up.flops

@@ -1,0 +1,172 @@
+"""FSDP training throughput where nothing was fitted: per GPU type, fit one scalar on one
+published run, predict every other run.
+
+The public table (``validation/data/public/training_fsdp_llmfoundry.csv``, MosaicML
+llm-foundry's benchmark README) gives tokens/s per GPU of MPT models from 125M to 70B
+parameters trained with PyTorch FSDP, data parallel only, on 8 to 512 A100 40 GB, A100
+80 GB and H100 80 GB. Each row is simulated as the README states it: the model file
+(``validation/data/public/models/mpt-*.toml``), sequence, global and micro batch,
+``amp_bf16`` (or ``amp_fp8``), activation checkpointing as full recomputation, FSDP
+``FULL_SHARD`` or ``SHARD_GRAD_OP`` with one unit per block, ``limit_all_gathers``,
+gradients reduced in fp32 under the ``DEFAULT`` mixed precision and bf16 under ``PURE``,
+FlashAttention-2; on ``a100-roce-2to1`` (A100: 8 x 200 Gbit/s RoCE per node, the README's
+"1600 Gbps node-node interconnect") or ``h100-ib-fat-tree`` (H100: the README states no
+fabric), with as many nodes as the row has GPUs / 8.
+
+Per GPU type one number is fitted, ``Efficiency.kernels`` (the fraction of the measured
+or modelled kernel throughput reached), by bisection on one row (the 7B model on 8 GPUs
+at its default sequence, 2,048, and the largest micro-batch the README gives there), and
+every other row of that GPU
+is a prediction. The superseded rows (an earlier A100 80 GB table) are left out.
+
+    python validation/training_fsdp.py                       # all three GPU types
+    python validation/training_fsdp.py --gpu h100_80gb --max-gpus 64
+
+Prints a row per run with its error, the fitted rows marked, then the median and worst
+|error| of the predicted rows, single-node and multi-node apart, and tokens/s per GPU
+against GPU count per model (measured and simulated), so that the trend can be compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from simcoll.core.errors import SimcollError
+from simcoll.topology.io import load
+from simcoll.training import Efficiency, Parallelism, Training, read_model_file, training_step
+
+REPO = Path(__file__).resolve().parents[1]
+TABLE = REPO / "validation/data/public/training_fsdp_llmfoundry.csv"
+MODELS = REPO / "validation/data/public/models"
+TOPOLOGIES = {"a100_40gb": "a100-roce-2to1", "a100_80gb": "a100-roce-2to1",
+              "h100_80gb": "h100-ib-fat-tree"}  # fmt: skip
+FIT_ON = {"a100_40gb": "mpt-7b:8", "a100_80gb": "mpt-7b:8", "h100_80gb": "mpt-7b:8"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published run."""
+
+    model: str
+    n_gpus: int
+    gpu: str
+    seq_length: int
+    global_batch_size: int
+    micro_batch_size: int
+    precision: str
+    activation_checkpointing: bool
+    sharding: str
+    mp_mode: str
+    tokens_per_s_per_gpu: float
+    line: int
+
+    @property
+    def name(self) -> str:
+        """``model:gpus``, as ``--fit-on`` names a row (the first such row of its GPU)."""
+        return f"{self.model}:{self.n_gpus}"
+
+    @property
+    def label(self) -> str:
+        checkpointing = " ckpt" if self.activation_checkpointing else ""
+        return (f"{self.model} {self.n_gpus} GPUs seq {self.seq_length} mb "
+                f"{self.micro_batch_size}{checkpointing}")  # fmt: skip
+
+
+def read_rows(path: Path = TABLE) -> list[Row]:
+    """The published runs of the current README (superseded ones left out)."""
+    with path.open(newline="") as handle:
+        rows = csv.DictReader(line for line in handle if not line.startswith("#"))
+        return [
+            Row(r["model"], int(r["n_gpus"]), r["gpu"], int(r["seq_length"]),
+                int(r["global_batch_size"]), int(r["micro_batch_size"]), r["precision"],
+                r["activation_checkpointing"] == "True", r["sharding"], r["mp_mode"],
+                float(r["tokens_per_s_per_gpu"]), int(r["readme_line"]))
+            for r in rows if r["superseded"] != "true"
+        ]  # fmt: skip
+
+
+def simulate(row: Row, kernels: float) -> float:
+    """Simulated tokens/s per GPU of ``row`` at that fraction of the kernels' throughput."""
+    model, _, _ = read_model_file(MODELS / f"{row.model}.toml")
+    training = Training(seq_length=row.seq_length, micro_batch_size=row.micro_batch_size,
+                        global_batch_size=row.global_batch_size,
+                        precision="fp8" if row.precision == "amp_fp8" else "bf16",
+                        recompute="full" if row.activation_checkpointing else "none")  # fmt: skip
+    reduce_dtype = "fp32" if row.mp_mode == "DEFAULT" else "bf16"
+    layout = Parallelism(data_parallel="fsdp", fsdp_sharding=row.sharding.lower(),
+                         fsdp_reduce_dtype=reduce_dtype)  # fmt: skip
+    topology = load(TOPOLOGIES[row.gpu], {"n_nodes": str(max(1, row.n_gpus // 8))})
+    result = training_step(topology, model, training, layout,
+                           efficiency=Efficiency(kernels=kernels))  # fmt: skip
+    return result.metrics["tokens_per_s"] / row.n_gpus
+
+
+def fit(row: Row, *, steps: int = 20) -> float:
+    """The kernel efficiency at which ``row`` simulates its published throughput (1.0
+    where even the measured kernels are too slow)."""
+    low, high = 0.05, 1.0
+    if simulate(row, high) < row.tokens_per_s_per_gpu:
+        return high
+    for _ in range(steps):
+        middle = (low + high) / 2
+        if simulate(row, middle) < row.tokens_per_s_per_gpu:
+            low = middle
+        else:
+            high = middle
+        if high - low < 1e-3:
+            break
+    return (low + high) / 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--gpu", action="append", choices=tuple(TOPOLOGIES),
+                        help="GPU types to report (default all)")  # fmt: skip
+    parser.add_argument("--max-gpus", type=int, default=512, help="skip larger runs")
+    args = parser.parse_args(argv)
+    rows = [r for r in read_rows() if r.n_gpus <= args.max_gpus]
+    started = time.perf_counter()
+    errors: dict[str, list[float]] = {"single-node": [], "multi-node": []}
+    for gpu in args.gpu or list(TOPOLOGIES):
+        these = [r for r in rows if r.gpu == gpu]
+        fit_row = max((r for r in these if r.name == FIT_ON[gpu] and r.seq_length == 2048),
+                      key=lambda r: r.micro_batch_size, default=None)  # fmt: skip
+        if fit_row is None:
+            print(f"training_fsdp: no row {FIT_ON[gpu]} for {gpu}", file=sys.stderr)
+            return 2
+        fitted = fit(fit_row)
+        print(f"\n{gpu}: fitted on {fit_row.label}: efficiency.kernels = {fitted:.4f}\n")
+        print("| run | measured tokens/s/GPU | simulated | error |")
+        print("|---|---|---|---|")
+        for row in these:
+            try:
+                simulated = simulate(row, fitted)
+            except SimcollError as error:
+                print(f"| {row.label} | {row.tokens_per_s_per_gpu:,.0f} | failed: {error} | |")
+                continue
+            error_pct = 100 * (simulated / row.tokens_per_s_per_gpu - 1)
+            mark = " (fitted)" if row is fit_row else ""
+            if not mark:
+                errors["single-node" if row.n_gpus <= 8 else "multi-node"].append(abs(error_pct))
+            print(f"| {row.label}{mark} | {row.tokens_per_s_per_gpu:,.0f} | {simulated:,.0f} "
+                  f"| {error_pct:+.1f} % |", flush=True)  # fmt: skip
+    every = [e for part in errors.values() for e in part]
+    if every:
+        print(f"\nmedian |error| over {len(every)} predicted rows: "
+              f"{statistics.median(every):.1f} %, worst {max(every):.1f} %")  # fmt: skip
+        for part, values in errors.items():
+            if values:
+                print(f"  {part}: {len(values)} rows, median {statistics.median(values):.1f} %, "
+                      f"worst {max(values):.1f} %")  # fmt: skip
+    print(f"({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
