@@ -243,7 +243,8 @@ def _report(result: StepResult, t: Training, head: str) -> str:
                                        "exposed_ep_s", "exposed_pp_s", "exposed_dp_s", "idle_s")
             if k in m and (m[k] > 0 or k == "compute_s")),
         f"memory per GPU     {m['memory_total_bytes'] / gb:.1f} of "
-        f"{m['memory_capacity_bytes'] / gb:.0f} GB: " + ", ".join(
+        f"{m['memory_capacity_bytes'] / gb:.0f} GB on pipeline stage {memory.stage} "
+        f"(the most loaded): " + ", ".join(
             f"{name.replace('_', ' ')} {size / gb:.1f}" for name, size in memory.parts.items()
             if size) + ("" if m["fits_in_memory"] else
                         f"; DOES NOT FIT (largest part: {memory.largest_part.replace('_', ' ')})"),
@@ -334,7 +335,9 @@ def _why_dropped(dropped: Sequence[Screened], failed: Sequence[tuple[str, str]],
     for kind in ("does not divide", "does not fit"):
         these = [s for s in dropped if s.dropped.startswith(kind)]
         if these:
-            print(f"simcoll: note: {len(these)} layouts {kind} (e.g. {these[0].candidate.label}: "
+            verb = kind.replace("does not", "do not") if len(these) > 1 else kind
+            print(f"simcoll: note: {len(these)} layout{'s' if len(these) > 1 else ''} {verb} "
+                  f"(e.g. {these[0].candidate.label}: "
                   f"{these[0].dropped.removeprefix(kind + ': ')})", file=sys.stderr)  # fmt: skip
     for label, error in failed[:3]:
         print(f"simcoll: note: {label} failed: {error}", file=sys.stderr)

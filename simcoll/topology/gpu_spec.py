@@ -31,7 +31,15 @@ import networkx as nx
 from simcoll.core.errors import ConfigError, UnitError
 from simcoll.core.units import parse_flops_per_s, parse_size_bytes
 
-__all__ = ["PRECISIONS", "GpuSpec", "gpu_data", "gpu_spec", "read_gpu_table", "spec_from_data"]
+__all__ = [
+    "KERNEL_TABLES",
+    "PRECISIONS",
+    "GpuSpec",
+    "gpu_data",
+    "gpu_spec",
+    "read_gpu_table",
+    "spec_from_data",
+]
 
 #: The precisions a ``[gpu]`` table may give a peak for (``peak_<precision>``).
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -131,13 +139,16 @@ def _sm_count(value: object, source: str | None) -> int | None:
     return value
 
 
-def _kernels(value: object, source: str | None) -> str | None:
-    from simcoll.training.gemm import GEMM_TABLES  # noqa: PLC0415 - training imports topology
+#: The measured kernel tables a ``[gpu]`` table may name (``kernels``), as
+#: :mod:`simcoll.training.gemm` holds them (its tests check the two agree).
+KERNEL_TABLES = ("h100-sxm", "b200")
 
+
+def _kernels(value: object, source: str | None) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or value not in GEMM_TABLES:
-        valid = ", ".join(GEMM_TABLES)
+    if not isinstance(value, str) or value not in KERNEL_TABLES:
+        valid = ", ".join(KERNEL_TABLES)
         raise ConfigError(f"names no measured kernel table: {value!r}; valid: {valid}",
                           source=source, field="gpu.kernels")  # fmt: skip
     return value

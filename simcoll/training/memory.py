@@ -28,7 +28,10 @@ Transformer Models", table 2) per layer and micro-batch, in bytes, for ``s`` tok
 and ``s b h (10 + 24 / t + 5 a s / (h t))`` without sequence parallelism. Context
 parallelism divides ``s``. Under 1F1B the first stage holds ``pp`` micro-batches of its
 ``L / pp`` layers, ``L`` layers' worth in all (section 4.2.3); the interleaved schedule
-``1 + (pp - 1) / (pp v)`` times that.
+``1 + (pp - 1) / (pp v)`` times that. Stage ``i`` keeps ``pp - i`` micro-batches alive
+(at most the step's), so the last keeps one, but it also holds the output layer and one
+micro-batch's logits (:func:`logits_bytes`); :func:`memory_per_gpu` reports whichever of
+the first and last stage holds more, and which.
 
 FSDP (PyTorch's ``FullyShardedDataParallel``) also holds the units it has gathered: with
 ``limit_all_gathers`` at most two units of ``fsdp_layers_per_unit`` blocks (the one
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simcoll.core.errors import ConfigError
 from simcoll.training.spec import REDUCE_DTYPE_BYTES, Parallelism, Training, Transformer
 
 __all__ = [
@@ -82,14 +86,17 @@ class MemoryPerGpu:
     activations_bytes: float
     gathered_params_bytes: float = 0.0
     unsharded_gradients_bytes: float = 0.0
+    logits_bytes: float = 0.0
+    stage: int = 0  # the pipeline stage whose GPU this is
 
     @property
     def parts(self) -> dict[str, float]:
-        """Each part by name (``params``, ``gradients``, ..., ``unsharded_gradients``)."""
+        """Each part by name (``params``, ``gradients``, ..., ``logits``)."""
         return {"params": self.params_bytes, "gradients": self.gradients_bytes,
                 "optimizer": self.optimizer_bytes, "activations": self.activations_bytes,
                 "gathered_params": self.gathered_params_bytes,
-                "unsharded_gradients": self.unsharded_gradients_bytes}  # fmt: skip
+                "unsharded_gradients": self.unsharded_gradients_bytes,
+                "logits": self.logits_bytes}  # fmt: skip
 
     @property
     def largest_part(self) -> str:
@@ -143,25 +150,24 @@ def root_params_per_gpu(m: Transformer, p: Parallelism, stage: int = 0) -> float
     return params
 
 
-def params_per_gpu(m: Transformer, p: Parallelism) -> tuple[float, float]:
-    """(dense, expert) parameters on the first stage's GPUs: its ``L / pp`` layers, and the
-    input embedding split over ``tp``; with one stage, the output layer and the final norm
-    too."""
+def params_per_gpu(m: Transformer, p: Parallelism, stage: int = 0) -> tuple[float, float]:
+    """(dense, expert) parameters on a stage's GPUs (the first by default): its ``L / pp``
+    layers, and its part of the root (:func:`root_params_per_gpu`)."""
     layer_dense, layer_expert = layer_params_per_gpu(m, p)
     layers = m.n_layers / p.pp
-    dense = layers * layer_dense + root_params_per_gpu(m, p, stage=0)
+    dense = layers * layer_dense + root_params_per_gpu(m, p, stage=stage)
     return dense, layers * layer_expert
 
 
-def fsdp_unsharded_bytes(m: Transformer, p: Parallelism) -> tuple[float, float]:
-    """(gathered parameters, unsharded gradients) FSDP holds at its peak on one GPU of the
-    first stage, beyond its shards (see the module docstring); (0, 0) but for FSDP over
-    more than one rank."""
+def fsdp_unsharded_bytes(m: Transformer, p: Parallelism, stage: int = 0) -> tuple[float, float]:
+    """(gathered parameters, unsharded gradients) FSDP holds at its peak on one GPU of a
+    stage (the first by default), beyond its shards (see the module docstring); (0, 0)
+    but for FSDP over more than one rank."""
     if not p.is_fsdp or p.shard_degree == 1:  # no_shard, or one rank: nothing to gather
         return 0.0, 0.0
     layer_dense, layer_expert = layer_params_per_gpu(m, p)
     unit = p.fsdp_layers_per_unit * (layer_dense + layer_expert)
-    root = root_params_per_gpu(m, p, stage=0)
+    root = root_params_per_gpu(m, p, stage=stage)
     n_units = m.n_layers // (p.pp * p.fsdp_layers_per_unit)
     gathered = n_units
     if p.fsdp_sharding != "shard_grad_op" and p.fsdp_limit_all_gathers:
@@ -184,24 +190,60 @@ def activation_bytes_per_layer(m: Transformer, t: Training, p: Parallelism) -> f
     return s * b * h * (10 + 24 / p.tp + attention / p.tp)
 
 
-def memory_per_gpu(m: Transformer, t: Training, p: Parallelism) -> MemoryPerGpu:
-    """The first pipeline stage's GPU under the step's layout (``p`` with ``dp`` known)."""
-    dense, expert = params_per_gpu(m, p)
+def logits_bytes(m: Transformer, t: Training, p: Parallelism) -> float:
+    """The last stage's logits for one micro-batch: ``b x s / cp`` tokens by ``V / tp``
+    in fp32 (Megatron's vocab-parallel cross-entropy computes in fp32), and the 16-bit
+    logits the output GEMM wrote, both alive when the loss runs.
+
+    >>> from simcoll.training.spec import Transformer
+    >>> m = Transformer("m", n_layers=2, hidden_size=8, ffn_hidden_size=32, n_heads=2,
+    ...                 vocab_size=100)
+    >>> logits_bytes(m, Training(seq_length=16, micro_batch_size=2), Parallelism(tp=2))
+    9600.0
+    """
+    return (4 + 2) * t.micro_batch_size * t.seq_length / p.cp * m.vocab_size / p.tp
+
+
+def stage_memory(m: Transformer, t: Training, p: Parallelism, stage: int) -> MemoryPerGpu:
+    """One GPU of pipeline stage ``stage`` under the step's layout (``p`` with ``dp``
+    known): its shards of its layers and root part, its activations (1F1B keeps ``pp -
+    stage`` micro-batches alive on a stage, at most the step's micro-batches; the
+    interleaved schedule the first stage's ``1 + (pp - 1) / (pp v)`` times ``L`` layers'
+    worth, scaled down the same way on later stages), FSDP's unsharded units, and on the
+    last stage the logits."""
+    dense, expert = params_per_gpu(m, p, stage)
     k = OPTIMIZER_STATE_BYTES_PER_PARAM
-    stage = p.zero_stage
-    dense_dp = p.shard_degree if stage else 1
+    zero = p.zero_stage
+    dense_dp = p.shard_degree if zero else 1
     expert_dp = max(1, dense_dp // p.ep)
 
     def shard(psi: float, dp: int, bytes_per: float, from_stage: int) -> float:
-        return bytes_per * psi / (dp if stage >= from_stage else 1)
+        return bytes_per * psi / (dp if zero >= from_stage else 1)
 
     params = shard(dense, dense_dp, 2, 3) + shard(expert, expert_dp, 2, 3)
     grads = shard(dense, dense_dp, 2, 2) + shard(expert, expert_dp, 2, 2)
     optimizer = shard(dense, dense_dp, k, 1) + shard(expert, expert_dp, k, 1)
-    in_flight = m.n_layers * (1 + (p.pp - 1) / (p.pp * p.virtual_stages)
-                              if p.virtual_stages > 1 else 1)  # fmt: skip
-    if p.pp == 1:
-        in_flight = m.n_layers  # one micro-batch's layers at a time
+    try:
+        n_micro = t.n_microbatches(p.dp)
+    except ConfigError:  # the layout is refused elsewhere; count a full pipeline
+        n_micro = p.pp
+    alive = min(p.pp - stage, n_micro)
+    per_stage = m.n_layers / p.pp
+    if p.virtual_stages > 1:
+        in_flight = m.n_layers * (1 + (p.pp - 1) / (p.pp * p.virtual_stages)) * alive / p.pp
+    else:
+        in_flight = per_stage * alive
     activations = in_flight * activation_bytes_per_layer(m, t, p)
-    gathered, unsharded = fsdp_unsharded_bytes(m, p)
-    return MemoryPerGpu(params, grads, optimizer, activations, gathered, unsharded)
+    gathered, unsharded = fsdp_unsharded_bytes(m, p, stage)
+    logits = logits_bytes(m, t, p) if stage == p.pp - 1 else 0.0
+    return MemoryPerGpu(params, grads, optimizer, activations, gathered, unsharded, logits,
+                        stage)  # fmt: skip
+
+
+def memory_per_gpu(m: Transformer, t: Training, p: Parallelism) -> MemoryPerGpu:
+    """The most loaded GPU's memory under the step's layout (``p`` with ``dp`` known): of
+    the first and the last pipeline stage (the middle ones hold less than the first), the
+    larger; its ``stage`` says which binds."""
+    stages = {0, p.pp - 1}
+    return max((stage_memory(m, t, p, s) for s in sorted(stages)),
+               key=lambda memory: memory.total_bytes)  # fmt: skip

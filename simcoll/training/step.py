@@ -659,7 +659,7 @@ def training_step(
 
     ``times`` replaces the roofline's compute times with measured ones; without it, the
     topology file must give its GPUs' ``[gpu]`` table. ``memory_check="refuse"`` raises
-    where the first stage's GPU would not hold its state and activations; ``"flag"``
+    where the most loaded stage's GPU would not hold its state and activations; ``"flag"``
     reports ``fits_in_memory`` 0 in the metrics. ``fidelity`` is the session's model
     (``flow``, or ``ideal``: no contention); ``transfers`` keeps every transfer in the
     timeline (off: a large step makes millions).
@@ -697,8 +697,9 @@ def training_step(
                  for name in memory.parts}  # fmt: skip
         parts = ", ".join(f"{words[name]} {size / 1e9:.1f}"
                           for name, size in memory.parts.items() if size)  # fmt: skip
-        raise ConfigError(f"training step: {memory.total_bytes / 1e9:.1f} GB per GPU ({parts}; "
-                          f"the largest: {words[memory.largest_part]}) do not fit in "
+        where = f" of pipeline stage {memory.stage}" if p.pp > 1 else ""
+        raise ConfigError(f"training step: {memory.total_bytes / 1e9:.1f} GB per GPU{where} "
+                          f"({parts}; the largest: {words[memory.largest_part]}) do not fit in "
                           f"{capacity / 1e9:.0f} GB")  # fmt: skip
     builder = _Builder(s, model, training, p, times, algorithm)
     builder.run_schedule()
@@ -721,6 +722,8 @@ def training_step(
         "memory_activations_bytes": memory.activations_bytes,
         "memory_gathered_params_bytes": memory.gathered_params_bytes,
         "memory_unsharded_gradients_bytes": memory.unsharded_gradients_bytes,
+        "memory_logits_bytes": memory.logits_bytes,
+        "memory_stage": memory.stage,
         "memory_total_bytes": memory.total_bytes,
         "memory_capacity_bytes": capacity,
         "fits_in_memory": float(memory.total_bytes <= capacity),

@@ -141,3 +141,9 @@ def test_no_measured_column_used_is_above_its_gpus_dense_peak() -> None:
     }  # data sheets (B200 TF32 dense 1.1 PFLOP/s)
     for (gpu, precision), peak in peaks.items():
         assert max(measured()[gpu, dtype_of(precision)].values()) <= peak
+
+
+def test_the_tables_a_gpu_may_name_are_the_ones_held() -> None:
+    from simcoll.topology.gpu_spec import KERNEL_TABLES  # noqa: PLC0415
+
+    assert set(KERNEL_TABLES) == set(GEMM_TABLES)

@@ -73,7 +73,8 @@ WORKLOAD_METRICS: dict[str, tuple[str, ...]] = {
     "p2p": ("bandwidth_bytes_per_s", r"time_s_to_\d+", r"bandwidth_bytes_per_s_to_\d+"),
     "training_step": ("tokens_per_s", "mfu", "model_flops_per_step", "n_gpus", "tp", "pp", "dp",
                       "ep", "cp", "n_microbatches", "params", r"memory_\w+_bytes",
-                      "fits_in_memory", r"exposed_(tp|ep|cp|pp|dp)_s", "idle_s"),
+                      "memory_stage", "fits_in_memory", r"exposed_(tp|ep|cp|pp|dp)_s",
+                      "idle_s"),
 }  # fmt: skip
 
 

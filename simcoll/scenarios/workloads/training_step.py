@@ -25,7 +25,7 @@ the layout (``tp``, ``pp``, ``dp``, ``ep``, ``cp``, ``n_microbatches``).
 >>> from simcoll.topology import load
 >>> r = training_step(load("dgx-h100"), transformer="llama3-8b", tp=8, global_batch_size=8,
 ...                   seq_length=2048, data_parallel="ddp")
->>> r.metrics["n_microbatches"], r.metrics["dp"], 0.3 < r.metrics["mfu"] < 0.7
+>>> r.metrics["n_microbatches"], r.metrics["dp"], 0.2 < r.metrics["mfu"] < 0.5
 (8, 1, True)
 """
 

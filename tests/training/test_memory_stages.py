@@ -1,0 +1,43 @@
+"""Memory per pipeline stage: the first stage's activations, the last stage's output layer
+and logits, and which stage binds (issue 42), counted by hand."""
+
+from __future__ import annotations
+
+from simcoll.training.memory import memory_per_gpu, stage_memory
+from simcoll.training.spec import Parallelism, Training, Transformer
+
+M = Transformer("m", n_layers=4, hidden_size=8, ffn_hidden_size=32, n_heads=2, vocab_size=100)
+T = Training(seq_length=16, micro_batch_size=2, global_batch_size=8)  # 4 micro-batches
+P = Parallelism(pp=2, dp=1)  # ZeRO-1 over one rank: nothing sharded
+
+
+def test_each_stage_by_hand() -> None:
+    h, v, s, b = 8, 100, 16, 2
+    # a layer: q (h x h), k and v (h x 8 each: 2 heads of 4), o (h x h), two norms (h
+    # each), a gated MLP (3 x h x 32): 64 + 128 + 64 + 16 + 768
+    layer = h * h + 2 * h * 8 + h * h + 2 * h + 3 * h * 32
+    assert layer == 1040
+    bytes_per_param = 2 + 2 + 12  # bf16 parameters and gradients, Adam's fp32 state
+    per_layer_activations = s * b * h * 34  # sequence parallel, FlashAttention, tp 1
+    first, last = stage_memory(M, T, P, 0), stage_memory(M, T, P, 1)
+    # first stage: 2 layers and the embedding; 1F1B keeps 2 micro-batches alive
+    assert first.params_bytes + first.gradients_bytes + first.optimizer_bytes == (
+        bytes_per_param * (2 * layer + v * h))  # fmt: skip
+    assert first.activations_bytes == 2 * 2 * per_layer_activations
+    assert first.logits_bytes == 0
+    # last stage: 2 layers, the final norm and the output layer; 1 micro-batch alive and
+    # its logits, fp32 and the bf16 the GEMM wrote
+    assert last.params_bytes + last.gradients_bytes + last.optimizer_bytes == (
+        bytes_per_param * (2 * layer + h + v * h))  # fmt: skip
+    assert last.activations_bytes == 1 * 2 * per_layer_activations
+    assert last.logits_bytes == (4 + 2) * b * s * v
+    # 80,896 B against 82,816 B: the last stage binds
+    assert first.total_bytes == 80_896
+    assert last.total_bytes == 82_816
+    worst = memory_per_gpu(M, T, P)
+    assert (worst.stage, worst.total_bytes) == (1, 82_816)
+
+
+def test_fewer_micro_batches_than_stages_keep_fewer_alive() -> None:
+    one = Training(seq_length=16, micro_batch_size=2, global_batch_size=2)  # 1 micro-batch
+    assert stage_memory(M, one, P, 0).activations_bytes == 1 * 2 * 16 * 2 * 8 * 34
