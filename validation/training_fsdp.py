@@ -40,6 +40,7 @@ from pathlib import Path
 from simcoll.core.errors import SimcollError
 from simcoll.topology.io import load
 from simcoll.training import Efficiency, Parallelism, Training, read_model_file, training_step
+from validation.training_throughput import fit_fraction
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "validation/data/public/training_fsdp_llmfoundry.csv"
@@ -107,21 +108,10 @@ def simulate(row: Row, kernels: float) -> float:
     return result.metrics["tokens_per_s"] / row.n_gpus
 
 
-def fit(row: Row, *, steps: int = 20) -> float:
+def fit(row: Row) -> float:
     """The kernel efficiency at which ``row`` simulates its published throughput (1.0
     where even the measured kernels are too slow)."""
-    low, high = 0.05, 1.0
-    if simulate(row, high) < row.tokens_per_s_per_gpu:
-        return high
-    for _ in range(steps):
-        middle = (low + high) / 2
-        if simulate(row, middle) < row.tokens_per_s_per_gpu:
-            low = middle
-        else:
-            high = middle
-        if high - low < 1e-3:
-            break
-    return (low + high) / 2
+    return fit_fraction(lambda e: simulate(row, e), row.tokens_per_s_per_gpu, tolerance=1e-3)
 
 
 def main(argv: list[str] | None = None) -> int:

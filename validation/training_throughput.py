@@ -25,6 +25,7 @@ import csv
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,21 +85,31 @@ def simulate(row: Row, kernel_efficiency: float) -> float:
     return result.metrics["tokens_per_s"] / row.n_gpus
 
 
-def fit(row: Row, *, steps: int = 30) -> float:
-    """The kernel efficiency at which ``row`` simulates its published throughput
-    (bisection: throughput rises with the efficiency); 1.0 where even the measured kernels
-    are too slow."""
+def fit(row: Row, *, tolerance: float = 1e-4) -> float:
+    """The kernel efficiency at which ``row`` simulates its published throughput; 1.0
+    where even the measured kernels are too slow."""
+    return fit_fraction(lambda e: simulate(row, e), row.tokens_per_s_per_gpu,
+                        tolerance=tolerance)  # fmt: skip
+
+
+def fit_fraction(
+    throughput: Callable[[float], float], target: float, *, tolerance: float = 1e-4
+) -> float:
+    """The fraction in [0.05, 1] at which ``throughput`` (rising with it) meets ``target``,
+    by bisection to ``tolerance``; 1.0 where even 1.0 falls short (the caller says so).
+
+    >>> round(fit_fraction(lambda e: 100 * e, 42.0), 3)
+    0.42
+    """
     low, high = 0.05, 1.0
-    if simulate(row, high) < row.tokens_per_s_per_gpu:
-        return high  # even the whole peak is too slow: say so in the table
-    for _ in range(steps):
+    if throughput(high) < target:
+        return high
+    while high - low >= tolerance:
         middle = (low + high) / 2
-        if simulate(row, middle) < row.tokens_per_s_per_gpu:
+        if throughput(middle) < target:
             low = middle
         else:
             high = middle
-        if high - low < 1e-4:
-            break
     return (low + high) / 2
 
 

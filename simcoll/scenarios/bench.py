@@ -277,14 +277,15 @@ def _ddp_case(name: str, n_nodes: int) -> BenchRow:
     )  # fmt: skip
 
 
-def _step_case(name: str, model_file: str, n_nodes: int) -> BenchRow:
-    """A shipped model's training step with its file's layout on ``n_nodes`` DGX H100 of
-    h100-ib-fat-tree, every default (each call is ``predict``'s; compute from the file's
-    ``[gpu]``): the step as a scenario's ``training_step`` point runs it."""
+def _step_case(name: str, model_file: str, n_nodes: int, **layout: Any) -> BenchRow:
+    """A shipped model's training step with its file's layout (or ``layout``'s changes to
+    it) on ``n_nodes`` DGX H100 of h100-ib-fat-tree, every default (each call is
+    ``predict``'s; compute from the file's ``[gpu]``): the step as a scenario's
+    ``training_step`` point runs it."""
     from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - the workloads
 
     graph = _topology("h100-ib-fat-tree.toml", n_nodes)
-    m = run_workload("training_step", graph, transformer=model_file).metrics
+    m = run_workload("training_step", graph, transformer=model_file, **layout).metrics
     return BenchRow(
         case=name, ranks=int(m["n_gpus"]), transfers=0, simulated=0, events=0,
         sim_time_ms=m["time_s"] * 1e3,
@@ -502,6 +503,24 @@ CASES: tuple[Case, ...] = (
         "128 DGX H100 on h100-ib-fat-tree (target also < 4 GiB)",
         60.0,
         lambda: _step_case("step-gpt3-1024", "gpt3-175b", 128),
+    ),
+    Case(
+        "step-70b-fsdp-128",
+        "a Llama 2 70B step with PyTorch FSDP, one unit per block, full recomputation (128 "
+        "sequences of 4,096 tokens), 16 DGX H100 on h100-ib-fat-tree (issue 42's target: "
+        "10 s)",
+        10.0,
+        lambda: _step_case(
+            "step-70b-fsdp-128",
+            "llama2-70b",
+            16,
+            tp=1,
+            pp=1,
+            data_parallel="fsdp",
+            global_batch_size=128,
+            seq_length=4096,
+            recompute="full",
+        ),
     ),
     Case(
         "step-mixtral-256",
