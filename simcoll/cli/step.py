@@ -79,6 +79,15 @@ def add_step(sub: SubParsers) -> None:
         p.add_argument(f"--{name}", type=positive_int, metavar="N", help=f"{what}-parallel degree")
     p.add_argument("--vp", type=positive_int, metavar="N",
                    help="model chunks per pipeline stage (1: 1F1B; more: interleaved)")  # fmt: skip
+    p.add_argument("--first-stage-layers", type=positive_int, metavar="N",
+                   help="layers on the first pipeline stage, the rest split evenly (Megatron's "
+                   "--decoder-first-pipeline-num-layers)")  # fmt: skip
+    p.add_argument(
+        "--last-stage-layers",
+        type=positive_int,
+        metavar="N",
+        help="layers on the last pipeline stage (--decoder-last-pipeline-num-layers)",
+    )
     p.add_argument("--dp", choices=tuple(DP_MODES), metavar="MODE",
                    help="data parallelism: ddp, zero1 (Megatron's distributed optimizer), "
                    "zero2, zero3, fsdp (PyTorch FSDP, FULL_SHARD, one unit per block), hsdp "
@@ -130,7 +139,9 @@ def _defaults(
                "global_batch_size": args.global_batch, "recompute": args.recompute,
                "precision": args.precision, "attention_kernel": args.attention_kernel}  # fmt: skip
     given_p: dict[str, Any] = {"tp": args.tp, "pp": args.pp, "cp": args.cp, "ep": args.ep,
-                               "virtual_stages": args.vp}  # fmt: skip
+                               "virtual_stages": args.vp,
+                               "first_stage_layers": args.first_stage_layers,
+                               "last_stage_layers": args.last_stage_layers}  # fmt: skip
     if args.dp:
         given_p.update(DP_MODES[args.dp])
     t_table = {**training, **{k: v for k, v in given_t.items() if v is not None}}

@@ -53,7 +53,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcoll.core.errors import ConfigError
-from simcoll.training.spec import REDUCE_DTYPE_BYTES, Parallelism, Training, Transformer
+from simcoll.training.spec import (
+    REDUCE_DTYPE_BYTES,
+    Parallelism,
+    Training,
+    Transformer,
+    stage_layers,
+)
 
 __all__ = [
     "OPTIMIZER_STATE_BYTES_PER_PARAM",
@@ -154,7 +160,7 @@ def params_per_gpu(m: Transformer, p: Parallelism, stage: int = 0) -> tuple[floa
     """(dense, expert) parameters on a stage's GPUs (the first by default): its ``L / pp``
     layers, and its part of the root (:func:`root_params_per_gpu`)."""
     layer_dense, layer_expert = layer_params_per_gpu(m, p)
-    layers = m.n_layers / p.pp
+    layers = _layers_of(m, p, stage)
     dense = layers * layer_dense + root_params_per_gpu(m, p, stage=stage)
     return dense, layers * layer_expert
 
@@ -168,7 +174,7 @@ def fsdp_unsharded_bytes(m: Transformer, p: Parallelism, stage: int = 0) -> tupl
     layer_dense, layer_expert = layer_params_per_gpu(m, p)
     unit = p.fsdp_layers_per_unit * (layer_dense + layer_expert)
     root = root_params_per_gpu(m, p, stage=stage)
-    n_units = m.n_layers // (p.pp * p.fsdp_layers_per_unit)
+    n_units = int(_layers_of(m, p, stage)) // p.fsdp_layers_per_unit
     gathered = n_units
     if p.fsdp_sharding != "shard_grad_op" and p.fsdp_limit_all_gathers:
         gathered = min(2, n_units)
@@ -188,6 +194,13 @@ def activation_bytes_per_layer(m: Transformer, t: Training, p: Parallelism) -> f
     if p.sequence_parallel:
         return s * b * h * (34 + attention) / p.tp
     return s * b * h * (10 + 24 / p.tp + attention / p.tp)
+
+
+def _layers_of(m: Transformer, p: Parallelism, stage: int) -> float:
+    """The layers on pipeline stage ``stage`` (an even share unless the layout says)."""
+    if p.first_stage_layers or p.last_stage_layers:
+        return float(stage_layers(m.n_layers, p)[stage])
+    return m.n_layers / p.pp
 
 
 def logits_bytes(m: Transformer, t: Training, p: Parallelism) -> float:
@@ -228,7 +241,7 @@ def stage_memory(m: Transformer, t: Training, p: Parallelism, stage: int) -> Mem
     except ConfigError:  # the layout is refused elsewhere; count a full pipeline
         n_micro = p.pp
     alive = min(p.pp - stage, n_micro)
-    per_stage = m.n_layers / p.pp
+    per_stage = _layers_of(m, p, stage)
     if p.virtual_stages > 1:
         in_flight = m.n_layers * (1 + (p.pp - 1) / (p.pp * p.virtual_stages)) * alive / p.pp
     else:
@@ -245,5 +258,7 @@ def memory_per_gpu(m: Transformer, t: Training, p: Parallelism) -> MemoryPerGpu:
     the first and the last pipeline stage (the middle ones hold less than the first), the
     larger; its ``stage`` says which binds."""
     stages = {0, p.pp - 1}
+    if p.first_stage_layers or p.last_stage_layers:
+        stages.add(min(1, p.pp - 1))  # the first of the evenly split middle stages
     return max((stage_memory(m, t, p, s) for s in sorted(stages)),
                key=lambda memory: memory.total_bytes)  # fmt: skip

@@ -61,6 +61,7 @@ __all__ = [
     "Training",
     "Transformer",
     "read_model_file",
+    "stage_layers",
 ]
 
 #: Bytes per element of each training precision's matmul inputs (fp8: its GEMMs' inputs;
@@ -274,6 +275,8 @@ class Parallelism:
     fsdp_limit_all_gathers: bool = True
     fsdp_no_sync: bool = False
     fsdp_reduce_dtype: str = "bf16"
+    first_stage_layers: int = 0  # 0: an even share (Megatron's
+    last_stage_layers: int = 0  # --decoder-first/last-pipeline-num-layers)
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "cp", "virtual_stages", "fsdp_layers_per_unit"):
@@ -281,6 +284,8 @@ class Parallelism:
         _positive_int("parallelism", "dp", self.dp, 0)
         _positive_int("parallelism", "fsdp_shard_size", self.fsdp_shard_size, 0)
         _positive_int("parallelism", "bucket_bytes", self.bucket_bytes)
+        for name in ("first_stage_layers", "last_stage_layers"):
+            _positive_int("parallelism", name, getattr(self, name), minimum=0)
         flags = ("sequence_parallel", "overlap_grad_reduce", "tp_comm_overlap",
                  "fsdp_forward_prefetch", "fsdp_limit_all_gathers", "fsdp_no_sync")  # fmt: skip
         for name in flags:
@@ -349,6 +354,47 @@ _RECORDS: dict[str, type[Any]] = {
     "training": Training,
     "parallelism": Parallelism,
 }
+
+
+def stage_layers(n_layers: int, p: Parallelism) -> list[int]:
+    """Layers of each pipeline stage: an even share, or, with ``first_stage_layers`` or
+    ``last_stage_layers`` (Megatron-LM's ``--decoder-first-pipeline-num-layers`` and
+    ``--decoder-last-pipeline-num-layers``), those on the first or last stage and an even
+    share of the rest on the others. Llama 3 405B's 126 layers on 16 stages, 7 on the
+    first and the last (Llama Team 2024, section 3.3.2: one layer fewer on each):
+
+    >>> stage_layers(126, Parallelism(pp=16, first_stage_layers=7, last_stage_layers=7))[:3]
+    [7, 8, 8]
+    >>> stage_layers(10, Parallelism(pp=4, last_stage_layers=3))
+    Traceback (most recent call last):
+    ...
+    simcoll.core.errors.ConfigError: parallelism: 7 layers do not split evenly over the \
+other 3 pipeline stages (first_stage_layers 0, last_stage_layers 3)
+    """
+    fixed = {}
+    if p.first_stage_layers:
+        fixed[0] = p.first_stage_layers
+    if p.last_stage_layers:
+        fixed[p.pp - 1] = p.last_stage_layers
+    if not fixed:
+        return [n_layers // p.pp] * p.pp
+    if p.pp == 1 or (len(fixed) == 2 and p.pp == 2 and sum(fixed.values()) != n_layers):
+        raise ConfigError(f"parallelism: first_stage_layers and last_stage_layers need pp > 1 "
+                          f"and to add up to the {n_layers} layers on 2 stages")  # fmt: skip
+    if p.virtual_stages > 1:
+        raise ConfigError("parallelism: first_stage_layers and last_stage_layers take the 1F1B "
+                          "schedule (virtual_stages 1)")  # fmt: skip
+    others = p.pp - len(fixed)
+    rest = n_layers - sum(fixed.values())
+    if others == 0:
+        return [fixed[0], fixed[p.pp - 1]]
+    if rest < others or rest % others:
+        given = (
+            f"first_stage_layers {p.first_stage_layers}, last_stage_layers {p.last_stage_layers}"
+        )
+        raise ConfigError(f"parallelism: {rest} layers do not split evenly over the other "
+                          f"{others} pipeline stages ({given})")  # fmt: skip
+    return [fixed.get(i, rest // others) for i in range(p.pp)]
 
 
 def record_from(

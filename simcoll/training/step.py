@@ -89,7 +89,13 @@ from simcoll.training.memory import (
     params_per_gpu,
     root_params_per_gpu,
 )
-from simcoll.training.spec import REDUCE_DTYPE_BYTES, Parallelism, Training, Transformer
+from simcoll.training.spec import (
+    REDUCE_DTYPE_BYTES,
+    Parallelism,
+    Training,
+    Transformer,
+    stage_layers,
+)
 
 __all__ = [
     "DIMENSION_STREAMS",
@@ -164,9 +170,14 @@ def step_times(
 
 def _check_shapes(m: Transformer, t: Training, p: Parallelism) -> None:
     chunks = p.pp * p.virtual_stages
-    if m.n_layers % chunks:
+    uneven = bool(p.first_stage_layers or p.last_stage_layers)
+    if uneven:
+        per_stage = stage_layers(m.n_layers, p)  # refuses what does not split
+    elif m.n_layers % chunks:
         raise ConfigError(f"parallelism: {m.n_layers} layers do not split into pp {p.pp} x "
                           f"virtual_stages {p.virtual_stages} chunks")  # fmt: skip
+    else:
+        per_stage = [m.n_layers // chunks] * p.pp
     if m.n_heads % p.tp or (m.n_kv_heads % p.tp and p.tp % m.n_kv_heads):
         raise ConfigError(f"parallelism: tp {p.tp} does not split {m.n_heads} heads and "
                           f"{m.n_kv_heads} KV heads")  # fmt: skip
@@ -178,9 +189,10 @@ def _check_shapes(m: Transformer, t: Training, p: Parallelism) -> None:
                           f"{m.name} has none)")  # fmt: skip
     if m.is_moe and m.n_experts % p.ep:
         raise ConfigError(f"parallelism: ep {p.ep} does not split {m.n_experts} experts")
-    if p.is_fsdp and (m.n_layers // chunks) % p.fsdp_layers_per_unit:
+    odd = next((n for n in per_stage if n % p.fsdp_layers_per_unit), None)
+    if p.is_fsdp and odd is not None:
         raise ConfigError(f"parallelism: fsdp_layers_per_unit {p.fsdp_layers_per_unit} does "
-                          f"not split a model chunk's {m.n_layers // chunks} layers")  # fmt: skip
+                          f"not split a model chunk's {odd} layers")  # fmt: skip
     if p.is_fsdp and (p.dp * p.cp) % p.shard_degree:
         raise ConfigError(f"parallelism: fsdp_shard_size {p.shard_degree} does not split the "
                           f"{p.dp * p.cp} data- and context-parallel ranks")  # fmt: skip
@@ -195,6 +207,14 @@ def check_layout(m: Transformer, t: Training, p: Parallelism) -> None:
     if p.virtual_stages > 1 and n_micro % p.pp:
         raise ConfigError(f"parallelism: the interleaved schedule needs the micro-batches "
                           f"({n_micro}) to be a multiple of pp ({p.pp})")  # fmt: skip
+
+
+def chunk_layers(m: Transformer, p: Parallelism) -> list[int]:
+    """The layers of each of a stage's model chunks, per stage (an even share, or as
+    :func:`~simcoll.training.spec.stage_layers` splits them)."""
+    if p.first_stage_layers or p.last_stage_layers:
+        return stage_layers(m.n_layers, p)
+    return [m.n_layers // (p.pp * p.virtual_stages)] * p.pp
 
 
 def step_calls(m: Transformer, t: Training, p: Parallelism) -> int:
@@ -213,7 +233,7 @@ def step_calls(m: Transformer, t: Training, p: Parallelism) -> int:
     fsdp = p.is_fsdp and p.dp * p.cp > 1
     alike = fsdp and _replicas_alike(p)  # one span for every replica
     passes = 2 * n_micro * p.virtual_stages * p.pp * (1 if alike else p.dp)
-    layers = m.n_layers // (p.pp * p.virtual_stages)
+    layers = max(chunk_layers(m, p))  # an upper bound where the stages differ
     tp_calls = 0 if p.tp == 1 else \
         p.cp * (2 if p.sequence_parallel else 1) * (1 if m.is_moe else 2) * layers  # fmt: skip
     spans = layers // p.fsdp_layers_per_unit if fsdp else 1
@@ -272,7 +292,7 @@ class _Builder:
         self.algorithm = algorithm
         self.lay = Layout(p)
         self.n_micro = t.n_microbatches(p.dp)
-        self.layers = m.n_layers // (p.pp * p.virtual_stages)
+        self.chunk_layers = chunk_layers(m, p)  # per stage: each of its chunks' layers
         tokens = t.micro_batch_size * t.seq_length // p.cp
         self.act_bytes = tokens * m.hidden_size * 2  # one micro-batch's hidden states
         local = tokens // p.tp if p.sequence_parallel else tokens
@@ -374,7 +394,8 @@ class _Builder:
         head_s = (times.head_forward_s if phase == FORWARD else times.head_backward_s) \
             if last_virtual else 0.0  # fmt: skip
         buckets = phase == BACKWARD and j == self.n_micro - 1 and p.dp * p.cp > 1  # fmt: skip
-        pieces = [1] * self.layers if buckets and p.overlap_grad_reduce else [self.layers]
+        layers = self.chunk_layers[pp]
+        pieces = [1] * layers if buckets and p.overlap_grad_reduce else [layers]
         inputs = {d: self._inputs(d, pp, phase, chunk, j) for d in range(p.dp)}
         pending = 0.0  # gradient bytes per GPU not yet in a bucket
         for index, n_layers in enumerate(pieces):
@@ -450,7 +471,7 @@ class _Builder:
         p, lay = self.p, self.lay
         if p.dp * p.cp // p.ep <= 1:
             return
-        size = self.layer_expert * self.layers * GRAD_BYTES
+        size = self.layer_expert * self.chunk_layers[pp] * GRAD_BYTES
         after = [op for d in range(p.dp) for op in self.tail[d, pp]]
         kind = "allreduce" if p.zero_stage == 0 else "reducescatter"
         for t in range(p.tp):
@@ -508,7 +529,7 @@ class _Builder:
         forward = phase == FORWARD
         name = f"{phase} c{chunk} mb{j}"
         per_unit = p.fsdp_layers_per_unit
-        n_units = self.layers // per_unit
+        n_units = self.chunk_layers[pp] // per_unit
         order = list(range(n_units)) if forward else list(range(n_units - 1, -1, -1))
         sharded = p.fsdp_sharding != "no_shard"
         regather = sharded and (forward or p.fsdp_sharding != "shard_grad_op")
@@ -604,7 +625,8 @@ class _Builder:
                                        after=list(dict.fromkeys(after))))  # fmt: skip
             if p.zero_stage in (1, 2) and not p.is_fsdp and p.dp * p.cp > 1:
                 ends = (pp == 0) + (pp == p.pp - 1)  # the embedding, the output layer
-                params = self.layer_dense * self.m.n_layers / p.pp + ends * self.vocab_params
+                layers = self.chunk_layers[pp] * p.virtual_stages
+                params = self.layer_dense * layers + ends * self.vocab_params
                 for t in range(p.tp):
                     self._dp_call("allgather", params * 2, lay.dp_group(tp=t, pp=pp), steps,
                                   "dp all-gather params", stream="dp gather")  # fmt: skip

@@ -41,3 +41,11 @@ def test_each_stage_by_hand() -> None:
 def test_fewer_micro_batches_than_stages_keep_fewer_alive() -> None:
     one = Training(seq_length=16, micro_batch_size=2, global_batch_size=2)  # 1 micro-batch
     assert stage_memory(M, one, P, 0).activations_bytes == 1 * 2 * 16 * 2 * 8 * 34
+
+
+def test_uneven_stages_hold_their_own_layers() -> None:
+    # 4 layers on 3 stages: 2 on the first, the other 2 split 1 and 1
+    p = Parallelism(pp=3, dp=1, first_stage_layers=2)
+    layer, h, v = 1040, 8, 100  # as counted in test_each_stage_by_hand
+    params = [stage_memory(M, T, p, i).params_bytes for i in range(3)]
+    assert params == [2 * (2 * layer + v * h), 2 * layer, 2 * (layer + h + v * h)]

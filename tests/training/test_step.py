@@ -224,3 +224,24 @@ def test_a_step_of_more_calls_than_the_cap_is_refused_before_any_is_made() -> No
         "tensor-parallel calls), more than the 16777216 (2^24) a step simulates; use a "
         "smaller global_batch_size or fewer layers"
     )
+
+
+def test_uneven_stages_run_at_the_pace_of_the_largest() -> None:
+    # Megatron's --decoder-first-pipeline-num-layers: 2 of the 8 layers on the first stage,
+    # 6 on the last. Forward 1 ms and backward 2 ms a layer: f0 = 2, b0 = 4, f1 = 6, b1 =
+    # 12 ms. The last stage is the bottleneck and never waits after its first input: it
+    # starts at f0, runs m x (f1 + b1), then the first stage's last backward: with m = 4,
+    # 2 + 4 x 18 + 4 = 78 ms (1F1B's order traced by hand in the issue 42 note).
+    t = Training(seq_length=64, global_batch_size=4)
+    layout = Parallelism(pp=2, first_stage_layers=2, sequence_parallel=False)
+    r = training_step(free_links(2), SMALL, t, layout, times=TIMES, calibration=None,
+                      protocol=None)  # fmt: skip
+    assert r.metrics["time_s"] == pytest.approx(0.078, rel=1e-9)
+
+
+def test_uneven_stages_that_do_not_split_are_one_line() -> None:
+    t = Training(seq_length=64, global_batch_size=4)
+    with pytest.raises(ConfigError, match=r"^parallelism: 5 layers do not split evenly over "
+                       r"the other 2 pipeline stages"):  # fmt: skip
+        training_step(free_links(3), SMALL, t, Parallelism(pp=3, first_stage_layers=3),
+                      times=TIMES, calibration=None, protocol=None)  # fmt: skip
