@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from pathlib import Path
 from simcoll.core.errors import SimcollError
 from simcoll.topology.io import load
 from simcoll.training import Efficiency, Parallelism, Training, read_model_file, training_step
-from validation.training_throughput import fit_fraction
+from validation.training_throughput import fit_fraction, print_errors
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "validation/data/public/training_fsdp_llmfoundry.csv"
@@ -146,14 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 errors["single-node" if row.n_gpus <= 8 else "multi-node"].append(abs(error_pct))
             print(f"| {row.label}{mark} | {row.tokens_per_s_per_gpu:,.0f} | {simulated:,.0f} "
                   f"| {error_pct:+.1f} % |", flush=True)  # fmt: skip
-    every = [e for part in errors.values() for e in part]
-    if every:
-        print(f"\nmedian |error| over {len(every)} predicted rows: "
-              f"{statistics.median(every):.1f} %, worst {max(every):.1f} %")  # fmt: skip
-        for part, values in errors.items():
-            if values:
-                print(f"  {part}: {len(values)} rows, median {statistics.median(values):.1f} %, "
-                      f"worst {max(values):.1f} %")  # fmt: skip
+    print_errors(errors)
     print(f"({time.perf_counter() - started:.0f} s)")
     return 0
 

@@ -149,17 +149,24 @@ def main(argv: list[str] | None = None) -> int:
         layout = f"{row.tp} x {row.pp} x {row.cp}, {row.vp}"
         print(f"| {row.name}{mark} | {layout} | {row.tokens_per_s_per_gpu:,.0f} | "
               f"{simulated:,.0f} | {error_pct:+.1f} % |")  # fmt: skip
-    every = [e for part in errors.values() for e in part]
-    if every:
-        print()
-        print(f"median |error| over {len(every)} predicted rows: "
-              f"{statistics.median(every):.1f} %, worst {max(every):.1f} %")  # fmt: skip
-        for part, values in errors.items():
-            if values:
-                print(f"  {part}: {len(values)} rows, median {statistics.median(values):.1f} %, "
-                      f"worst {max(values):.1f} %")  # fmt: skip
+    print_errors(errors)
     print(f"({time.perf_counter() - started:.0f} s)")
     return 0
+
+
+def print_errors(errors: dict[str, list[float]]) -> None:
+    """The median and worst |error| of the predicted rows, in all and per part (single-
+    and multi-node)."""
+    every = [e for part in errors.values() for e in part]
+    if not every:
+        return
+    print()
+    print(f"median |error| over {len(every)} predicted rows: "
+          f"{statistics.median(every):.1f} %, worst {max(every):.1f} %")  # fmt: skip
+    for part, values in errors.items():
+        if values:
+            print(f"  {part}: {len(values)} rows, median {statistics.median(values):.1f} %, "
+                  f"worst {max(values):.1f} %")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -388,10 +388,11 @@ other 3 pipeline stages (first_stage_layers 0, last_stage_layers 3)
     rest = n_layers - sum(fixed.values())
     if others == 0:
         return [fixed[0], fixed[p.pp - 1]]
-    if rest < others or rest % others:
-        given = (
-            f"first_stage_layers {p.first_stage_layers}, last_stage_layers {p.last_stage_layers}"
-        )
+    given = f"first_stage_layers {p.first_stage_layers}, last_stage_layers {p.last_stage_layers}"
+    if rest < others:
+        raise ConfigError(f"parallelism: {given} leave {rest} of the {n_layers} layers for the "
+                          f"other {others} pipeline stages, fewer than one each")  # fmt: skip
+    if rest % others:
         raise ConfigError(f"parallelism: {rest} layers do not split evenly over the other "
                           f"{others} pipeline stages ({given})")  # fmt: skip
     return [fixed.get(i, rest // others) for i in range(p.pp)]

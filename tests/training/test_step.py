@@ -245,3 +245,12 @@ def test_uneven_stages_that_do_not_split_are_one_line() -> None:
                        r"the other 2 pipeline stages"):  # fmt: skip
         training_step(free_links(3), SMALL, t, Parallelism(pp=3, first_stage_layers=3),
                       times=TIMES, calibration=None, protocol=None)  # fmt: skip
+
+
+def test_a_first_stage_of_more_layers_than_the_model_is_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"^parallelism: first_stage_layers 9, last_stage_layers "
+                       r"0 leave -1 of the 8 layers for the other 1 pipeline stages, fewer than "
+                       r"one each$"):  # fmt: skip
+        training_step(free_links(2), SMALL, Training(seq_length=64, global_batch_size=4),
+                      Parallelism(pp=2, first_stage_layers=9), times=TIMES, calibration=None,
+                      protocol=None)  # fmt: skip
