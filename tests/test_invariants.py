@@ -387,7 +387,7 @@ class Sample:
 def link_load(fabric: Fabric) -> FloatArray:
     """Sum over flows on each link of rate x weight (how much of the link the flow uses)."""
     load = np.zeros(len(fabric.capacity_bytes_per_s))
-    for slot in sorted(set().union(*fabric._on_link)):
+    for slot in sorted(set().union(*fabric._on_link.values())):
         weights = fabric._weights[slot]
         load[fabric._links[slot]] += fabric._rate[slot] * (1.0 if weights is None else weights)
     return load

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import defaultdict
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
@@ -112,7 +113,9 @@ class Fabric:
         n_links = len(self.capacity_bytes_per_s)
         self.link_busy_s = np.zeros(n_links)
         self._busy_since = np.full(n_links, math.nan)
-        self._on_link: list[set[int]] = [set() for _ in range(n_links)]
+        # The flows on each link, for the links a flow has crossed (a fabric has 131,072
+        # links at 16,384 GPUs; a call crosses a few of them).
+        self._on_link: defaultdict[int, set[int]] = defaultdict(set)
         self._pending: list[tuple[float, int, int]] = []  # (start_s, flow id, slot)
         # Flows in flight live in slots; per-slot state is kept in parallel arrays so that
         # finding the next arrival is one vectorised min.
@@ -468,7 +471,7 @@ class Fabric:
     def close(self) -> None:
         """Account link busy time of flows still in flight up to now (end of a run)."""
         now = self.env.now
-        for link, members in enumerate(self._on_link):
+        for link, members in self._on_link.items():
             if members:
                 self.link_busy_s[link] += now - self._busy_since[link]
                 self._busy_since[link] = now

@@ -119,7 +119,7 @@ def search_plan(
         raise ConfigError("two ranks are placed on one GPU")
     router = router or Router(topology)
     routing = str(topology.graph.get("routing", "ecmp"))
-    servers = _servers(topology, nodes)
+    servers = _servers(topology, nodes, router)
     if servers is None:
         ring = tuple(range(len(nodes)))
         return Plan(nodes, (Channel(ring, _chain_tree(ring)),), placement, routing, "rank order")
@@ -130,9 +130,12 @@ def search_plan(
     return Plan(nodes, channels, placement, routing)
 
 
-def _servers(topology: nx.DiGraph[str], nodes: tuple[str, ...]) -> list[_Server] | None:
+def _servers(
+    topology: nx.DiGraph[str], nodes: tuple[str, ...], router: Router
+) -> list[_Server] | None:
     """Ranks grouped by server, servers by lowest rank; None if a GPU has no server."""
-    index = {gpu: i for i, gpu in enumerate(gpu_nodes(topology))}
+    index = router.memo("gpu_index",
+                        lambda: {gpu: i for i, gpu in enumerate(gpu_nodes(topology))})  # fmt: skip
     by_host: dict[str, list[int]] = {}
     for rank, gpu in enumerate(nodes):
         host = topology.nodes[gpu].get("host")

@@ -9,7 +9,6 @@ import numpy as np
 import numpy.typing as npt
 
 from simcoll.prediction.workgraph import Built, Comm, Compute, Solo
-from simcoll.sim.engine import SimulationResult
 from simcoll.sim.graph import CallNodes, GraphResult
 from simcoll.sim.timeline import COMPUTE, Span, Timeline, TransferBatch, binned_bytes
 
@@ -63,15 +62,14 @@ def timeline_of(  # noqa: PLR0917 - what one run made
                     load += _detailed_load(nodes_of, result, edges, load.shape[0])
             continue
         used = solo.links  # only the links it uses: a cluster has thousands
-        link_bytes[used] += solo.link_bytes[used] * op.repeat
-        busy = getattr(solo.result, "link_busy_s", None)
-        link_busy_s[used] += op.repeat * (busy[used] if busy is not None else solo.transfers_s)
+        link_bytes[used] += solo.link_bytes * op.repeat
+        link_busy_s[used] += solo.link_busy_s * op.repeat
         for k in range(op.repeat):  # each repeat as the call ran alone, one after another
             first_s = opened + k * solo.time_s + solo.delay_s
             if transfers:
                 batches.append(_solo_batch(op, solo, first_s))
             if n_bins and len(solo.links):
-                load[solo.links] += _spread(solo.link_bytes[solo.links], first_s,
+                load[solo.links] += _spread(solo.link_bytes, first_s,
                                             first_s + solo.transfers_s, edges)  # fmt: skip
     spans.sort(key=lambda x: (x.rank, x.stream, x.start_s, x.end_s))
     return Timeline(
@@ -112,9 +110,9 @@ def _detailed_batch(op: Comm, solo: Solo, nodes: CallNodes, result: GraphResult)
 def _solo_batch(op: Comm, solo: Solo, first_s: float) -> TransferBatch:
     """A call timed alone: its transfers as they ran alone, shifted to when its first
     could start, where that run kept every transfer (the general path); else none."""
-    result = solo.result
+    result = solo.result  # kept where the run alone kept every transfer's times
     to_global = np.array(op.ranks, dtype=np.int64)
-    if isinstance(result, SimulationResult) and len(result.end_s) == result.schedule.n_transfers:
+    if result is not None:
         s = result.schedule
         n = s.n_ranks
         real = (s.src < n) & (s.dst < n)

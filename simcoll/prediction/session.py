@@ -48,8 +48,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 import networkx as nx
 import numpy as np
@@ -66,26 +66,43 @@ from simcoll.prediction.call import (
     DEFAULTS,
     Decided,
     Machine,
-    call_schedule,
     call_setup,
     decide,
 )
 from simcoll.prediction.choices import default_algorithm
+from simcoll.prediction.hosts import HostShape, group_shape, moved_links
 from simcoll.prediction.record import empty_timeline, timeline_of
-from simcoll.prediction.simulated import Setup
-from simcoll.prediction.workgraph import Comm, Compute, Solo, build, meeting, once
+from simcoll.prediction.simulated import Setup, schedule_recipe
+from simcoll.prediction.sm_sharing import slowed_durations_s
+from simcoll.prediction.workgraph import Built, Comm, Compute, Solo, build, meeting, once
 from simcoll.sim.engine import Run, prepare
+from simcoll.sim.graph import GraphResult
 from simcoll.sim.timeline import COMM, COMPUTE, Timeline
 from simcoll.topology import gpu_nodes
 from simcoll.topology.calibration import Calibration
+from simcoll.topology.gpu_spec import gpu_spec
 
-__all__ = ["LOAD_BINS", "Op", "RecordedCall", "Session", "recording_calls"]
+__all__ = [
+    "LOAD_BINS",
+    "SM_SHARING_ROUNDS",
+    "SM_SHARING_TOLERANCE",
+    "Op",
+    "RecordedCall",
+    "Session",
+    "recording_calls",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 #: Time bins of a timeline's per-link load (the link utilisation heatmap).
 LOAD_BINS = 200
+
+#: With ``sm_sharing``: at most this many runs, each compute span stretched by the calls
+#: beside it in the run before, until no span moves by more than
+#: :data:`SM_SHARING_TOLERANCE` of its time alone.
+SM_SHARING_ROUNDS = 8
+SM_SHARING_TOLERANCE = 1e-4
 
 
 @dataclass(frozen=True)
@@ -152,6 +169,11 @@ class Session:
     plan
         ``"nccl"`` (the default: NCCL's channels for each call's GPUs) or ``"rank"`` (one
         ring in rank order).
+    sm_sharing
+        Compute beside a call runs on the SMs the call's CTAs leave
+        (:mod:`~simcoll.prediction.sm_sharing`), on GPUs of the topology's ``[gpu] sms``
+        (without it, as if alone); off by default: measured compute (a trace) is already
+        slowed.
     """
 
     def __init__(
@@ -164,6 +186,7 @@ class Session:
         knobs: NcclKnobs | None = None,
         rank_nodes: Sequence[str] | None = None,
         plan: str = DEFAULTS.plan,
+        sm_sharing: bool = False,
     ) -> None:
         if model not in ("flow", "ideal"):
             raise ConfigError(f"a session runs model 'flow' or 'ideal', not {model!r}")
@@ -175,6 +198,7 @@ class Session:
         self.protocol = protocol
         self.knobs = knobs
         self.plan = plan
+        self.sm_count = _sm_count(self.topology) if sm_sharing else 0
         self.rank_nodes = (tuple(rank_nodes) if rank_nodes is not None else
                            map_ranks(self.topology, len(gpu_nodes(self.topology))))  # fmt: skip
         self._ops: list[Compute | Comm] = []
@@ -182,6 +206,8 @@ class Session:
         self._stream_tail: dict[tuple[int, str], int] = {}
         self._setups: dict[tuple[object, ...], Setup] = {}
         self._solos: dict[tuple[object, ...], Solo] = {}
+        # per call in a server's shape: the server it was decided on, and its decision
+        self._shaped: dict[tuple[object, ...], tuple[HostShape, Solo]] = {}
         self._recorded = _RECORDING.get()
         self._notes: list[str] = []
 
@@ -342,13 +368,43 @@ class Session:
         detailed: set[int] = set()
         if every_call_in_detail:
             detailed = {i for i, op in enumerate(self._ops) if isinstance(op, Comm)}
+        base_s = {i: op.duration_s for i, op in enumerate(self._ops)
+                  if isinstance(op, Compute) and op.duration_s > 0}  # fmt: skip
+        ctas = {i: op.solo.ctas for i, op in enumerate(self._ops)
+                if isinstance(op, Comm) and op.solo is not None and op.solo.ctas}  # fmt: skip
+        try:
+            for _ in range(SM_SHARING_ROUNDS):
+                built, result = self._run_meeting(detailed)
+                if not (self.sm_count and base_s and ctas):
+                    break
+                slowed = slowed_durations_s(self._ops, base_s, ctas, (built, result),
+                                            self.sm_count)  # fmt: skip
+                moved = max(abs(slowed[i] - self._ops[i].duration_s) / base_s[i]  # type: ignore[union-attr]
+                            for i in base_s)  # fmt: skip
+                for i, duration_s in slowed.items():
+                    self._ops[i].duration_s = duration_s  # type: ignore[union-attr]
+                if moved <= SM_SHARING_TOLERANCE:
+                    built, result = self._run_meeting(detailed)
+                    break
+            else:
+                built, result = self._run_meeting(detailed)
+                self._notes.append(f"compute beside calls: the spans' stretch had not settled "
+                                   f"after {SM_SHARING_ROUNDS} runs")  # fmt: skip
+            return timeline_of(self._ops, built, result, self.n_ranks, load_bins,
+                               self._notes, transfers=transfers)  # fmt: skip
+        finally:
+            for i, duration_s in base_s.items():  # the ops as recorded: run() runs again
+                self._ops[i].duration_s = duration_s  # type: ignore[union-attr]
+
+    def _run_meeting(self, detailed: set[int]) -> tuple[Built, GraphResult]:
+        """Run the graph, the calls in ``detailed`` (grown here) transfer by transfer,
+        until no call that ran alone overlaps another on a link."""
         while True:
-            built = build(self._ops, self.topology, self.model, detailed)
+            built = build(self._ops, self.topology, self.model, detailed, self.machine.router)
             result = built.graph.simulate()
             meeting_now = meeting(self._ops, built, result, self.model) - detailed
             if not meeting_now:
-                return timeline_of(self._ops, built, result, self.n_ranks, load_bins,
-                                   self._notes, transfers=transfers)  # fmt: skip
+                return built, result
             detailed |= meeting_now
 
     # -- deciding calls -----------------------------------------------------------------
@@ -365,47 +421,84 @@ class Session:
     ) -> Solo:
         nodes = tuple(self.rank_nodes[r] for r in group)
         items = tuple(sorted(dict(params or {}).items()))
-        setup_key = (c, nodes, algorithm, protocol, items)
+        key = (c, nodes, algorithm, protocol, items, size_bytes, in_place)
+        solo = self._solos.get(key)
+        if solo is not None:
+            return solo
+        machine = self.machine
+        shaped = group_shape(machine.topology, machine.router, nodes)
+        shape_key: tuple[object, ...] | None = None
+        if shaped is not None:
+            shape, places = shaped
+            shape_key = (c, shape.key, places, *key[2:])
+            known = self._shaped.get(shape_key)
+            if known is not None:  # the same call in a server of the same shape
+                moved = moved_links(machine.topology, machine.router, known[1].links,
+                                    known[0], shape)  # fmt: skip
+                if moved is not None:
+                    solo = replace(known[1], links=moved, prepare=self._deciding_runner(key))
+        if solo is None:
+            solo = self._decided_solo(key)
+            if shaped is not None and shape_key is not None:
+                self._shaped.setdefault(shape_key, (shaped[0], solo))
+        self._solos[key] = solo
+        return solo
+
+    def _decided_solo(self, key: tuple[Any, ...]) -> Solo:
+        """The call of ``key`` (as :meth:`_call_solo` makes it) decided for its GPUs."""
+        setup, decided = self._decide(key)
+        return Solo.of(
+            time_s=decided.row.time_s,
+            delay_s=decided.delay_s,
+            transfers_s=decided.transfers_s,
+            floor_s=decided.floor_s,
+            result=decided.choice.result,
+            prepare=self._call_runner(setup, decided, key[1]),
+            ctas=_ctas(decided),
+        )
+
+    def _decide(self, key: tuple[Any, ...]) -> tuple[Setup, Decided]:
+        c, nodes, algorithm, protocol, items, size_bytes, in_place = key
+        setup_key = key[:5]
         setup = self._setups.get(setup_key)
         if setup is None:
             setup = call_setup(self.machine, c, nodes, algorithm=algorithm, protocol=protocol,
-                               model=self.model, params=params, knobs=self.knobs,
+                               model=self.model, params=dict(items) or None, knobs=self.knobs,
                                plan=self.plan)  # fmt: skip
             self._setups[setup_key] = setup
-        key = (*setup_key, size_bytes, in_place)
-        solo = self._solos.get(key)
-        if solo is None:
-            known = len(setup.unsimulated)
-            decided = decide(setup, size_bytes, in_place=in_place)
-            for size, choices in setup.unsimulated[known:]:
-                self._notes.append(
-                    f"{c.value} of {format_bytes(size)} on {len(nodes)} ranks: "
-                    f"{', '.join(choices)} could not be simulated (too many transfers) and "
-                    "might have been faster; it ran the fastest of the others"
-                )
-            solo = Solo(
-                time_s=decided.row.time_s,
-                delay_s=decided.delay_s,
-                transfers_s=decided.transfers_s,
-                floor_s=decided.floor_s,
-                link_bytes=decided.choice.link_bytes,
-                result=decided.choice.result,
-                prepare=self._call_runner(setup, decided, nodes),
+        known = len(setup.unsimulated)
+        decided = decide(setup, size_bytes, in_place=in_place)
+        for size, choices in setup.unsimulated[known:]:
+            self._notes.append(
+                f"{c.value} of {format_bytes(size)} on {len(nodes)} ranks: "
+                f"{', '.join(choices)} could not be simulated (too many transfers) and "
+                "might have been faster; it ran the fastest of the others"
             )
-            self._solos[key] = solo
-        return solo
+        return setup, decided
+
+    def _deciding_runner(self, key: tuple[Any, ...]) -> Callable[[], Run]:
+        """How to prepare a call moved from a server of its shape, should it meet others:
+        decided for its own GPUs then (the same choice, on its own links)."""
+
+        def prepared() -> Run:
+            setup, decided = self._decide(key)
+            return self._call_runner(setup, decided, key[1])()
+
+        return once(prepared)
 
     def _call_runner(
         self, setup: Setup, decided: Decided, nodes: tuple[str, ...]
     ) -> Callable[[], Run]:
-        """How to prepare the decided call's whole schedule to run beside others."""
+        """How to prepare the decided call's whole schedule to run beside others (what
+        builds it, not the run that timed it alone: that one's per-link arrays are the
+        fabric's size, and a step decides thousands of calls)."""
         machine, model = self.machine, self.model
+        recipe = schedule_recipe(decided.choice)
+        protocol, plan = decided.choice.protocol, decided.choice.plan
 
         def prepared() -> Run:
-            choice = decided.choice
-            return prepare(machine.topology, call_schedule(setup, decided), model=model,
-                           protocol=choice.protocol, rank_nodes=nodes, plan=choice.plan,
-                           router=machine.router)  # fmt: skip
+            return prepare(machine.topology, recipe(setup), model=model, protocol=protocol,
+                           rank_nodes=nodes, plan=plan, router=machine.router)  # fmt: skip
 
         return once(prepared)
 
@@ -426,10 +519,9 @@ class Session:
                 return prepare(machine.topology, schedule, model=model, rank_nodes=nodes,
                                router=machine.router)  # fmt: skip
 
+            result = prepared().run(model)  # not kept: prepared again if it meets others
             runner = once(prepared)
-            result = runner().run(model)
-            solo = Solo(result.time_s, 0.0, result.time_s, 0.0, result.link_bytes, result,
-                         runner)  # fmt: skip
+            solo = Solo.of(result.time_s, 0.0, result.time_s, 0.0, result, runner)
             self._solos[key] = solo
         return solo
 
@@ -476,3 +568,20 @@ class Session:
         for r in group:
             self._stream_tail[r, stream] = index
         return Op(index, id(self))
+
+
+def _ctas(decided: Decided) -> int:
+    """The CTAs (SMs) a decided call runs on: one per channel it used, NCCL's kernel
+    layout (0 for a call that moves no byte)."""
+    choice = decided.choice
+    if choice.row.size_bytes == 0:
+        return 0
+    if choice.plan is not None:
+        return choice.plan.n_channels
+    return int(choice.knobs.get("n_channels", 1))
+
+
+def _sm_count(topology: nx.DiGraph[str]) -> int:
+    """The SMs of the topology's GPUs (``[gpu] sms``), 0 where the file does not say."""
+    spec = gpu_spec(topology)
+    return int(spec.sm_count) if spec is not None and spec.sm_count else 0

@@ -63,6 +63,7 @@ __all__ = [
     "candidate_choices",
     "choice_schedule",
     "planned_knobs",
+    "schedule_recipe",
     "zero_bytes_choice",
 ]
 
@@ -352,6 +353,14 @@ def choice_schedule(setup: Setup, choice: Choice) -> Schedule:
     to run beside other calls on one fabric; the rows' size is the call's."""
     return _built(setup, choice.algorithm, choice.row.size_bytes, dict(choice.knobs),
                   choice.plan)  # fmt: skip
+
+
+def schedule_recipe(choice: Choice) -> Callable[[Setup], Schedule]:
+    """:func:`choice_schedule` of ``choice`` later, holding what builds it and not the
+    run that timed it (whose per-link arrays are the size of the fabric)."""
+    name, size_bytes, knobs, plan = (choice.algorithm, choice.row.size_bytes,
+                                     dict(choice.knobs), choice.plan)  # fmt: skip
+    return lambda setup: _built(setup, name, size_bytes, knobs, plan)
 
 
 def _built(

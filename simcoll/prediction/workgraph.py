@@ -16,19 +16,22 @@ instant; the call then ends its time alone after its transfers start (to roundin
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 import numpy as np
 import numpy.typing as npt
 
-from simcoll.sim.engine import Run
+from simcoll.sim.engine import Run, SimulationResult
 from simcoll.sim.graph import CallNodes, ExecutionGraph, GraphResult
+from simcoll.topology import Router
 
 __all__ = ["Built", "Comm", "Compute", "Solo", "build", "meeting", "once"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+_NO_BYTES: FloatArray = np.zeros(0)
 
 
 @dataclass(eq=False)
@@ -46,19 +49,47 @@ class Compute:
 @dataclass(eq=False)
 class Solo:
     """A call (or copy) as run alone: its time in all, when its transfers start and how
-    long they take, its floor, every link's wire bytes, and how to run it with others."""
+    long they take, its floor, the links it uses with their wire bytes and busy time
+    (those only: a 16,384-GPU fabric has 131,072 links, a call uses a few), the run
+    itself where it kept every transfer's times (else None), and how to run it with
+    others."""
 
     time_s: float
     delay_s: float
     transfers_s: float
     floor_s: float
-    link_bytes: FloatArray
-    result: object  # what timed it alone (per-transfer times where the general path did)
+    links: IntArray
+    link_bytes: FloatArray  # per link of ``links``
+    link_busy_s: FloatArray  # per link of ``links``
+    result: SimulationResult | None
     prepare: Callable[[], Run]
-    links: IntArray = field(init=False)
+    ctas: int = 0  # the SMs it holds while it runs (one CTA per channel; copies: none)
 
-    def __post_init__(self) -> None:
-        self.links = np.flatnonzero(self.link_bytes > 0)
+    @classmethod
+    def of(  # noqa: PLR0917 - one call's facts
+        cls,
+        time_s: float,
+        delay_s: float,
+        transfers_s: float,
+        floor_s: float,
+        result: object,
+        prepare: Callable[[], Run],
+        ctas: int = 0,
+    ) -> Solo:
+        """From the run alone (``result``: its per-link bytes and, where it has them,
+        busy times over every link; without, each used link is busy ``transfers_s``)."""
+        every = np.asarray(getattr(result, "link_bytes"))  # noqa: B009 - any run's result
+        links = np.flatnonzero(every > 0)
+        busy = getattr(result, "link_busy_s", None)
+        busy_s = (np.asarray(busy)[links] if busy is not None
+                  else np.full(len(links), float(transfers_s)))  # fmt: skip
+        kept = None
+        if isinstance(result, SimulationResult) and (
+            len(result.end_s) == result.schedule.n_transfers
+        ):  # every transfer's times: the timeline's transfers; its per-link arrays dropped
+            kept = replace(result, link_bytes=_NO_BYTES, link_busy_s=_NO_BYTES)
+        return cls(time_s, delay_s, transfers_s, floor_s, links, every[links], busy_s, kept,
+                   prepare, ctas)  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -109,12 +140,16 @@ class Built:
 
 
 def build(
-    ops: Sequence[Compute | Comm], topology: nx.DiGraph[str], model: str, detailed: set[int]
+    ops: Sequence[Compute | Comm],
+    topology: nx.DiGraph[str],
+    model: str,
+    detailed: set[int],
+    router: Router | None = None,
 ) -> Built:
     """The execution graph of ``ops``: the calls in ``detailed`` run transfer by transfer
     (after their launch and copy, and for at least their floor), every other call is one
-    span of its time alone."""
-    g = ExecutionGraph(topology, model=model)
+    span of its time alone. ``router`` is the one the calls were prepared with."""
+    g = ExecutionGraph(topology, model=model, router=router)
     built = Built(g)
     for index, op in enumerate(ops):
         waits = [built.end[a] for a in op.after]

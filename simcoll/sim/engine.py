@@ -47,10 +47,11 @@ from simcoll.plan.placement import map_ranks, switch_endpoints
 from simcoll.sim.pacing import multimem_sends, paced_rate_caps
 from simcoll.sim.routes import (
     LinkArrays,
+    LinkTable,
     Routes,
     batch_costs,
     bytes_per_link,
-    edge_facts,
+    link_table,
     pair_efficiency,
     pair_endpoint,
     pair_latency_s,
@@ -459,13 +460,14 @@ class _Run(FlowRun):
         self.plan = plan
         self.protocol = protocol
         self.nodes = nodes
-        self.links = tuple(topology.edges)
+        table = link_table(topology, router)
+        self.links = table.links
         routes_given = routes is not None
         if routes is None:
             # A router of this run's own (none given) is dropped once routed: its searches
             # and cached routes (hundreds of MB for an all-to-all) are not needed while it
             # runs. A router given is the caller's to keep, for runs to come.
-            routes = self._route(topology, router or Router(topology))
+            routes = self._route(topology, router or Router(topology), table)
         efficiency: float | FloatArray = protocol.efficiency if protocol else 1.0
         if routes.efficiency is not None:
             efficiency = routes.efficiency[routes.pair_of]
@@ -506,9 +508,9 @@ class _Run(FlowRun):
         )
         self.bytes = s.transfer_bytes
 
-    def _route(self, topology: nx.DiGraph[str], router: Router) -> Routes:
+    def _route(self, topology: nx.DiGraph[str], router: Router, table: LinkTable) -> Routes:
         s = self.s
-        link_index = {edge: i for i, edge in enumerate(self.links)}
+        link_index = table.index
         pair = s.src * s.n_endpoints + s.dst
         via_of, vias = self._waypoints()
         pairs, pair_of = np.unique(pair * len(vias) + via_of, return_inverse=True)
@@ -516,7 +518,7 @@ class _Run(FlowRun):
         latency = np.zeros(len(pairs))
         efficiency = np.ones(len(pairs))
         routed = np.zeros(len(pairs), dtype=bool)
-        link_arrays: LinkArrays | None = None  # read once, if any source is batched
+        link_arrays: LinkArrays | None = None  # the table's, if any source is batched
         for group in self._batches(pairs, len(vias)):
             src, dsts = divmod(pairs[group] // len(vias), s.n_endpoints)
             try:
@@ -526,7 +528,7 @@ class _Run(FlowRun):
             except TopologyError:
                 continue  # routed one by one below, to name the ranks
             if link_arrays is None:
-                link_arrays = LinkArrays(topology)
+                link_arrays = table.arrays
             each = np.split(links, offsets[1:-1])
             for p, links_of_pair in zip(group.tolist(), each, strict=True):
                 pair_links[p] = links_of_pair
@@ -534,7 +536,7 @@ class _Run(FlowRun):
                 links, offsets, link_arrays, self.protocol
             )
             routed[group] = True
-        facts = edge_facts(topology)
+        facts = table.facts
         for p, key in enumerate(pairs.tolist()):
             if routed[p]:
                 continue
@@ -546,9 +548,7 @@ class _Run(FlowRun):
                                         self.protocol, facts)  # fmt: skip
             endpoint = pair_endpoint(topology, src, dst, s, self.nodes)
             efficiency[p] = pair_efficiency(topology, edges, self.protocol, facts, endpoint)
-        capacity = np.array(
-            [topology.edges[e]["bandwidth_bytes_per_s"] for e in self.links], dtype=np.float64
-        )
+        capacity = table.capacity_bytes_per_s
         return Routes(
             pair_of=pair_of,
             pair_links=pair_links,

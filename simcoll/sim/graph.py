@@ -44,6 +44,8 @@ import numpy.typing as npt
 from simcoll.core.errors import ConfigError, SimulationError
 from simcoll.network.fabric import FabricStats
 from simcoll.sim.engine import FlowRun, Run
+from simcoll.sim.routes import link_table
+from simcoll.topology import Router
 
 __all__ = ["CallNodes", "ExecutionGraph", "GraphResult"]
 
@@ -120,16 +122,20 @@ class ExecutionGraph:
     model
         ``"flow"`` (links shared max-min fairly) or ``"ideal"`` (every flow at its
         route's bottleneck, as if alone).
+    router
+        The router the calls were prepared with, whose topology's links are read once
+        (:func:`~simcoll.sim.routes.link_table`); None reads them here.
     """
 
-    def __init__(self, topology: nx.DiGraph[str], *, model: str = "flow") -> None:
+    def __init__(
+        self, topology: nx.DiGraph[str], *, model: str = "flow", router: Router | None = None
+    ) -> None:
         if model not in ("flow", "ideal"):
             raise ConfigError(f"an execution graph runs model 'flow' or 'ideal', not {model!r}")
         self.model = model
-        self.links = tuple(topology.edges)
-        self.capacity_bytes_per_s = np.array(
-            [topology.edges[e]["bandwidth_bytes_per_s"] for e in self.links], dtype=np.float64
-        )
+        table = link_table(topology, router)
+        self.links = table.links
+        self.capacity_bytes_per_s = table.capacity_bytes_per_s
         self._parts: list[_Spans | _Call] = []
         self.n_nodes = 0
 

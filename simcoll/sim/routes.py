@@ -19,10 +19,12 @@ from simcoll.topology.routing import Route
 __all__ = [
     "EdgeFacts",
     "LinkArrays",
+    "LinkTable",
     "Routes",
     "batch_costs",
     "bytes_per_link",
     "edge_facts",
+    "link_table",
     "pair_efficiency",
     "pair_endpoint",
     "pair_latency_s",
@@ -227,3 +229,44 @@ class LinkArrays:
             [float(attrs["latency_s"]) for _, _, attrs in topology.edges(data=True)],
             dtype=np.float64,
         )
+
+
+@dataclass(frozen=True, eq=False)
+class LinkTable:
+    """What runs read of every link of one topology, read once: the links in
+    ``topology.edges`` order, each one's index, capacity, latency and kind
+    (:func:`edge_facts`) and the same as arrays (:class:`LinkArrays`)."""
+
+    links: tuple[tuple[str, str], ...]
+    index: dict[tuple[str, str], int]
+    capacity_bytes_per_s: FloatArray
+    facts: EdgeFacts
+    arrays: LinkArrays
+
+    @classmethod
+    def of(cls, topology: nx.DiGraph[str]) -> LinkTable:
+        """Read every link of ``topology``."""
+        links = tuple(topology.edges)
+        capacity = np.array([topology.edges[e]["bandwidth_bytes_per_s"] for e in links],
+                            dtype=np.float64)  # fmt: skip
+        capacity.flags.writeable = False  # shared by every run on the topology
+        return cls(links, {edge: i for i, edge in enumerate(links)}, capacity,
+                   edge_facts(topology), LinkArrays(topology))  # fmt: skip
+
+
+def link_table(topology: nx.DiGraph[str], router: Router | None = None) -> LinkTable:
+    """``topology``'s :class:`LinkTable`: read once per router of that topology (every
+    call of a session shares one), else afresh.
+
+    >>> from simcoll.topology.builders import switch_star
+    >>> topo = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+    >>> router = Router(topo)
+    >>> table = link_table(topo, router)
+    >>> table.index[("gpu0", "sw")], table.capacity_bytes_per_s.tolist()
+    (0, [1000000000.0, 1000000000.0, 1000000000.0, 1000000000.0])
+    >>> link_table(topo, router) is table
+    True
+    """
+    if router is None or router.graph is not topology:
+        return LinkTable.of(topology)
+    return router.memo("link_table", lambda: LinkTable.of(topology))

@@ -79,7 +79,7 @@ from simcoll.sim.engine import SimulationResult, _Run
 from simcoll.sim.routes import (
     EdgeFacts,
     Routes,
-    edge_facts,
+    link_table,
     pair_efficiency,
     pair_latency_s,
     route_pair,
@@ -456,16 +456,14 @@ def symmetric_routes(  # noqa: PLR0917 - the quotient's inputs
     """
     rep = sym.representatives
     n, g = sym.n_ranks, sym.period_ranks
-    links = tuple(topology.edges)
-    link_index = {edge: i for i, edge in enumerate(links)}
     router = router or Router(topology)
+    table = link_table(topology, router)
+    links, link_index = table.links, table.index
     pair = (rep.channel * n + rep.src) * n + rep.dst
     pairs, pair_of = np.unique(pair, return_inverse=True)
-    capacity = np.array(
-        [topology.edges[e]["bandwidth_bytes_per_s"] for e in links], dtype=np.float64
-    )
+    capacity = table.capacity_bytes_per_s
     classes = {int(r): _channel_classes(sym, plan, int(r)) for r in np.unique(rep.channel)}
-    facts = edge_facts(topology)
+    facts = table.facts
     known = {} if known is None else known
     shifts = g * np.arange(n // g)
     copy_links: list[list[tuple[list[int], int]]] = []  # [pair] -> (link ids, copies)
@@ -571,12 +569,13 @@ def simulate_symmetric(
         raise ConfigError(f"the symmetric path runs the flow and ideal models, not {model!r}")
     rep = sym.representatives
     nodes = plan.rank_nodes if plan is not None else map_ranks(topology, rep.n_ranks)
+    router = router or Router(topology)
     found = symmetric_routes(topology, sym, nodes, protocol, router, plan, known)
     if found is None:
         return None
     routes, class_of = found
     run = _Run(topology, rep, nodes, model=model, protocol=protocol, packet_bytes=0,
-               routes=routes, finish_heap=sym.copy_channels is None)  # fmt: skip
+               routes=routes, finish_heap=sym.copy_channels is None, router=router)  # fmt: skip
     result = run.run(model)
     used = class_of >= 0
     link_bytes = np.zeros(len(class_of))

@@ -61,7 +61,8 @@ bounded memory.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import networkx as nx
 import numpy as np
@@ -82,6 +83,7 @@ __all__ = [
 ]
 
 IntArray = npt.NDArray[np.int64]
+_T = TypeVar("_T")
 
 Route = tuple[tuple[str, str], ...]
 """The directed edges of one path, in order from source to destination."""
@@ -139,11 +141,28 @@ class Router:
         self._arrays: Adjacency | None = None
         self._batched: dict[tuple[str, tuple[str, ...]], tuple[IntArray, IntArray]] = {}
         self._batched_links = 0
+        self._memo: dict[str, object] = {}
 
     @property
     def graph(self) -> nx.DiGraph[str]:
         """The topology this router routes on."""
         return self._graph
+
+    def memo(self, key: str, compute: Callable[[], _T]) -> _T:
+        """``compute()``, called once per ``key`` for this router's topology (which does
+        not change while the router is in use): what the layers above read of every link
+        once per topology, not once per call (a 16,384-GPU fabric has 131,072 links).
+
+        >>> from simcoll.topology.builders import switch_star
+        >>> router = Router(switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6))
+        >>> router.memo("n_links", lambda: router.graph.number_of_edges())
+        4
+        >>> router.memo("n_links", lambda: -1)  # computed once
+        4
+        """
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]  # type: ignore[return-value]  # what compute() gave for key
 
     def route(self, src_node: str, dst_node: str) -> Route:
         """Return the directed edges of the route from ``src_node`` to ``dst_node``.

@@ -51,10 +51,14 @@ A pass's layers run as one compute span and their calls as repeated calls
 nothing else on a link, at a fraction of the ops. The last backward of a chunk is split
 per layer where buckets need it, and FSDP's passes per unit.
 
+Compute beside a collective runs on the SMs its CTAs leave (one per channel, of the
+``[gpu]`` table's ``sms``: :mod:`simcoll.prediction.sm_sharing`), where the compute comes
+from the table (measured ``times`` are already slowed).
+
 Not modelled: the embedding's and tied weights' extra all-reduces (but FSDP's root unit),
 FSDP's CPU issue delays (the CPU is taken to run ahead of the GPUs), FP8 scaling overheads,
-communication kernels slowing compute (SM sharing), pipeline sends as NCCL p2p calls (they
-are copies), uneven expert load beyond the capacity factor, optimizer overlap.
+the HBM bandwidth calls take from memory-bound kernels, pipeline sends as NCCL p2p calls
+(they are copies), uneven expert load beyond the capacity factor, optimizer overlap.
 """
 
 from __future__ import annotations
@@ -697,7 +701,8 @@ def training_step(
         (``exposed_tp_s``, ``exposed_ep_s``, ``exposed_cp_s``, ``exposed_pp_s``,
         ``exposed_dp_s``) and ``idle_s`` (the pipeline bubble and other waits).
     """
-    s = Session(topology, model=fidelity, protocol=protocol, calibration=calibration)
+    s = Session(topology, model=fidelity, protocol=protocol, calibration=calibration,
+                sm_sharing=times is None)  # fmt: skip
     p = parallelism.with_gpus(s.n_ranks)
     if p.is_fsdp and p.fsdp_sharding == "hybrid_shard" and not p.fsdp_shard_size:
         group = Layout(p).dp_group(tp=0, pp=0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simcoll.prediction import predict
@@ -100,3 +101,17 @@ def test_two_calls_on_the_same_nvlink_ports_run_together_and_both_slow_down(grap
     again.collective("allreduce", TP_BYTES, range(4), stream="other", name="half")
     detailed = again.run(every_call_in_detail=True)
     assert [detailed.spans_of(0, x)[0].end_s for x in ("tp", "other")] == together
+
+
+def test_a_call_keeps_per_link_data_for_its_own_links_only(graph) -> None:  # type: ignore[no-untyped-def]
+    """A training step decides thousands of calls on a fabric of up to 131,072 links
+    (16,384 GPUs): each keeps bytes and busy time for the links it crosses, the 16
+    NVLink ports of one node's call here, and the timeline's per-link bytes are its own."""
+    s = Session(graph)
+    s.collective("allreduce", TP_BYTES, range(8), stream="tp", name="tp")
+    solo = s._ops[0].solo  # type: ignore[union-attr]
+    assert len(solo.links) == len(solo.link_bytes) == len(solo.link_busy_s) == 16
+    assert solo.result is None or len(solo.result.link_bytes) == 0
+    timeline = s.run()
+    assert np.flatnonzero(timeline.link_bytes > 0).tolist() == sorted(solo.links.tolist())
+    assert timeline.link_bytes[solo.links].tolist() == solo.link_bytes.tolist()
