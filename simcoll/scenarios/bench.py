@@ -277,14 +277,21 @@ def _ddp_case(name: str, n_nodes: int) -> BenchRow:
     )  # fmt: skip
 
 
-def _step_case(name: str, model_file: str, n_nodes: int, **layout: Any) -> BenchRow:
+def _step_case(
+    name: str,
+    model_file: str,
+    n_nodes: int,
+    *,
+    topology: str = "h100-ib-fat-tree.toml",
+    **layout: Any,
+) -> BenchRow:
     """A shipped model's training step with its file's layout (or ``layout``'s changes to
-    it) on ``n_nodes`` DGX H100 of h100-ib-fat-tree, every default (each call is
+    it) on ``n_nodes`` DGX H100 of ``topology``, every default (each call is
     ``predict``'s; compute from the file's ``[gpu]``): the step as a scenario's
     ``training_step`` point runs it."""
     from simcoll.scenarios.workloads import run_workload  # noqa: PLC0415 - the workloads
 
-    graph = _topology("h100-ib-fat-tree.toml", n_nodes)
+    graph = _topology(topology, n_nodes)
     m = run_workload("training_step", graph, transformer=model_file, **layout).metrics
     return BenchRow(
         case=name, ranks=int(m["n_gpus"]), transfers=0, simulated=0, events=0,
@@ -520,6 +527,24 @@ CASES: tuple[Case, ...] = (
             global_batch_size=128,
             seq_length=4096,
             recompute="full",
+        ),
+    ),
+    Case(
+        "step-405b-2048",
+        "Llama 3 405B in its pre-training layout, TP 8 x PP 16 (7 layers on the first and "
+        "last stages) x DP 16, 256 sequences of 8,192 tokens, 256 DGX H100 on "
+        "h100-rail-optimized (issue 42's 16,384-GPU case at an eighth of its GPUs)",
+        60.0,
+        lambda: _step_case(
+            "step-405b-2048",
+            "llama3-405b",
+            256,
+            topology="h100-rail-optimized.toml",
+            tp=8,
+            pp=16,
+            first_stage_layers=7,
+            last_stage_layers=7,
+            global_batch_size=256,
         ),
     ),
     Case(
