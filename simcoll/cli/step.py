@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -298,15 +299,22 @@ def _search(  # noqa: PLR0917 - the command's state, handed on once
                    total_weight=float(sum(calls.values())) or None)  # fmt: skip
     results: dict[int, dict[str, Any] | str] = {}
     started = time.perf_counter()
-    if args.workers > 1 and len(runnable) > 1:
-        with multiprocessing.get_context("fork").Pool(args.workers) as pool:
-            for index, outcome in pool.imap_unordered(_run_one, runnable):
-                results[index] = outcome
+    interrupted = False
+    on_term = signal.signal(signal.SIGTERM, _interrupt)  # a stopped search says what it had
+    try:
+        if args.workers > 1 and len(runnable) > 1:
+            with multiprocessing.get_context("fork").Pool(args.workers) as pool:
+                for index, outcome in pool.imap_unordered(_run_one, runnable):
+                    results[index] = outcome
+                    bar.advance(weight=float(calls[index]))
+        else:
+            for index in runnable:
+                results[index] = _run_one(index)[1]
                 bar.advance(weight=float(calls[index]))
-    else:
-        for index in runnable:
-            results[index] = _run_one(index)[1]
-            bar.advance(weight=float(calls[index]))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: rank what was simulated
+        interrupted = True
+    finally:
+        signal.signal(signal.SIGTERM, on_term)
     ranked = sorted((r for r in results.values() if isinstance(r, dict)),
                     key=lambda r: -r["tokens_per_s"])  # fmt: skip
     failed = [(screened[i].candidate.label, r) for i, r in results.items() if isinstance(r, str)]
@@ -321,7 +329,17 @@ def _search(  # noqa: PLR0917 - the command's state, handed on once
     else:
         sys.stdout.write(_search_table(ranked[: args.top], head, len(ranked)))
     _why_dropped(dropped, failed, time.perf_counter() - started)
+    if interrupted:
+        print(f"simcoll: interrupted after {len(results)} of {len(runnable)} layouts: the "
+              "ranking above is of those only", file=sys.stderr)  # fmt: skip
+        return 130
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C, so that a search stopped by ``timeout`` or a scheduler prints
+    the layouts it finished."""
+    raise KeyboardInterrupt
 
 
 def _search_table(rows: Sequence[Mapping[str, Any]], head: str, n_ranked: int) -> str:

@@ -118,3 +118,29 @@ def test_a_hugging_face_config_is_a_model(
     assert main(["step", str(tmp_path / "tiny.toml"), *common]) == 0
     from_toml = json.loads(capsys.readouterr().out)
     assert from_hf["time_s"] == from_toml["time_s"]
+
+
+def test_a_stopped_search_ranks_the_layouts_it_finished(
+    tiny: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (or SIGTERM, turned into it) after 3 layouts: those 3 are ranked, the exit
+    status is 130, and stderr says how many of how many ran."""
+    from simcoll.cli import step as step_cli  # noqa: PLC0415 - the module patched
+
+    real, done = step_cli._run_one, []
+
+    def three_then_stop(index: int):  # type: ignore[no-untyped-def]
+        if len(done) == 3:
+            raise KeyboardInterrupt
+        done.append(index)
+        return real(index)
+
+    monkeypatch.setattr(step_cli, "_run_one", three_then_stop)
+    argv = ["step", str(tiny), "dgx-h100", "--search", "--global-batch", "16", "--seq", "2048",
+            "--format", "json", "--top", "100"]  # fmt: skip
+    assert main(argv) == 130
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert len(out["ranked"]) == 3
+    # of the 64 layouts (counted by hand in the test above), those that divide and fit
+    assert f"interrupted after 3 of {64 - len(out['dropped'])} layouts" in captured.err
