@@ -373,7 +373,7 @@ class Session:
         ctas = {i: op.solo.ctas for i, op in enumerate(self._ops)
                 if isinstance(op, Comm) and op.solo is not None and op.solo.ctas}  # fmt: skip
         try:
-            for _ in range(SM_SHARING_ROUNDS):
+            for round_ in range(SM_SHARING_ROUNDS):
                 built, result = self._run_meeting(detailed)
                 if not (self.sm_count and base_s and ctas):
                     break
@@ -381,15 +381,15 @@ class Session:
                                             self.sm_count)  # fmt: skip
                 moved = max(abs(slowed[i] - self._ops[i].duration_s) / base_s[i]  # type: ignore[union-attr]
                             for i in base_s)  # fmt: skip
+                if moved <= SM_SHARING_TOLERANCE:
+                    break  # this run's spans are within the tolerance of where they settle
+                if round_ == SM_SHARING_ROUNDS - 1:
+                    self._notes.append(f"compute beside calls: the spans' stretch had not "
+                                       f"settled after {SM_SHARING_ROUNDS} runs (last move "
+                                       f"{moved:.1e} of a span)")  # fmt: skip
+                    break
                 for i, duration_s in slowed.items():
                     self._ops[i].duration_s = duration_s  # type: ignore[union-attr]
-                if moved <= SM_SHARING_TOLERANCE:
-                    built, result = self._run_meeting(detailed)
-                    break
-            else:
-                built, result = self._run_meeting(detailed)
-                self._notes.append(f"compute beside calls: the spans' stretch had not settled "
-                                   f"after {SM_SHARING_ROUNDS} runs")  # fmt: skip
             return timeline_of(self._ops, built, result, self.n_ranks, load_bins,
                                self._notes, transfers=transfers)  # fmt: skip
         finally:
