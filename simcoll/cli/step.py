@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import signal
 import sys
@@ -48,10 +49,24 @@ DP_MODES: dict[str, dict[str, str]] = {
     "hsdp": {"data_parallel": "fsdp", "fsdp_sharding": "hybrid_shard"},
 }
 
-#: Wall seconds per collective call of a step, for the search's estimate before it
-#: starts: `simcoll step llama3-8b dgx-h100 --search --global-batch 64` made 403,000 calls
-#: in 17 s on this project's 2-core machine (4.2e-5 s each), rounded up.
-SECONDS_PER_CALL = 5e-5
+#: Wall seconds per collective call of a step on 8 GPUs, for the search's estimate before
+#: it starts, and how much more a call costs per doubling of the GPUs beyond 8 (a larger
+#: graph to build, run and check for meeting calls, several times with SM sharing).
+#: Measured on this project's 2-core machine at 791a049: `simcoll step llama3-8b dgx-h100
+#: --search --global-batch 64`, 403,000 calls in 13.2 s (3.3e-5 s each); `simcoll step
+#: llama3-70b h100-ib-fat-tree --set n_nodes=128 --search`, 14.3 M calls on 1,024 GPUs in
+#: 1,728 s (1.2e-4 s each, 3.6x: 1 + 0.4 x 7 doublings = 3.8).
+SECONDS_PER_CALL = 3.3e-5
+CALL_COST_PER_DOUBLING = 0.4
+
+
+def seconds_per_call(n_gpus: int) -> float:
+    """The estimate's wall seconds per call of a step on ``n_gpus`` GPUs.
+
+    >>> round(seconds_per_call(8) * 1e6, 1), round(seconds_per_call(1024) * 1e6, 1)
+    (33.0, 125.4)
+    """
+    return SECONDS_PER_CALL * (1 + CALL_COST_PER_DOUBLING * max(0.0, math.log2(n_gpus / 8)))
 
 
 def add_step(sub: SubParsers) -> None:
@@ -291,7 +306,7 @@ def _search(  # noqa: PLR0917 - the command's state, handed on once
     runnable = [i for i, s in enumerate(screened) if s.parallelism is not None]
     calls = {i: step_calls(model, screened[i].training, screened[i].parallelism)  # type: ignore[arg-type]
              for i in runnable}  # fmt: skip
-    estimate_s = SECONDS_PER_CALL * sum(calls.values()) / max(1, args.workers)
+    estimate_s = seconds_per_call(n_gpus) * sum(calls.values()) / max(1, args.workers)
     print(f"simcoll step --search: {len(candidates)} layouts, {len(runnable)} divide and fit; "
           f"simulating them, estimated about {estimate_s:.0f} s", file=sys.stderr)  # fmt: skip
     _WORK.update(screened=screened, topology=topology, model=model, calibration=calibration)
