@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ScheduleError
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
@@ -127,6 +129,46 @@ def _ring_phase(
     ``after[r, c, j]`` is the transfer that must arrive at rank r before its first send
     of channel c, chunk j. Returns the same map for the transfers this phase delivers last.
     """
+    if type(b).add is not ScheduleBuilder.add:  # a builder that adds to each transfer
+        return _ring_phase_one_by_one(b, op=op, block_at=block_at, rings=rings,
+                                      n_chunks=n_chunks, after=after, n_steps=n_steps)  # fmt: skip
+    n = b.n_ranks
+    n_channels = len(rings)
+    order = np.array(rings, dtype=np.int64).reshape(n_channels, n)
+    # one step's transfers in the order chunk, position, channel (as added one by one)
+    chunk, position, channel = (a.ravel() for a in np.meshgrid(
+        np.arange(n_chunks), np.arange(n), np.arange(n_channels), indexing="ij"))  # fmt: skip
+    rank = order[channel, position]
+    successor = order[channel, (position + 1) % n]
+    # last[r, c, j]: the transfer that last arrived at rank r on channel c, chunk j (-1: none)
+    last = np.full((n, n_channels, n_chunks), -1, dtype=np.int64)
+    for (r, c, j), t in after.items():
+        last[r, c, j] = t
+    for step in range(n - 1 if n_steps is None else n_steps):
+        block = order[channel, (position + block_at - step) % n]
+        dep = last[rank, channel, chunk]
+        has = dep >= 0
+        first = b.n_transfers
+        b.extend(rank, successor, (block * n_channels + channel) * n_chunks + chunk, op,
+                 channel, np.concatenate([[0], np.cumsum(has)]), dep[has])  # fmt: skip
+        last = np.full_like(last, -1)
+        last[successor, channel, chunk] = first + np.arange(len(rank))
+    return {(int(r), int(c), int(j)): int(last[r, c, j])
+            for r, c, j in zip(*np.nonzero(last >= 0), strict=True)}  # fmt: skip
+
+
+def _ring_phase_one_by_one(
+    b: ScheduleBuilder,
+    *,
+    op: Op,
+    block_at: int,
+    rings: tuple[tuple[int, ...], ...],
+    n_chunks: int,
+    after: dict[tuple[int, int, int], int],
+    n_steps: int | None = None,
+) -> dict[tuple[int, int, int], int]:
+    """:func:`_ring_phase` through the builder's :meth:`~ScheduleBuilder.add`, transfer
+    by transfer, for builders that add something to each (a barrier's dependencies)."""
     n = b.n_ranks
     n_channels = len(rings)
     last = dict(after)
@@ -138,14 +180,9 @@ def _ring_phase(
                     rank, successor = ring[position], ring[(position + 1) % n]
                     block = ring[(position + block_at - step) % n]
                     dep = last.get((rank, channel, chunk))
-                    t = b.add(
-                        src=rank,
-                        dst=successor,
-                        pieces=[(block * n_channels + channel) * n_chunks + chunk],
-                        op=op,
-                        channel=channel,
-                        deps=() if dep is None else (dep,),
-                    )
+                    t = b.add(src=rank, dst=successor,
+                              pieces=[(block * n_channels + channel) * n_chunks + chunk],
+                              op=op, channel=channel, deps=() if dep is None else (dep,))  # fmt: skip
                     arrived[successor, channel, chunk] = t
         last = arrived
     return last

@@ -10,7 +10,7 @@ import multiprocessing
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from simcoll.output.progress import Progress
 from simcoll.topology import gpu_nodes, load, parse_overrides
 from simcoll.topology.calibration import Calibration
 from simcoll.topology.gpu_spec import gpu_spec
-from simcoll.training.compute import compute_basis
+from simcoll.training.compute import Efficiency, compute_basis
 from simcoll.training.search import Screened, candidate_layouts, screen
 from simcoll.training.spec import (
     PRECISION_BYTES,
@@ -34,7 +34,13 @@ from simcoll.training.spec import (
     read_model_file,
     record_from,
 )
-from simcoll.training.step import StepResult, step_calls, training_step
+from simcoll.training.step import (
+    StepResult,
+    compute_bound_s,
+    step_calls,
+    step_times,
+    training_step,
+)
 
 __all__ = ["add_step"]
 
@@ -126,9 +132,12 @@ def add_step(sub: SubParsers) -> None:
     p.add_argument("--search", action="store_true",
                    help="try every layout (tp, pp, vp, zero1 or fsdp, micro-batch, the "
                    "lightest recomputation that fits) that divides the model and fits, rank "
-                   "by tokens/s")  # fmt: skip
+                   "by tokens/s; layouts are simulated fastest compute first, and one whose "
+                   "compute alone is slower than the best K steps found is not simulated "
+                   "(it cannot rank)")  # fmt: skip
     p.add_argument("--top", type=positive_int, default=10, metavar="K",
-                   help="with --search: print the best K (default 10)")  # fmt: skip
+                   help="with --search: print the best K (default 10; a larger K simulates "
+                   "more layouts)")  # fmt: skip
     p.add_argument("--workers", type=positive_int, default=1, metavar="N",
                    help="with --search: layouts simulated at once (default 1)")  # fmt: skip
     p.add_argument("--format", choices=("table", "json", "csv"), default="table",
@@ -306,49 +315,107 @@ def _search(  # noqa: PLR0917 - the command's state, handed on once
     runnable = [i for i, s in enumerate(screened) if s.parallelism is not None]
     calls = {i: step_calls(model, screened[i].training, screened[i].parallelism)  # type: ignore[arg-type]
              for i in runnable}  # fmt: skip
+    gpu = gpu_spec(topology)
+    assert gpu is not None  # the caller refused a topology without one
+    bounds = {i: _bound_s(model, screened[i], gpu) for i in runnable}
+    order = sorted(runnable, key=lambda i: (bounds[i], i))  # the most promising first
     estimate_s = seconds_per_call(n_gpus) * sum(calls.values()) / max(1, args.workers)
     print(f"simcoll step --search: {len(candidates)} layouts, {len(runnable)} divide and fit; "
-          f"simulating them, estimated about {estimate_s:.0f} s", file=sys.stderr)  # fmt: skip
+          f"simulating them, the most promising first, estimated at most about "
+          f"{estimate_s:.0f} s (a layout whose compute alone is slower than the best "
+          f"{args.top} steps is skipped)", file=sys.stderr)  # fmt: skip
     _WORK.update(screened=screened, topology=topology, model=model, calibration=calibration)
     bar = Progress(sys.stderr, len(runnable), "layouts", tty_only=True,
                    total_weight=float(sum(calls.values())) or None)  # fmt: skip
     results: dict[int, dict[str, Any] | str] = {}
     started = time.perf_counter()
-    interrupted = False
-    on_term = signal.signal(signal.SIGTERM, _interrupt)  # a stopped search says what it had
-    try:
-        if args.workers > 1 and len(runnable) > 1:
-            with multiprocessing.get_context("fork").Pool(args.workers) as pool:
-                for index, outcome in pool.imap_unordered(_run_one, runnable):
-                    results[index] = outcome
-                    bar.advance(weight=float(calls[index]))
-        else:
-            for index in runnable:
-                results[index] = _run_one(index)[1]
-                bar.advance(weight=float(calls[index]))
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: rank what was simulated
-        interrupted = True
-    finally:
-        signal.signal(signal.SIGTERM, on_term)
+
+    def done(index: int, outcome: dict[str, Any] | str) -> None:
+        results[index] = outcome
+        bar.advance(weight=float(calls[index]))
+
+    def hopeless(index: int) -> bool:
+        """No step of this layout can beat the ``--top``-th best simulated so far."""
+        steps = sorted(float(r["time_s"]) for r in results.values() if isinstance(r, dict))
+        top = int(args.top)
+        return len(steps) >= top and bounds[index] >= steps[top - 1]
+
+    pruned, interrupted = _in_order(order, args.workers, done, hopeless)
     ranked = sorted((r for r in results.values() if isinstance(r, dict)),
                     key=lambda r: -r["tokens_per_s"])  # fmt: skip
     failed = [(screened[i].candidate.label, r) for i, r in results.items() if isinstance(r, str)]
     dropped = [s for s in screened if s.parallelism is None]
+    skipped = [(screened[i].candidate.label, bounds[i]) for i in pruned]
     if args.format == "json":
         sys.stdout.write(json.dumps({"model": model.name, "ranked": ranked[: args.top],
                                      "dropped": [{"layout": s.candidate.label,
-                                                  "why": s.dropped} for s in dropped]},
+                                                  "why": s.dropped} for s in dropped],
+                                     "skipped": [{"layout": label, "compute_bound_s": bound}
+                                                 for label, bound in skipped]},
                                     indent=2) + "\n")  # fmt: skip
     elif args.format == "csv":
         sys.stdout.write(_csv(ranked[: args.top]))
     else:
         sys.stdout.write(_search_table(ranked[: args.top], head, len(ranked)))
     _why_dropped(dropped, failed, time.perf_counter() - started)
+    if skipped:
+        worst = ranked[args.top - 1]["time_s"]
+        label, bound = skipped[0]
+        print(f"simcoll: note: {len(skipped)} layout{'s' if len(skipped) > 1 else ''} not "
+              f"simulated: {'their' if len(skipped) > 1 else 'its'} compute alone is slower "
+              f"than the slowest of the best {args.top} steps ({worst:.4f} s; e.g. {label}: "
+              f"{bound:.4f} s)", file=sys.stderr)  # fmt: skip
     if interrupted:
         print(f"simcoll: interrupted after {len(results)} of {len(runnable)} layouts: the "
               "ranking above is of those only", file=sys.stderr)  # fmt: skip
         return 130
     return 0
+
+
+def _in_order(
+    order: Sequence[int],
+    workers: int,
+    done: Callable[[int, dict[str, Any] | str], None],
+    hopeless: Callable[[int], bool],
+) -> tuple[list[int], bool]:
+    """Simulate the layouts of ``order`` in that order (``workers`` at once), handing each
+    outcome to ``done``, until the next is ``hopeless`` (the order is by bound: so is
+    every one after it). Returns the layouts not simulated and whether Ctrl-C or SIGTERM
+    stopped it (what was simulated by then is kept)."""
+    pending = list(order)
+    on_term = signal.signal(signal.SIGTERM, _interrupt)  # a stopped search says what it had
+    try:
+        if workers > 1 and len(pending) > 1:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                running: dict[int, Any] = {}
+                while pending or running:
+                    while pending and len(running) < workers and not hopeless(pending[0]):
+                        index = pending.pop(0)
+                        running[index] = pool.apply_async(_run_one, (index,))
+                    if not running:
+                        break
+                    ready = [i for i, r in running.items() if r.ready()]
+                    if not ready:
+                        time.sleep(0.05)
+                    for index in ready:
+                        done(index, running.pop(index).get()[1])
+        else:
+            while pending and not hopeless(pending[0]):
+                index = pending.pop(0)
+                done(index, _run_one(index)[1])
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: rank what was simulated
+        return [], True
+    finally:
+        signal.signal(signal.SIGTERM, on_term)
+    return pending, False
+
+
+def _bound_s(model: Transformer, s: Screened, gpu: Any) -> float:
+    """The layout's step can be no faster than this (:func:`compute_bound_s`), with the
+    compute times its simulation uses."""
+    assert s.parallelism is not None
+    times = step_times(model, s.training, s.parallelism, gpu, Efficiency())
+    return compute_bound_s(model, s.training, s.parallelism, times)
 
 
 def _interrupt(signum: int, frame: object) -> None:

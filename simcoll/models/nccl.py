@@ -271,6 +271,26 @@ def _graph(
     return found
 
 
+#: Per topology: each node's host, and each host's bandwidth out of it (bytes/s, summed
+#: over the links that leave it), read once: a 16,384-GPU fabric has 131,072 links and a
+#: training step asks for hundreds of groups' graphs.
+_EGRESS: weakref.WeakKeyDictionary[
+    nx.DiGraph[str], tuple[dict[str, object], dict[object, float]]
+] = weakref.WeakKeyDictionary()
+
+
+def _egress(topology: nx.DiGraph[str]) -> tuple[dict[str, object], dict[object, float]]:
+    found = _EGRESS.get(topology)
+    if found is None:
+        host = nx.get_node_attributes(topology, "host")
+        egress: dict[object, float] = {}
+        for u, v, data in topology.edges(data=True):
+            if host.get(u) is not None and host.get(u) != host.get(v):
+                egress[host[u]] = egress.get(host[u], 0.0) + float(data["bandwidth_bytes_per_s"])
+        found = _EGRESS[topology] = (host, egress)
+    return found
+
+
 def _graph_of(
     topology: nx.DiGraph[str],
     nodes: tuple[str, ...],
@@ -293,12 +313,7 @@ def _graph_of(
     if bw_inter is None:
         bw_inter = math.inf
         if len(groups) > 1:
-            host = nx.get_node_attributes(topology, "host")
-            egress: dict[object, float] = {}
-            for u, v in topology.edges:
-                if host.get(u) is not None and host.get(u) != host.get(v):
-                    bandwidth = float(topology.edges[u, v]["bandwidth_bytes_per_s"])
-                    egress[host[u]] = egress.get(host[u], 0.0) + bandwidth
+            host, egress = _egress(topology)
             used = {host.get(nodes[g[0]]) for g in groups}
             bw_inter = min(egress.get(h, 0.0) for h in used)
     return _Graph(

@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import networkx as nx
 
@@ -422,8 +423,12 @@ def _many_servers(
 ) -> tuple[Channel, ...]:
     """Channels across servers: one search channel per NIC, rails kept, doubled twice."""
     first = servers[0]
-    members = _host_members(topology)
-    nic_lists = [_preferred_nics(topology, s, members.get(s.name, set()), router) for s in servers]
+    members = router.memo("host members", lambda: _host_members(topology))
+    nic_lists = [  # per server's GPUs of the group, once per router (read, never changed)
+        router.memo(f"preferred nics {s.name} {s.gpus}",
+                    partial(_preferred_nics, topology, s, members.get(s.name, set()), router))
+        for s in servers
+    ]  # fmt: skip
     n_search = min(len(nic_lists[0][0]), MAX_SEARCH_CHANNELS) if nic_lists[0][0] else 0
     if n_search == 0:  # servers without NICs: the rank order across them
         ring = tuple(r for s in servers for r in s.ranks)

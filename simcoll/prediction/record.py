@@ -54,10 +54,12 @@ def timeline_of(  # noqa: PLR0917 - what one run made
         solo = op.solo
         assert solo is not None
         runs = built.calls.get(index)
+        pieces = op.pieces
         if runs is not None:
-            for nodes_of in runs:
+            for k, nodes_of in enumerate(runs):
+                ranks, part = pieces[k % len(pieces)]
                 if transfers:
-                    batches.append(_detailed_batch(op, solo, nodes_of, result))
+                    batches.append(_detailed_batch(op.name, ranks, part, nodes_of, result))
                 if n_bins:
                     load += _detailed_load(nodes_of, result, edges, load.shape[0])
             continue
@@ -67,7 +69,7 @@ def timeline_of(  # noqa: PLR0917 - what one run made
         for k in range(op.repeat):  # each repeat as the call ran alone, one after another
             first_s = opened + k * solo.time_s + solo.delay_s
             if transfers:
-                batches.append(_solo_batch(op, solo, first_s))
+                batches += [_solo_batch(op.name, ranks, part, first_s) for ranks, part in pieces]
             if n_bins and len(solo.links):
                 load[solo.links] += _spread(solo.link_bytes, first_s,
                                             first_s + solo.transfers_s, edges)  # fmt: skip
@@ -95,32 +97,35 @@ def empty_timeline(ops: Sequence[Compute | Comm], n_ranks: int) -> Timeline:
     return Timeline(n_ranks=n_ranks, time_s=0.0, spans=tuple(spans))
 
 
-def _detailed_batch(op: Comm, solo: Solo, nodes: CallNodes, result: GraphResult) -> TransferBatch:
-    """A call run with others: its transfers as they ran in the graph."""
+def _detailed_batch(
+    name: str, ranks: tuple[int, ...], solo: Solo, nodes: CallNodes, result: GraphResult
+) -> TransferBatch:
+    """A call (of group ``ranks``) run with others: its transfers as they ran in the graph."""
     s = solo.prepare().s
     n = s.n_ranks
     real = (s.src < n) & (s.dst < n)  # transfers to in-network switches are not P2P
-    to_global = np.array(op.ranks, dtype=np.int64)
+    to_global = np.array(ranks, dtype=np.int64)
     part = nodes.transfers
-    return TransferBatch(op.name, to_global[s.src[real]], to_global[s.dst[real]],
+    return TransferBatch(name, to_global[s.src[real]], to_global[s.dst[real]],
                          s.transfer_bytes[real], result.start_s[part][real],
                          result.end_s[part][real])  # fmt: skip
 
 
-def _solo_batch(op: Comm, solo: Solo, first_s: float) -> TransferBatch:
-    """A call timed alone: its transfers as they ran alone, shifted to when its first
-    could start, where that run kept every transfer (the general path); else none."""
+def _solo_batch(name: str, ranks: tuple[int, ...], solo: Solo, first_s: float) -> TransferBatch:
+    """A call (of group ``ranks``) timed alone: its transfers as they ran alone, shifted to
+    when its first could start, where that run kept every transfer (the general path);
+    else none."""
     result = solo.result  # kept where the run alone kept every transfer's times
-    to_global = np.array(op.ranks, dtype=np.int64)
+    to_global = np.array(ranks, dtype=np.int64)
     if result is not None:
         s = result.schedule
         n = s.n_ranks
         real = (s.src < n) & (s.dst < n)
-        return TransferBatch(op.name, to_global[s.src[real]], to_global[s.dst[real]],
+        return TransferBatch(name, to_global[s.src[real]], to_global[s.dst[real]],
                              s.transfer_bytes[real], result.start_s[real] + first_s,
                              result.end_s[real] + first_s)  # fmt: skip
     empty = np.zeros(0, dtype=np.int64)
-    return TransferBatch(op.name, empty, empty, empty, np.zeros(0), np.zeros(0))
+    return TransferBatch(name, empty, empty, empty, np.zeros(0), np.zeros(0))
 
 
 def _spread(

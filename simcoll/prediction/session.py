@@ -206,6 +206,7 @@ class Session:
         self._stream_tail: dict[tuple[int, str], int] = {}
         self._setups: dict[tuple[object, ...], Setup] = {}
         self._solos: dict[tuple[object, ...], Solo] = {}
+        self._unions: dict[tuple[object, ...], tuple[Solo, Any, bool]] = {}  # collectives()
         # per call in a server's shape: the server it was decided on, and its decision
         self._shaped: dict[tuple[object, ...], tuple[HostShape, Solo]] = {}
         self._recorded = _RECORDING.get()
@@ -296,6 +297,98 @@ class Session:
                               field=error.field) from None  # fmt: skip
         return self._comm(label, group, stream, waits, solo, repeat)
 
+    def collectives(
+        self,
+        collective: Collective | str,
+        size_bytes: int,
+        groups: Sequence[Iterable[int]],
+        *,
+        algorithm: str | None = DEFAULTS.algorithm,
+        protocol: str | Literal["session"] | None = "session",
+        params: Mapping[str, int] | None = None,
+        stream: str = COMM,
+        name: str | None = None,
+        in_place: bool = False,
+        after: Iterable[Op] = (),
+        repeat: int = 1,
+    ) -> Op:
+        """The same call on each of several disjoint ``groups`` at once, as one op (every
+        data-parallel replica's tensor-parallel call, when the replicas run alike): each
+        group's call decided as :meth:`collective` decides it, all of them starting
+        together; the op ends when the last one ends. Where no two groups' calls share a
+        link, each takes its time alone, as separate ops starting together would; where
+        they do, they run transfer by transfer, sharing the fabric.
+
+        On one NVSwitch, two groups of four share no link: the op takes one group's time.
+
+        >>> from simcoll.topology import nvswitch_node
+        >>> node = nvswitch_node(8, nvlinks_per_gpu=18, nvlink_bandwidth_bytes_per_s=25e9,
+        ...                      nvlink_latency_s=1e-6)
+        >>> both = Session(node, protocol=None)
+        >>> _ = both.collectives("allreduce", 1 << 24, [range(0, 4), range(4, 8)])
+        >>> one = Session(node, protocol=None)
+        >>> _ = one.collective("allreduce", 1 << 24, range(0, 4))
+        >>> both.run().time_s == one.run().time_s
+        True
+        """
+        c = collective if isinstance(collective, Collective) else Collective.parse(collective)
+        label = name or f"{c.value} {format_bytes(size_bytes)}"
+        these = [self._group(g, label) for g in groups]
+        if not these:
+            raise ConfigError(f"{label}: no rank group given")
+        union = tuple(r for g in these for r in g)
+        if len(set(union)) != len(union):
+            raise ConfigError(f"{label}: the groups must be disjoint")
+        if len(these) == 1:
+            return self.collective(c, size_bytes, these[0], algorithm=algorithm,
+                                   protocol=protocol, params=params, stream=stream, name=name,
+                                   in_place=in_place, after=after, repeat=repeat)  # fmt: skip
+        waits = self._after(after, label)
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+            raise ConfigError(f"{label}: repeat must be an integer >= 1, got {repeat!r}")
+        made = len(self._recorded) if self._recorded is not None else 0
+        if made + repeat * len(these) > MAX_STEP_CALLS:
+            raise LimitError(f"{label}: would make {made + repeat * len(these)} calls, more "
+                             f"than the {MAX_STEP_CALLS} (2^24) a session simulates")  # fmt: skip
+        proto = self.protocol if protocol == "session" else protocol
+        items = tuple(sorted(dict(params or {}).items()))
+        if self._recorded is not None:
+            name_ = algorithm or default_algorithm(c)
+            for g in these:
+                self._recorded.extend([RecordedCall(c.value, name_, len(g), size_bytes, items,
+                                                    stream, g)] * repeat)  # fmt: skip
+            return self._comm(label, union, stream, waits, None, repeat)
+        key = (c, size_bytes, tuple(these), algorithm, proto, items, in_place)
+        known = self._unions.get(key)
+        if known is not None:  # the same call on the same groups (every layer's, every pass)
+            return self._comm(label, union, stream, waits, known[0], repeat, parts=known[1],
+                              joint=known[2])  # fmt: skip
+        try:
+            size = check_size_bytes(size_bytes, "size_bytes")
+            solos = [self._call_solo(c, size, g, algorithm, proto, params, in_place)
+                     for g in these]  # fmt: skip
+        except SimcollError as error:
+            raise type(error)(f"{label}: {error.message}", source=error.source,
+                              field=error.field) from None  # fmt: skip
+        links = np.concatenate([x.links for x in solos])
+        union_solo = Solo(
+            time_s=max(x.time_s for x in solos),
+            delay_s=max(x.delay_s for x in solos),
+            transfers_s=max(x.transfers_s for x in solos),
+            floor_s=max(x.floor_s for x in solos),
+            links=links,
+            link_bytes=np.concatenate([x.link_bytes for x in solos]),
+            link_busy_s=np.concatenate([x.link_busy_s for x in solos]),
+            result=None,
+            prepare=solos[0].prepare,
+            ctas=max(x.ctas for x in solos),
+        )
+        joint = len(np.unique(links)) < len(links)
+        parts = tuple(zip(these, solos, strict=True))
+        self._unions[key] = (union_solo, parts, joint)
+        return self._comm(label, union, stream, waits, union_solo, repeat, parts=parts,
+                          joint=joint)  # fmt: skip
+
     def copy(
         self,
         src_rank: int,
@@ -365,7 +458,8 @@ class Session:
         """
         if self._recorded is not None or not self._ops:
             return empty_timeline(self._ops, self.n_ranks)
-        detailed: set[int] = set()
+        # calls on several groups that share a link never run as their time alone
+        detailed = {i for i, op in enumerate(self._ops) if isinstance(op, Comm) and op.joint}
         if every_call_in_detail:
             detailed = {i for i, op in enumerate(self._ops) if isinstance(op, Comm)}
         base_s = {i: op.duration_s for i, op in enumerate(self._ops)
@@ -559,12 +653,15 @@ class Session:
         waits: tuple[int, ...],
         solo: Solo | None,
         repeat: int = 1,
+        *,
+        parts: tuple[tuple[tuple[int, ...], Solo], ...] = (),
+        joint: bool = False,
     ) -> Op:
         previous = tuple(dict.fromkeys(
             self._stream_tail[r, stream] for r in group if (r, stream) in self._stream_tail
         ))  # fmt: skip
         index = len(self._ops)
-        self._ops.append(Comm(name, group, stream, waits, previous, solo, repeat))
+        self._ops.append(Comm(name, group, stream, waits, previous, solo, repeat, parts, joint))
         for r in group:
             self._stream_tail[r, stream] = index
         return Op(index, id(self))

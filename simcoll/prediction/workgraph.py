@@ -104,6 +104,16 @@ class Comm:
     previous: tuple[int, ...]  # the ops before it on its ranks' stream
     solo: Solo | None  # None when recorded, not simulated
     repeat: int = 1  # the same call this many times, one after another
+    # the same call on several disjoint groups at once (each group's global ranks and its
+    # call; ``solo`` is then their union, ending with the last): empty for one group
+    parts: tuple[tuple[tuple[int, ...], Solo], ...] = ()
+    joint: bool = False  # parts that share a link: never timed alone, always in detail
+
+    @property
+    def pieces(self) -> tuple[tuple[tuple[int, ...], Solo], ...]:
+        """Each group's ranks and call: the parts, or the one call over ``ranks``."""
+        assert self.solo is not None
+        return self.parts or ((self.ranks, self.solo),)
 
 
 @dataclass(eq=False)
@@ -113,7 +123,7 @@ class Built:
     graph: ExecutionGraph
     end: list[int] = field(default_factory=list)  # per op: the node it ends with
     opened: dict[int, int] = field(default_factory=dict)  # per call: the node it opens on
-    calls: dict[int, list[CallNodes]] = field(default_factory=dict)  # run in detail, per repeat
+    calls: dict[int, list[CallNodes]] = field(default_factory=dict)  # in detail: per repeat, part
     rank_nodes: dict[int, list[int]] = field(default_factory=dict)  # per compute op
     _last: dict[int, int] = field(default_factory=dict)  # per rank: its last compute node
 
@@ -162,14 +172,17 @@ def build(
         if index in detailed:
             runs, end = [], opened
             for _ in range(op.repeat):  # each repeat opens once the one before has ended
-                start = end
-                gate = g.span(solo.delay_s, [start]) if solo.delay_s else start
-                nodes = g.call(solo.prepare(), after=gate)
-                end = nodes.end
-                if solo.floor_s:
-                    end = g.span(0.0, [end, g.span(solo.floor_s, [start])])
-                runs.append(nodes)
-            built.calls[index] = runs
+                start, ends = end, []
+                for _, part in op.pieces:  # every group's call at once
+                    gate = g.span(part.delay_s, [start]) if part.delay_s else start
+                    nodes = g.call(part.prepare(), after=gate)
+                    part_end = nodes.end
+                    if part.floor_s:
+                        part_end = g.span(0.0, [part_end, g.span(part.floor_s, [start])])
+                    ends.append(part_end)
+                    runs.append(nodes)
+                end = ends[0] if len(ends) == 1 else g.span(0.0, ends)
+            built.calls[index] = runs  # repeat by repeat, each part in order
         else:
             end = g.span(solo.time_s * op.repeat, [opened])
         built.opened[index] = opened
@@ -181,31 +194,44 @@ def meeting(
     ops: Sequence[Compute | Comm], built: Built, result: GraphResult, model: str
 ) -> set[int]:
     """The calls whose run overlaps another call's in time (open intervals, from the call's
-    start to its end) on a common link, where at least one of the two ran as its time alone
-    (calls run in detail already share); none in the ideal model, without contention."""
+    start to its end) on a common link; none in the ideal model, without contention. (Two
+    calls already run in detail share the fabric: the caller drops those.)
+
+    Every (call, link) pair is one interval; sorted by link and start, an interval overlaps
+    another on its link exactly when an earlier one there ends after it starts or the next
+    one starts before it ends. The times are compared as their ranks among all the times,
+    so the test is exact and runs over arrays, not link by link (a call over every
+    replica's group crosses thousands of links).
+    """
     if model == "ideal":
         return set()
     end_s = result.end_s
-    spans = []
+    indices, starts, ends, links = [], [], [], []
     for index, opened in built.opened.items():
         start, end = float(end_s[opened]), float(end_s[built.end[index]])
-        if end > start and len(_solo(ops, index).links):
-            spans.append((start, end, index))
-    spans.sort()
-    found: set[int] = set()
-    on_link: dict[int, list[tuple[float, int]]] = {}  # per link: the calls still running
-    for start, end, index in spans:
-        detailed = index in built.calls
-        seen: set[int] = set()
-        for link in _solo(ops, index).links.tolist():
-            active = [(e, j) for e, j in on_link.get(link, ()) if e > start]
-            for _, j in active:
-                if j not in seen and not (detailed and j in built.calls):
-                    found |= {index, j}
-                seen.add(j)
-            active.append((end, index))
-            on_link[link] = active
-    return found
+        used = _solo(ops, index).links
+        if end > start and len(used):
+            indices.append(index)
+            starts.append(start)
+            ends.append(end)
+            links.append(used)
+    if not indices:
+        return set()
+    counts = [len(used) for used in links]
+    link = np.concatenate(links)
+    op_of = np.repeat(np.array(indices, dtype=np.int64), counts)
+    n = len(link)
+    times, rank = np.unique(np.concatenate([np.repeat(starts, counts), np.repeat(ends, counts)]),
+                            return_inverse=True)  # fmt: skip
+    first, last = rank[:n].astype(np.int64), rank[n:].astype(np.int64)
+    order = np.lexsort((first, link))
+    link_rank = np.unique(link[order], return_inverse=True)[1].astype(np.int64)
+    base = link_rank * (len(times) + 1)  # each link's times apart from every other link's
+    first, last = first[order] + base, last[order] + base
+    before = np.concatenate([[-1], np.maximum.accumulate(last)[:-1]])
+    after = np.concatenate([first[1:], [np.iinfo(np.int64).max]])
+    hit = (before > first) | (after < last)
+    return set(op_of[order][hit].tolist())
 
 
 def _solo(ops: Sequence[Compute | Comm], index: int) -> Solo:

@@ -9,7 +9,8 @@ past its time limit is stopped without losing the rows already printed) and repo
 - ``events``: distinct simulated instants at which flows started or finished;
 - ``sim_time_ms``: simulated time of the collective (for the sweep: summed over its sizes);
 - ``wall_s``: wall-clock seconds of the case (topology, schedule, routing, simulation);
-- ``events_per_s``: events / wall_s; ``peak_MiB``: peak resident memory of the process;
+- ``events_per_s``: events / wall_s; ``peak_MiB``: peak resident memory of the process
+  (or of the command a case runs, where that is more);
 - ``busbw_GB/s``: nccl-tests bus bandwidth (for the sweep: at its largest size);
 - ``path``: ``symmetric`` (exact quotient, :mod:`simcoll.sim.symmetry`) or ``general``;
 - ``estimate_s``: what :mod:`simcoll.models.estimate` (the cost check of ``simcoll run``)
@@ -25,6 +26,7 @@ import csv
 import json
 import math
 import multiprocessing
+import re
 import resource
 import subprocess
 import sys
@@ -302,6 +304,33 @@ def _step_case(
     )  # fmt: skip
 
 
+def _search_case(name: str, model: str, n_nodes: int) -> BenchRow:
+    """``simcoll step MODEL h100-ib-fat-tree --set n_nodes=N --search`` on one core (one
+    worker), run as the command itself: every layout screened, the promising ones
+    simulated."""
+    command = [sys.executable, "-m", "simcoll", "step", model,
+               str(TOPOLOGIES / "h100-ib-fat-tree.toml"), "--set", f"n_nodes={n_nodes}",
+               "--search", "--format", "json"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise ConfigError(f"simcoll step --search failed: {done.stderr.strip()}")
+    out, err = done.stdout, done.stderr
+    found = json.loads(out)
+    best = found["ranked"][0]
+    counts = re.search(r"(\d+) layouts, (\d+) divide and fit", err)
+    n_layouts, n_fit = (int(counts[1]), int(counts[2])) if counts else (0, 0)
+    n_skipped = len(found["skipped"])
+    return BenchRow(
+        case=name, ranks=n_nodes * 8, transfers=0, simulated=0, events=0,
+        sim_time_ms=best["time_s"] * 1e3,
+        path=(f"simcoll step --search: {n_layouts} layouts, {n_fit} divide and fit, "
+              f"{n_fit - n_skipped} simulated, {n_skipped} skipped (compute alone slower than "
+              f"the 10th best); best tp {best['tp']} pp {best['pp']} vp {best['vp']} "
+              f"{best['data_parallel']} mb {best['micro_batch_size']}, step "
+              f"{best['time_s']:.3f} s"),
+    )  # fmt: skip
+
+
 def _calibrate_case(name: str) -> BenchRow:
     """``simcoll calibrate`` on the 2 x 8 H100 ring all-reduce table (14 sizes, 1 MiB to
     8 GiB): efficiency per link class, per protocol, and the launch cost. Run as the
@@ -548,6 +577,13 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     Case(
+        "search-70b-1024",
+        "simcoll step --search for Llama 3 70B on 128 DGX H100 of h100-ib-fat-tree (every "
+        "layout that divides and fits ranked, one worker; issue 42's target: 5 min)",
+        300.0,
+        lambda: _search_case("search-70b-1024", "llama3-70b", 128),
+    ),
+    Case(
         "step-mixtral-256",
         "a Mixtral 8x7B training step, EP 8 x PP 4 x DP 64 (1,024 sequences of 4,096 tokens), "
         "32 DGX H100 on h100-ib-fat-tree",
@@ -578,7 +614,8 @@ def _child(index: int, queue: multiprocessing.Queue[Any]) -> None:  # pragma: no
         queue.put(("error", f"{type(error).__name__}: {error}"))
         return
     row.wall_s = time.perf_counter() - start - row.estimating_s
-    row.peak_MiB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    row.peak_MiB = max(resource.getrusage(who).ru_maxrss for who in  # a command it ran: its
+                       (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024  # fmt: skip
     queue.put(("ok", asdict(row)))
 
 

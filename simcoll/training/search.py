@@ -10,7 +10,11 @@ same layout, slower); a layout that fits with none is dropped with why.
 
 :func:`screen` sorts them, before anything is simulated, into what runs and what is
 dropped (``does not divide`` with the one-line reason, ``does not fit`` with the bytes);
-the ones that run are then simulated (``simcoll step --search``) and ranked by tokens/s.
+the ones that run are then simulated (``simcoll step --search``) and ranked by tokens/s,
+in the order of :func:`~simcoll.training.step.compute_bound_s` (the compute a layout's
+busiest stage must do in a row, which no simulated step beats): once the K-th best step
+simulated is faster than the next layout's bound, no layout left can rank in the top K,
+and the search stops (branch and bound, exact for the top K).
 
 >>> from simcoll.training.spec import Transformer, Training
 >>> m = Transformer("tiny", n_layers=4, hidden_size=1024, ffn_hidden_size=4096, n_heads=8,

@@ -105,6 +105,7 @@ __all__ = [
     "DIMENSION_STREAMS",
     "StepResult",
     "StepTimes",
+    "compute_bound_s",
     "fsdp_groups",
     "step_calls",
     "step_times",
@@ -221,6 +222,37 @@ def chunk_layers(m: Transformer, p: Parallelism) -> list[int]:
     return [m.n_layers // (p.pp * p.virtual_stages)] * p.pp
 
 
+def compute_bound_s(m: Transformer, t: Training, p: Parallelism, times: StepTimes) -> float:
+    """A time no simulated step of this layout can beat: the most a pipeline stage must
+    compute in a row, with communication free and no SM lent to a call.
+
+    Stage ``k`` starts no compute before the first micro-batch's forward has crossed
+    stages ``0 .. k-1`` (``sum f_i``), computes every pass of every micro-batch
+    (``W_k``), and its last backward still has to cross stages ``k-1 .. 0`` (``sum b_i``)
+    before the first stage's optimizer step. Each term is compute the step makes on one
+    stream in that order, whatever the schedule, and calls and SM sharing only add to it.
+
+    >>> m = Transformer("tiny", n_layers=4, hidden_size=1024, ffn_hidden_size=4096,
+    ...                 n_heads=8, vocab_size=32000)
+    >>> t = Training(seq_length=2048, global_batch_size=8, micro_batch_size=1)
+    >>> times = StepTimes(1.0, 2.0, 0.5, 1.0, 0.25)  # s per layer, head, optimizer
+    >>> p = Parallelism(pp=2, dp=1)  # 8 micro-batches of 2 layers on each stage
+    >>> compute_bound_s(m, t, p, times)  # 2 + (8 x 6 + 8 x 1.5) + 4 + 0.25
+    66.25
+    """
+    n_micro = t.n_microbatches(p.dp)
+    layers = chunk_layers(m, p)
+    f = [times.forward_s_per_layer * n for n in layers]
+    b = [times.backward_s_per_layer * n for n in layers]
+    head_s = times.head_forward_s + times.head_backward_s
+    best = 0.0
+    for k in range(p.pp):
+        work = n_micro * p.virtual_stages * (f[k] + b[k]) + (n_micro * head_s if k == p.pp - 1
+                                                             else 0.0)  # fmt: skip
+        best = max(best, sum(f[:k]) + work + sum(b[:k]))
+    return best + times.optimizer_s
+
+
 def step_calls(m: Transformer, t: Training, p: Parallelism) -> int:
     """At least how many calls a step makes (each repetition counted, as a session records
     them), in closed form: every stage, replica, micro-batch and model chunk runs a forward
@@ -235,13 +267,13 @@ def step_calls(m: Transformer, t: Training, p: Parallelism) -> int:
     """
     n_micro = t.n_microbatches(p.dp)
     fsdp = p.is_fsdp and p.dp * p.cp > 1
-    alike = fsdp and _replicas_alike(p)  # one span for every replica
+    alike = _replicas_alike(p) if fsdp else _replicas_fold(p)  # one span for every replica
     passes = 2 * n_micro * p.virtual_stages * p.pp * (1 if alike else p.dp)
     layers = max(chunk_layers(m, p))  # an upper bound where the stages differ
     tp_calls = 0 if p.tp == 1 else \
         p.cp * (2 if p.sequence_parallel else 1) * (1 if m.is_moe else 2) * layers  # fmt: skip
     spans = layers // p.fsdp_layers_per_unit if fsdp else 1
-    calls = passes * (spans + tp_calls)
+    calls = passes * (spans + tp_calls * (p.dp if alike else 1))  # alike: one op, dp calls
     if calls > MAX_STEP_CALLS:
         what = "a compute span" if spans == 1 else f"{spans} compute spans (FSDP units)"
         raise LimitError(f"training step: at least {calls} calls ({passes} passes: forward and "
@@ -268,10 +300,27 @@ def fsdp_groups(
 
 
 def _replicas_alike(p: Parallelism) -> bool:
-    """Whether every FSDP replica's compute waits for the same ops: one stage, no tensor,
-    context or expert calls of its own, and one group's gathers. Then one compute op over
-    every replica runs exactly as one per replica does, at ``1 / dp`` of the ops."""
-    return (p.pp, p.tp, p.cp, p.ep) == (1, 1, 1, 1) and p.fsdp_sharding != "hybrid_shard"
+    """Whether every FSDP replica's compute waits for the same ops: one stage, no context
+    or expert calls of its own, and one group's gathers. Then one compute op over every
+    replica, and each tensor-parallel call as one op over every replica's group
+    (:meth:`~simcoll.prediction.session.Session.collectives`), run exactly as one per
+    replica do where the replicas' calls take the same time (servers of one shape), at
+    ``1 / dp`` of the ops; where they differ, every replica waits for the slowest, as the
+    next unit's gathers make it wait anyway."""
+    return (p.pp, p.cp, p.ep) == (1, 1, 1) and p.fsdp_sharding != "hybrid_shard"
+
+
+def _replicas_fold(p: Parallelism) -> bool:
+    """Whether, without FSDP, every data-parallel replica's passes run as one set of ops:
+    one compute op over every replica's GPUs of a stage, each tensor-parallel call as one
+    op over every replica's group, and each pipeline copy as one op of every replica's
+    pairs. The replicas run the same passes, wait for the same gradient calls and differ
+    only in their GPUs, so where their calls and copies take the same time (servers of one
+    shape, routes alike) this is the step one set of ops per replica gives, at ``1 / dp``
+    of the ops; where they differ, every replica waits for the slowest, as the gradient
+    calls at the step's end make them wait anyway. Context and expert parallelism keep
+    one set per replica (their calls span replicas)."""
+    return p.dp > 1 and (p.cp, p.ep) == (1, 1)
 
 
 def _multiple(size_bytes: float, of: int) -> int:
@@ -324,7 +373,11 @@ class _Builder:
         self.shard_groups = [[groups for groups, _ in stage] for stage in split]
         self.replicate_groups = [[groups for _, groups in stage] for stage in split]
         self.alike = _replicas_alike(p)
-        self.ranks = tuple(r for d in range(p.dp) for r in self.lay.stage(dp=d, pp=0))
+        # without FSDP, every replica's passes as one set of ops (see _replicas_fold)
+        self.fold = not self.fsdp and _replicas_fold(p)
+        self.stage_ranks = [tuple(r for d in range(p.dp) for r in self.lay.stage(dp=d, pp=i))
+                            for i in range(p.pp)]  # fmt: skip
+        self.ranks = self.stage_ranks[0]
 
     # -- the calls of one pass -----------------------------------------------------------
 
@@ -364,6 +417,23 @@ class _Builder:
                                         lay.cp_group(tp=tp, dp=d, pp=pp),
                                         algorithm=self.algorithm, stream="cp",
                                         name=f"cp ring {name}", after=after, repeat=k))  # fmt: skip
+        return ops
+
+    def _pass_all(self, pp: int, phase: str, name: str, after: list[Op],  # noqa: PLR0917
+                  n_layers: int, compute_s: float) -> list[Op]:  # fmt: skip
+        """A stage's pass on every replica at once (they run alike): one compute op, then
+        each tensor-parallel call as one op over every replica's group."""
+        s, p = self.s, self.p
+        work = s.compute(self.stage_ranks[pp], compute_s, name, after=after)
+        ops = [work]
+        groups = [self.lay.tp_group(dp=d, pp=pp, cp=0) for d in range(p.dp)]
+        waits = after if p.tp_comm_overlap else [work]
+        for kind, k in self._tp_calls(n_layers, phase):
+            last = s.collectives(kind, self.act_bytes, groups, algorithm=self.algorithm,
+                                 stream="tp", name=f"tp {kind} {name}", after=waits,
+                                 repeat=k)  # fmt: skip
+            waits = [last]
+            ops.append(last)
         return ops
 
     def _ep_calls(self, pp: int, phase: str, works: dict[int, list[Op]], n_layers: int,
@@ -406,7 +476,12 @@ class _Builder:
             works: dict[int, list[Op]] = {}
             extra = head_s if (index == 0 and phase == BACKWARD) or \
                 (index == len(pieces) - 1 and phase == FORWARD) else 0.0  # fmt: skip
-            for d in range(p.dp):
+            if self.fold:  # every replica's pass as one: the same waits, the same times
+                after = inputs[0] if index == 0 else self.tail[0, pp]
+                works = dict.fromkeys(range(p.dp), self._pass_all(
+                    pp, phase, f"{phase} c{chunk} mb{j}", list(dict.fromkeys(after)), n_layers,
+                    per_layer * n_layers + extra))  # fmt: skip
+            for d in range(p.dp if self.fold else 0, p.dp):  # one pass per replica
                 after = inputs[d] if index == 0 else self.tail[d, pp]
                 works[d] = self._pass(d, pp, phase, chunk, j, after, n_layers,
                                       per_layer * n_layers + extra)  # fmt: skip
@@ -448,12 +523,15 @@ class _Builder:
                 self.inbox[phase, d, to[0], to[1], j] = self.tail[d, pp][0]
             return
         size = _multiple(self.act_bytes / p.tp, 2)
-        for d in range(p.dp):
+        replicas = [range(p.dp)] if self.fold else [[d] for d in range(p.dp)]
+        for these in replicas:  # folded: every replica's copies as one op
             pairs = [(lay.rank(tp=t, cp=c, dp=d, pp=pp), lay.rank(tp=t, cp=c, dp=d, pp=to[0]))
-                     for c in range(p.cp) for t in range(p.tp)]  # fmt: skip
-            self.inbox[phase, d, to[0], to[1], j] = self.s.copies(
-                pairs, size, stream=f"pp {pp}->{to[0]}", name=f"pp {phase} c{chunk} mb{j}",
-                after=self.tail[d, pp])  # fmt: skip
+                     for d in these for c in range(p.cp) for t in range(p.tp)]  # fmt: skip
+            op = self.s.copies(pairs, size, stream=f"pp {pp}->{to[0]}",
+                               name=f"pp {phase} c{chunk} mb{j}",
+                               after=self.tail[these[0], pp])  # fmt: skip
+            for d in these:
+                self.inbox[phase, d, to[0], to[1], j] = op
 
     def _dp_call(self, kind: str, size: float, group: Sequence[int],  # noqa: PLR0917
                  after: list[Op], name: str, stream: str = "dp") -> Op:  # fmt: skip
@@ -529,7 +607,7 @@ class _Builder:
         """One (phase, chunk, micro-batch) of stage ``pp`` on every replica, one FSDP unit
         at a time, each unit's gathers and reduce-scatter issued where FSDP's hooks issue
         them (see the module docstring)."""
-        p, times, s = self.p, self.times, self.s
+        p, times = self.p, self.times
         forward = phase == FORWARD
         name = f"{phase} c{chunk} mb{j}"
         per_unit = p.fsdp_layers_per_unit
@@ -584,8 +662,9 @@ class _Builder:
             unit_s = (times.forward_s_per_layer if forward else times.backward_s_per_layer) \
                 * per_unit  # fmt: skip
             if self.alike:  # one op for every replica: the same waits, the same times
-                op = s.compute(self.ranks, unit_s, name, after=dict.fromkeys(waits[0]))
-                works = {d: [op] for d in range(p.dp)}
+                ops_all = self._pass_all(pp, phase, name, list(dict.fromkeys(waits[0])),
+                                         per_unit, unit_s)  # fmt: skip
+                works = dict.fromkeys(range(p.dp), ops_all)
             else:
                 works = {d: self._pass(d, pp, phase, chunk, j, waits[d], per_unit, unit_s)
                          for d in range(p.dp)}  # fmt: skip

@@ -48,3 +48,23 @@ def test_a_prefix_is_the_first_steps_of_the_whole(collective, whole, taken):
 def test_a_prefix_out_of_range_is_refused(collective, n_steps, message):
     with pytest.raises(ScheduleError, match=message):
         ring_prefix(collective, 5, 6000, n_steps)
+
+
+@pytest.mark.parametrize(("n_chunks", "rings"), [(1, [[0, 1, 2, 3, 4]]), (3, RINGS), (2, None)])
+def test_the_vectorised_phases_add_what_one_transfer_at_a_time_adds(n_chunks, rings, monkeypatch):
+    # The all-reduce's two phases (the all-gather waits on the reduce-scatter's last
+    # arrivals) built with numpy, and built through ScheduleBuilder.add one transfer at a
+    # time as a subclassed builder is: the same transfers, pieces and dependencies.
+    from simcoll.algorithms import ring as ring_module  # noqa: PLC0415 - the module patched
+
+    def build():  # type: ignore[no-untyped-def]
+        return ring_allreduce(5, 5 * 2 * 3 * 64, n_channels=2, n_chunks=n_chunks,
+                              rings=rings, max_in_flight=2)  # fmt: skip
+
+    vectorised = build()
+    one_by_one = ring_module._ring_phase_one_by_one
+    monkeypatch.setattr(ring_module, "_ring_phase", one_by_one)
+    reference = build()
+    assert vectorised.n_transfers == reference.n_transfers > 0
+    for name in ("src", "dst", "op", "channel", "pieces", "pieces_indptr", "deps", "deps_indptr"):
+        assert np.array_equal(getattr(vectorised, name), getattr(reference, name)), name

@@ -78,7 +78,31 @@ def test_search_ranks_by_throughput_and_says_what_it_dropped(
     # 4 x 2 + 3 x 2 + 2 = 16, each with micro-batches 1, 2, 4, 8: 64
     assert len(out["ranked"]) + len(dropped) == 64
     assert "layouts, " in captured.err
-    assert "estimated about" in captured.err
+    assert "estimated at most about" in captured.err
+
+
+def test_a_search_skips_only_layouts_that_cannot_reach_the_top(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With ``--top 3`` the search simulates the layouts by their compute alone, fastest
+    first, and stops where that bound is no faster than the third best step simulated:
+    the same three, in the same order, as the full ranking, and every layout either
+    ranked or skipped with its bound no better than the third."""
+    common = ["step", str(tiny), "dgx-h100", "--search", "--global-batch", "16", "--seq",
+              "2048", "--format", "json"]  # fmt: skip
+    assert main([*common, "--top", "100"]) == 0
+    everything = json.loads(capsys.readouterr().out)
+    assert everything["skipped"] == []
+    assert main([*common, "--top", "3"]) == 0
+    captured = capsys.readouterr()
+    top = json.loads(captured.out)
+    assert top["ranked"] == everything["ranked"][:3]
+    third_s = top["ranked"][2]["time_s"]
+    assert top["skipped"], "nothing was skipped: the test shows nothing"
+    assert all(s["compute_bound_s"] >= third_s for s in top["skipped"])
+    n_simulated = len(everything["ranked"]) - len(top["skipped"])
+    assert 3 <= n_simulated < len(everything["ranked"])
+    assert f"{len(top['skipped'])} layouts not simulated" in captured.err
 
 
 @pytest.mark.parametrize(

@@ -273,3 +273,58 @@ def test_a_call_run_transfer_by_transfer_is_predicts_call(in_place: bool) -> Non
     s = Session(graph)
     s.collective("broadcast", size, range(16), in_place=in_place)
     assert s.run(every_call_in_detail=True).time_s == pytest.approx(row.time_s, rel=1e-9)
+
+
+def test_one_op_over_disjoint_groups_takes_each_groups_time_alone() -> None:
+    # Two groups of 4 on one switch share no link: each all-gather is the unchunked ring's
+    # 3 steps of two hops' latency and S / 4 at B, and the op ends when both have.
+    size = 8_000_000
+    s = star(8)
+    s.collectives("allgather", size, [range(4), range(4, 8)], in_place=True,
+                  params={"n_chunks": 1})  # fmt: skip
+    timeline = s.run()
+    assert timeline.time_s == pytest.approx(3 * (2 * LATENCY_S + size / 4 / BANDWIDTH_BYTES_PER_S),
+                                            rel=1e-12)  # fmt: skip
+    assert {x.rank for x in timeline.spans} == set(range(8))
+    # every GPU sent 3 blocks of S / 4 up its own link
+    up = [i for i, (a, _) in enumerate(timeline.links) if a.startswith("gpu")]
+    assert timeline.link_bytes[up] == pytest.approx([3 * size / 4] * 8)
+
+
+def test_one_op_over_groups_that_share_a_link_runs_as_separate_calls_meeting() -> None:
+    # Two nodes of 4 GPUs behind one NIC each: groups (0, 4) and (1, 5) both cross the two
+    # NICs, so the op runs its calls transfer by transfer, sharing the NICs, as two calls
+    # issued together on two streams do; slower than one alone.
+    from simcoll.topology.clusters import fat_tree  # noqa: PLC0415 - this test's fabric
+
+    def two_nodes():  # type: ignore[no-untyped-def]
+        return fat_tree(2, gpus_per_node=4, nvlinks_per_gpu=4, nvlink_bandwidth_bytes_per_s=25e9,
+                        nvlink_latency_s=1e-6, nics_per_node=1, nic_bandwidth_bytes_per_s=10e9,
+                        nic_latency_s=1e-6, pcie_bandwidth_bytes_per_s=60e9, pcie_latency_s=1e-6,
+                        fabric_latency_s=1e-6)  # fmt: skip
+
+    size = 64_000_000
+    one = Session(two_nodes(), protocol=None)
+    one.collectives("allreduce", size, [(0, 4), (1, 5)])
+    separate = Session(two_nodes(), protocol=None)
+    separate.collective("allreduce", size, (0, 4), stream="a")
+    separate.collective("allreduce", size, (1, 5), stream="b")
+    alone = Session(two_nodes(), protocol=None)
+    alone.collective("allreduce", size, (0, 4))
+    together_s = one.run().time_s
+    assert together_s == pytest.approx(separate.run().time_s, rel=1e-12)
+    assert together_s > 1.5 * alone.run().time_s
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        ([], "allreduce 8 B: no rank group given"),
+        ([(0, 1), (1, 2)], "allreduce 8 B: the groups must be disjoint"),
+        ([(0, 1), ()], "allreduce 8 B: the rank group is empty"),
+    ],
+)
+def test_bad_groups_give_one_line(groups: Any, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        star().collectives("allreduce", 8, groups)
+    assert str(info.value) == message

@@ -53,6 +53,7 @@ def test_the_suite_has_the_issue_cases() -> None:
         "step-gpt3-1024",
         "step-70b-fsdp-128",
         "step-405b-2048",
+        "search-70b-1024",
         "step-mixtral-256",
         "calibrate-h100",
         "sweep-128",

@@ -291,13 +291,19 @@ def test_a_steps_calls_count_one_compute_span_per_unit() -> None:
     assert sum(c.collective == "compute" for c in calls) == 2 * 3 * L + 2 * 3 + N
 
 
-@pytest.mark.parametrize("sharding", ["full_shard", "shard_grad_op", "no_shard"])
+@pytest.mark.parametrize(
+    ("sharding", "tp"),
+    [("full_shard", 1), ("shard_grad_op", 1), ("no_shard", 1), ("full_shard", 2),
+     ("no_shard", 4)],
+)  # fmt: skip
 def test_one_compute_span_for_every_replica_runs_as_one_each(
-    sharding: str, monkeypatch: pytest.MonkeyPatch
+    sharding: str, tp: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Two nodes of 4 GPUs on InfiniBand, calls sharing links (the flow model): the step
-    # with one span per unit for all 8 replicas takes the time it takes with one each.
-    par = Parallelism(data_parallel="fsdp", fsdp_sharding=sharding)
+    # with one span per unit for all 8 / tp replicas, and with tensor parallelism each
+    # tensor-parallel call as one op over every replica's group, takes the time it takes
+    # with one span and one call each.
+    par = Parallelism(data_parallel="fsdp", fsdp_sharding=sharding, tp=tp)
     t = Training(seq_length=64, global_batch_size=16)
 
     def time_s() -> float:

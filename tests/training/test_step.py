@@ -11,7 +11,8 @@ import pytest
 from simcoll.core.errors import ConfigError, LimitError
 from simcoll.prediction.session import recording_calls
 from simcoll.topology import switch_star
-from simcoll.topology.gpu_spec import GpuSpec
+from simcoll.topology.gpu_spec import GpuSpec, gpu_spec
+from simcoll.topology.io import load
 from simcoll.training import (
     Parallelism,
     StepTimes,
@@ -20,7 +21,8 @@ from simcoll.training import (
     read_model_file,
     training_step,
 )
-from simcoll.training.step import step_calls
+from simcoll.training.compute import Efficiency
+from simcoll.training.step import compute_bound_s, step_calls, step_times
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 SMALL = Transformer(
@@ -67,6 +69,39 @@ def test_the_interleaved_schedule_divides_the_bubble_by_the_chunks() -> None:
     r = training_step(free_links(p), SMALL, t, par, times=TIMES, calibration=None, protocol=None)
     stage_s = 8 / p * 3e-3
     assert r.metrics["time_s"] == pytest.approx(m * stage_s + (p - 1) * stage_s / v, rel=1e-9)
+
+
+@pytest.mark.parametrize(("p", "m", "v"), [(4, 8, 1), (2, 6, 1), (4, 8, 2), (1, 3, 1)])
+def test_the_compute_bound_is_the_step_on_compute_alone(p: int, m: int, v: int) -> None:
+    # Stage p - 1 waits for the first micro-batch's forward on the p - 1 stages before it,
+    # runs m v chunk passes, and its last backward crosses them again: (p - 1)(F + B) / v
+    # + m (F + B), the 1F1B and interleaved steps above: the bound is reached.
+    t = Training(seq_length=64, global_batch_size=m)
+    par = Parallelism(pp=p, virtual_stages=v, sequence_parallel=False)
+    r = training_step(free_links(p), SMALL, t, par, times=TIMES, calibration=None, protocol=None)
+    stage_s = 8 / p * 3e-3
+    bound = compute_bound_s(SMALL, t, par.with_gpus(p), TIMES)
+    assert bound == pytest.approx(m * stage_s + (p - 1) * stage_s / v, rel=1e-12)
+    assert r.metrics["time_s"] == pytest.approx(bound, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "par",
+    [Parallelism(tp=2, pp=2), Parallelism(pp=4, virtual_stages=2), Parallelism(tp=4),
+     Parallelism(data_parallel="fsdp"), Parallelism(tp=2, data_parallel="fsdp"),
+     Parallelism(pp=2, data_parallel="ddp")],
+)  # fmt: skip
+def test_no_step_on_a_real_machine_beats_its_compute_bound(par: Parallelism) -> None:
+    # Calls, copies, the bubble and SMs lent to calls only add to the compute the bound
+    # counts (what --search skips layouts by).
+    g = load("dgx-h100")
+    gpu = gpu_spec(g)
+    assert gpu is not None
+    t = Training(seq_length=2048, global_batch_size=16, micro_batch_size=1)
+    r = training_step(g, SMALL, t, par)
+    full = r.parallelism
+    bound = compute_bound_s(SMALL, t, full, step_times(SMALL, t, full, gpu, Efficiency()))
+    assert 0.5 * r.metrics["time_s"] < bound <= r.metrics["time_s"]
 
 
 def recorded(model: Transformer, t: Training, par: Parallelism, n_gpus: int) -> Counter[str]:
