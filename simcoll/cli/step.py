@@ -356,7 +356,7 @@ def _search(  # noqa: PLR0917 - the command's state, handed on once
     elif args.format == "csv":
         sys.stdout.write(_csv(ranked[: args.top]))
     else:
-        sys.stdout.write(_search_table(ranked[: args.top], head, len(ranked)))
+        sys.stdout.write(_search_table(ranked[: args.top], head, len(runnable), len(ranked)))
     _why_dropped(dropped, failed, time.perf_counter() - started)
     if skipped:
         worst = ranked[args.top - 1]["time_s"]
@@ -424,9 +424,12 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _search_table(rows: Sequence[Mapping[str, Any]], head: str, n_ranked: int) -> str:
+def _search_table(rows: Sequence[Mapping[str, Any]], head: str, n_fit: int,
+                  n_ranked: int) -> str:  # fmt: skip
+    simulated = "" if n_ranked == n_fit else f" ({n_ranked} simulated, the others cannot rank)"
     lines = [head.rstrip("\n"),
-             f"# the best {len(rows)} of {n_ranked} layouts that divide and fit, by tokens/s",
+             f"# the best {len(rows)} of {n_fit} layouts that divide and fit{simulated}, by "
+             "tokens/s",
              f"{'#':>3}  {'tp':>2} {'pp':>2} {'vp':>2} {'dp':>5} {'mode':<6} {'mb':>2} "
              f"{'recompute':<9}  {'step (s)':>9}  {'tokens/s/GPU':>12}  {'MFU %':>5}  "
              f"{'memory (GB)':>11}"]  # fmt: skip

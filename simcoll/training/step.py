@@ -401,15 +401,8 @@ class _Builder:
         work = s.compute(ranks, compute_s, name, after=after)
         ops = [work]
         for c in range(p.cp):
-            group = lay.tp_group(dp=d, pp=pp, cp=c)
-            # overlapped (userbuffers): beside the compute, from the pass's start
-            waits = after if p.tp_comm_overlap else [work]
-            for kind, k in self._tp_calls(n_layers, phase):
-                last = s.collective(kind, self.act_bytes, group, algorithm=self.algorithm,
-                                    stream="tp", name=f"tp {kind} {name}", after=waits,
-                                    repeat=k)  # fmt: skip
-                waits = [last]
-                ops.append(last)
+            ops += self._tp_chain([lay.tp_group(dp=d, pp=pp, cp=c)], name, after, work,
+                                  n_layers, phase)  # fmt: skip
         if p.cp > 1:
             k = n_layers * (p.cp - 1) * (2 if phase == BACKWARD else 1)
             for tp in range(p.tp):
@@ -423,15 +416,20 @@ class _Builder:
                   n_layers: int, compute_s: float) -> list[Op]:  # fmt: skip
         """A stage's pass on every replica at once (they run alike): one compute op, then
         each tensor-parallel call as one op over every replica's group."""
-        s, p = self.s, self.p
-        work = s.compute(self.stage_ranks[pp], compute_s, name, after=after)
-        ops = [work]
-        groups = [self.lay.tp_group(dp=d, pp=pp, cp=0) for d in range(p.dp)]
-        waits = after if p.tp_comm_overlap else [work]
+        work = self.s.compute(self.stage_ranks[pp], compute_s, name, after=after)
+        groups = [self.lay.tp_group(dp=d, pp=pp, cp=0) for d in range(self.p.dp)]
+        return [work, *self._tp_chain(groups, name, after, work, n_layers, phase)]
+
+    def _tp_chain(self, groups: list[tuple[int, ...]], name: str, after: list[Op],  # noqa: PLR0917
+                  work: Op, n_layers: int, phase: str) -> list[Op]:  # fmt: skip
+        """A pass's tensor-parallel calls, one after another, each one op over ``groups``
+        (one replica's group, or every replica's): after the pass's compute ``work``, or
+        beside it from the pass's start (``after``) where they overlap (userbuffers)."""
+        waits, ops = after if self.p.tp_comm_overlap else [work], []
         for kind, k in self._tp_calls(n_layers, phase):
-            last = s.collectives(kind, self.act_bytes, groups, algorithm=self.algorithm,
-                                 stream="tp", name=f"tp {kind} {name}", after=waits,
-                                 repeat=k)  # fmt: skip
+            last = self.s.collectives(kind, self.act_bytes, groups, algorithm=self.algorithm,
+                                      stream="tp", name=f"tp {kind} {name}", after=waits,
+                                      repeat=k)  # fmt: skip
             waits = [last]
             ops.append(last)
         return ops
