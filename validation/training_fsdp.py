@@ -39,6 +39,7 @@ from pathlib import Path
 from simcoll.core.errors import SimcollError
 from simcoll.topology.io import load
 from simcoll.training import Efficiency, Parallelism, Training, read_model_file, training_step
+from simcoll.training.step import StepResult
 from validation.training_throughput import fit_fraction, print_errors
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,6 +94,11 @@ def read_rows(path: Path = TABLE) -> list[Row]:
 
 def simulate(row: Row, kernels: float) -> float:
     """Simulated tokens/s per GPU of ``row`` at that fraction of the kernels' throughput."""
+    return step(row, kernels).metrics["tokens_per_s"] / row.n_gpus
+
+
+def step(row: Row, kernels: float) -> StepResult:
+    """``row``'s step, simulated at that fraction of the kernels' throughput."""
     model, _, _ = read_model_file(MODELS / f"{row.model}.toml")
     training = Training(seq_length=row.seq_length, micro_batch_size=row.micro_batch_size,
                         global_batch_size=row.global_batch_size,
@@ -102,9 +108,8 @@ def simulate(row: Row, kernels: float) -> float:
     layout = Parallelism(data_parallel="fsdp", fsdp_sharding=row.sharding.lower(),
                          fsdp_reduce_dtype=reduce_dtype)  # fmt: skip
     topology = load(TOPOLOGIES[row.gpu], {"n_nodes": str(max(1, row.n_gpus // 8))})
-    result = training_step(topology, model, training, layout,
-                           efficiency=Efficiency(kernels=kernels))  # fmt: skip
-    return result.metrics["tokens_per_s"] / row.n_gpus
+    return training_step(topology, model, training, layout,
+                         efficiency=Efficiency(kernels=kernels))  # fmt: skip
 
 
 def fit(row: Row) -> float:
@@ -131,20 +136,23 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         fitted = fit(fit_row)
         print(f"\n{gpu}: fitted on {fit_row.label}: efficiency.kernels = {fitted:.4f}\n")
-        print("| run | measured tokens/s/GPU | simulated | error |")
-        print("|---|---|---|---|")
+        print("| run | measured tokens/s/GPU | simulated | error | memory per GPU (GB) |")
+        print("|---|---|---|---|---|")
         for row in these:
             try:
-                simulated = simulate(row, fitted)
+                result = step(row, fitted)
             except SimcollError as error:
-                print(f"| {row.label} | {row.tokens_per_s_per_gpu:,.0f} | failed: {error} | |")
+                print(f"| {row.label} | {row.tokens_per_s_per_gpu:,.0f} | failed: {error} | | |")
                 continue
+            simulated = result.metrics["tokens_per_s"] / row.n_gpus
+            memory = (f"{result.metrics['memory_total_bytes'] / 1e9:.1f} of "
+                      f"{result.metrics['memory_capacity_bytes'] / 1e9:.0f}")  # fmt: skip
             error_pct = 100 * (simulated / row.tokens_per_s_per_gpu - 1)
             mark = " (fitted)" if row is fit_row else ""
             if not mark:
                 errors["single-node" if row.n_gpus <= 8 else "multi-node"].append(abs(error_pct))
             print(f"| {row.label}{mark} | {row.tokens_per_s_per_gpu:,.0f} | {simulated:,.0f} "
-                  f"| {error_pct:+.1f} % |", flush=True)  # fmt: skip
+                  f"| {error_pct:+.1f} % | {memory} |", flush=True)  # fmt: skip
     print_errors(errors)
     print(f"({time.perf_counter() - started:.0f} s)")
     return 0

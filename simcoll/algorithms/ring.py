@@ -180,9 +180,10 @@ def _ring_phase_one_by_one(
                     rank, successor = ring[position], ring[(position + 1) % n]
                     block = ring[(position + block_at - step) % n]
                     dep = last.get((rank, channel, chunk))
-                    t = b.add(src=rank, dst=successor,
-                              pieces=[(block * n_channels + channel) * n_chunks + chunk],
-                              op=op, channel=channel, deps=() if dep is None else (dep,))  # fmt: skip
+                    piece = (block * n_channels + channel) * n_chunks + chunk
+                    deps = () if dep is None else (dep,)
+                    t = b.add(src=rank, dst=successor, pieces=[piece], op=op, channel=channel,
+                              deps=deps)  # fmt: skip
                     arrived[successor, channel, chunk] = t
         last = arrived
     return last

@@ -217,6 +217,27 @@ class Session:
         """Number of GPUs (ranks) of the topology."""
         return len(self.rank_nodes)
 
+    def channels_of(self, rank: int) -> dict[tuple[int, ...], int]:
+        """Per communicator ``rank`` is in (a group of ranks its calls ran over), the most
+        channels one of those calls ran on: what NCCL allocates buffers for. Copies use
+        none.
+
+        >>> from simcoll.topology import switch_star
+        >>> s = Session(switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6))
+        >>> _ = s.collective("allreduce", 1 << 20, range(4), params={"n_channels": 2})
+        >>> _ = s.collective("allgather", 1 << 20, (0, 1), params={"n_channels": 3})
+        >>> s.channels_of(0), s.channels_of(3)
+        ({(0, 1, 2, 3): 2, (0, 1): 3}, {(0, 1, 2, 3): 2})
+        """
+        found: dict[tuple[int, ...], int] = {}
+        for op in self._ops:
+            if isinstance(op, Comm) and op.solo is not None and rank in op.ranks:
+                for ranks, solo in op.pieces:
+                    if solo.ctas and rank in ranks:
+                        key = tuple(sorted(ranks))
+                        found[key] = max(found.get(key, 0), solo.ctas)
+        return found
+
     # -- what workloads call ------------------------------------------------------------
 
     def compute(

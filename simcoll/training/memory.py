@@ -44,15 +44,23 @@ unsharded gradient (2 bytes a parameter), accumulated over the micro-batches.
 ``no_shard`` holds DDP's state and gathers nothing; ``hybrid_shard`` shards over
 ``fsdp_shard_size`` ranks instead of all.
 
+NCCL's buffers (:func:`nccl_buffer_bytes`): every channel of a communicator receives from
+the rank before it into a connection's buffers, one per protocol, allocated in GPU memory
+when the communicator first uses the channel (``init.cc:computeBuffSizes``): Simple's
+``NCCL_BUFFSIZE`` (4 MiB), LL's 512 KiB and LL128's 4.7 MiB, 9.6 MB a channel. The step
+counts, for each communicator the GPU is in, the most channels one of its calls ran on.
+
 >>> zero_model_state_bytes(7_500_000_000, zero_stage=3, dp=64)  # ZeRO paper, figure 1
 1875000000.0
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from simcoll.core.errors import ConfigError
+from simcoll.plan.tuning import DEFAULT_BUFFSIZE_BYTES, LL128_BUFFSIZE_BYTES, LL_BUFFSIZE_BYTES
 from simcoll.training.spec import (
     REDUCE_DTYPE_BYTES,
     Parallelism,
@@ -68,6 +76,7 @@ __all__ = [
     "fsdp_unsharded_bytes",
     "layer_params_per_gpu",
     "memory_per_gpu",
+    "nccl_buffer_bytes",
     "params_per_gpu",
     "root_params_per_gpu",
     "zero_model_state_bytes",
@@ -94,15 +103,17 @@ class MemoryPerGpu:
     unsharded_gradients_bytes: float = 0.0
     logits_bytes: float = 0.0
     stage: int = 0  # the pipeline stage whose GPU this is
+    comm_buffers_bytes: float = 0.0  # NCCL's, once the step's calls are decided
 
     @property
     def parts(self) -> dict[str, float]:
-        """Each part by name (``params``, ``gradients``, ..., ``logits``)."""
+        """Each part by name (``params``, ``gradients``, ..., ``comm_buffers``)."""
         return {"params": self.params_bytes, "gradients": self.gradients_bytes,
                 "optimizer": self.optimizer_bytes, "activations": self.activations_bytes,
                 "gathered_params": self.gathered_params_bytes,
                 "unsharded_gradients": self.unsharded_gradients_bytes,
-                "logits": self.logits_bytes}  # fmt: skip
+                "logits": self.logits_bytes,
+                "comm_buffers": self.comm_buffers_bytes}  # fmt: skip
 
     @property
     def largest_part(self) -> str:
@@ -114,6 +125,20 @@ class MemoryPerGpu:
     def total_bytes(self) -> float:
         """Everything above."""
         return sum(self.parts.values())
+
+
+#: One channel's receive buffers, one per protocol (NCCL's defaults).
+NCCL_CHANNEL_BUFFER_BYTES = DEFAULT_BUFFSIZE_BYTES + LL_BUFFSIZE_BYTES + LL128_BUFFSIZE_BYTES
+
+
+def nccl_buffer_bytes(channels: Iterable[int]) -> float:
+    """NCCL's buffers on one GPU for its communicators' ``channels`` (one count per
+    communicator): each channel's receive connection with its Simple, LL and LL128 buffers.
+
+    >>> nccl_buffer_bytes([16, 2])  # 18 x (4 MiB + 512 KiB + 4,915,200 B)
+    173408256.0
+    """
+    return float(sum(channels) * NCCL_CHANNEL_BUFFER_BYTES)
 
 
 def zero_model_state_bytes(psi: float, *, zero_stage: int, dp: int) -> float:

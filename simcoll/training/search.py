@@ -105,7 +105,11 @@ def screen(
     n_gpus: int,
     capacity_bytes: float,
 ) -> list[Screened]:
-    """Each candidate with the lightest recomputation that fits, or dropped with why."""
+    """Each candidate with the lightest recomputation that fits, or dropped with why.
+
+    Memory here leaves out NCCL's buffers (they follow the decided calls' channels, about
+    0.3 GB a GPU on an H100 server); the simulated step counts them and flags a layout
+    they push past the GPU's memory."""
     from simcoll.training.step import check_layout  # noqa: PLC0415 - step imports this module's peers
 
     out = []

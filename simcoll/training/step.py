@@ -90,6 +90,7 @@ from simcoll.training.memory import (
     MemoryPerGpu,
     layer_params_per_gpu,
     memory_per_gpu,
+    nccl_buffer_bytes,
     params_per_gpu,
     root_params_per_gpu,
 )
@@ -796,17 +797,15 @@ def training_step(
         times = step_times(model, training, p, gpu, efficiency or Efficiency())
     memory = memory_per_gpu(model, training, p)
     capacity = gpu.memory_bytes if gpu is not None else float("inf")
-    if memory_check == "refuse" and memory.total_bytes > capacity:
-        words = {name: name.replace("params", "parameters").replace("_", " ")
-                 for name in memory.parts}  # fmt: skip
-        parts = ", ".join(f"{words[name]} {size / 1e9:.1f}"
-                          for name, size in memory.parts.items() if size)  # fmt: skip
-        where = f" of pipeline stage {memory.stage}" if p.pp > 1 else ""
-        raise ConfigError(f"training step: {memory.total_bytes / 1e9:.1f} GB per GPU{where} "
-                          f"({parts}; the largest: {words[memory.largest_part]}) do not fit in "
-                          f"{capacity / 1e9:.0f} GB")  # fmt: skip
+    if memory_check == "refuse":  # before any call is decided, then with NCCL's buffers
+        _fits(memory, capacity, p)
     builder = _Builder(s, model, training, p, times, algorithm)
     builder.run_schedule()
+    binding_rank = Layout(p).stage(dp=0, pp=memory.stage)[0]
+    memory = replace(memory, comm_buffers_bytes=nccl_buffer_bytes(
+        s.channels_of(binding_rank).values()))  # fmt: skip
+    if memory_check == "refuse":
+        _fits(memory, capacity, p)
     timeline = s.run(load_bins=load_bins, transfers=transfers)
     step_s = timeline.time_s
     flops = model_flops_per_token(model, training.seq_length) * training.tokens_per_step
@@ -827,6 +826,7 @@ def training_step(
         "memory_gathered_params_bytes": memory.gathered_params_bytes,
         "memory_unsharded_gradients_bytes": memory.unsharded_gradients_bytes,
         "memory_logits_bytes": memory.logits_bytes,
+        "memory_comm_buffers_bytes": memory.comm_buffers_bytes,
         "memory_stage": memory.stage,
         "memory_total_bytes": memory.total_bytes,
         "memory_capacity_bytes": capacity,
@@ -834,6 +834,20 @@ def training_step(
         **breakdown(timeline, 0),
     }  # fmt: skip
     return StepResult(timeline, metrics, memory, p)
+
+
+def _fits(memory: MemoryPerGpu, capacity_bytes: float, p: Parallelism) -> None:
+    """Refuse, naming the parts, a GPU whose memory exceeds its capacity."""
+    if memory.total_bytes <= capacity_bytes:
+        return
+    words = {name: name.replace("params", "parameters").replace("_", " ")
+             for name in memory.parts}  # fmt: skip
+    parts = ", ".join(f"{words[name]} {size / 1e9:.1f}"
+                      for name, size in memory.parts.items() if size)  # fmt: skip
+    where = f" of pipeline stage {memory.stage}" if p.pp > 1 else ""
+    raise ConfigError(f"training step: {memory.total_bytes / 1e9:.1f} GB per GPU{where} "
+                      f"({parts}; the largest: {words[memory.largest_part]}) do not fit in "
+                      f"{capacity_bytes / 1e9:.0f} GB")  # fmt: skip
 
 
 def breakdown(timeline: Timeline, rank: int) -> dict[str, float]:

@@ -289,3 +289,18 @@ def test_a_first_stage_of_more_layers_than_the_model_is_one_line() -> None:
         training_step(free_links(2), SMALL, Training(seq_length=64, global_batch_size=4),
                       Parallelism(pp=2, first_stage_layers=9), times=TIMES, calibration=None,
                       protocol=None)  # fmt: skip
+
+
+@pytest.mark.parametrize(("par", "communicators"), [
+    (Parallelism(data_parallel="fsdp"), 1),  # the 8 GPUs' data-parallel group
+    (Parallelism(tp=2, pp=2), 2),  # GPU 0's tensor-parallel pair and data-parallel pair
+])  # fmt: skip
+def test_nccl_buffers_are_each_communicators_channels(par: Parallelism, communicators: int) -> None:
+    # NCCL's plan on one NVSwitch H100 server runs 24 channels (6 search channels,
+    # duplicated, then doubled: README, "NVSwitch servers"), each receiving into 4 MiB
+    # (Simple), 8 x 16 x 512 x 8 B (LL) and 120 x 8 x 640 x 8 B (LL128) of buffers.
+    per_channel = 4 * 2**20 + 8 * 16 * 512 * 8 + 120 * 8 * 640 * 8
+    t = Training(seq_length=2048, global_batch_size=16)
+    r = training_step(load("dgx-h100"), SMALL, t, par, times=TIMES)
+    assert r.metrics["memory_comm_buffers_bytes"] == communicators * 24 * per_channel
+    assert r.memory.parts["comm_buffers"] == r.metrics["memory_comm_buffers_bytes"]
