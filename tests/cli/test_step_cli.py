@@ -149,7 +149,7 @@ def test_a_stopped_search_ranks_the_layouts_it_finished(
 ) -> None:
     """Ctrl-C (or SIGTERM, turned into it) after 3 layouts: those 3 are ranked, the exit
     status is 130, and stderr says how many of how many ran."""
-    from simcoll.cli import step as step_cli  # noqa: PLC0415 - the module patched
+    from simcoll.cli import step_search as step_cli  # noqa: PLC0415 - the module patched
 
     real, done = step_cli._run_one, []
 
@@ -168,3 +168,29 @@ def test_a_stopped_search_ranks_the_layouts_it_finished(
     assert len(out["ranked"]) == 3
     # of the 64 layouts (counted by hand in the test above), those that divide and fit
     assert f"interrupted after 3 of {64 - len(out['dropped'])} layouts" in captured.err
+
+
+def test_a_search_on_a_dask_cluster_ranks_what_one_process_ranks(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    distributed = pytest.importorskip("distributed")
+    common = ["step", str(tiny), "dgx-h100", "--search", "--global-batch", "16", "--seq",
+              "2048", "--format", "json", "--top", "3"]  # fmt: skip
+    assert main(common) == 0
+    here = json.loads(capsys.readouterr().out)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:  # fmt: skip
+        assert main([*common, "--scheduler", cluster.scheduler_address]) == 0
+    on_dask = json.loads(capsys.readouterr().out)
+    assert on_dask["ranked"] == here["ranked"]
+    assert len(on_dask["ranked"]) == 3
+
+
+def test_an_unreachable_scheduler_is_one_line(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["step", str(tiny), "dgx-h100", "--search", "--global-batch", "16", "--seq",
+            "2048", "--scheduler", "ftp://nowhere:1"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("simcoll: error: --scheduler: 'ftp://nowhere:1' uses ftp://")
