@@ -577,6 +577,24 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     Case(
+        "step-405b-16384",
+        "issue 42's Llama 3 405B step: TP 8 x PP 16 (7 layers on the first and last stages) "
+        "x DP 128, 2,048 sequences of 8,192 tokens, 2,048 DGX H100 on h100-rail-optimized "
+        "(target also < 8 GiB)",
+        60.0,
+        lambda: _step_case(
+            "step-405b-16384",
+            "llama3-405b",
+            2048,
+            topology="h100-rail-optimized.toml",
+            tp=8,
+            pp=16,
+            first_stage_layers=7,
+            last_stage_layers=7,
+            global_batch_size=2048,
+        ),
+    ),
+    Case(
         "search-70b-1024",
         "simcoll step --search for Llama 3 70B on 128 DGX H100 of h100-ib-fat-tree (every "
         "layout that divides and fits ranked, one worker; issue 42's target: 5 min)",

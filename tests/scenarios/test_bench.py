@@ -31,6 +31,10 @@ def test_bench_ring_8_counts_the_whole_schedule_and_its_representatives() -> Non
     assert line.startswith("ring-8,8,896,14,")
 
 
+def targets_of(prefix: str) -> dict[str, float | None]:
+    return {c.name: c.target_wall_s for c in CASES if c.name.startswith(prefix)}
+
+
 def test_the_suite_has_the_issue_cases() -> None:
     assert [c.name for c in CASES] == [
         "ring-8",
@@ -53,6 +57,7 @@ def test_the_suite_has_the_issue_cases() -> None:
         "step-gpt3-1024",
         "step-70b-fsdp-128",
         "step-405b-2048",
+        "step-405b-16384",
         "search-70b-1024",
         "step-mixtral-256",
         "calibrate-h100",
@@ -63,10 +68,11 @@ def test_the_suite_has_the_issue_cases() -> None:
         "ddp-128": 3.0, "ddp-1024": 30.0}  # fmt: skip
     # issue 30's: a GPT-3 175B step on 1,024 GPUs and a Mixtral step on 256, a minute each;
     # issue 42's: a 70B FSDP per-block step on 128 GPUs in 10 s; Llama 3 405B's layout on
-    # 2,048 GPUs (its 16,384-GPU target, 60 s, kept for an eighth of the GPUs)
+    # 16,384 GPUs in 60 s (and on 2,048, the same target), a 70B search on 1,024 in 5 min
     assert {c.name: c.target_wall_s for c in CASES if c.name.startswith("step")} == {
         "step-gpt3-1024": 60.0, "step-mixtral-256": 60.0, "step-70b-fsdp-128": 10.0,
-        "step-405b-2048": 60.0}  # fmt: skip
+        "step-405b-2048": 60.0, "step-405b-16384": 60.0}  # fmt: skip
+    assert targets_of("search") == {"search-70b-1024": 300.0}
     targets = {c.name: c.target_wall_s for c in CASES}
     # issue 19's targets, seconds of wall time on a 2-core machine
     assert {k: targets[k] for k in ("ring-1024-ecmp", "ring-1024-random", "alltoall-1024",
