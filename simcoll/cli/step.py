@@ -167,6 +167,10 @@ def _defaults(
 
 
 def _step(args: argparse.Namespace) -> int:
+    if not args.search and (args.scheduler is not None or args.workers > 1):
+        flag = "--scheduler" if args.scheduler is not None else "--workers"
+        raise ConfigError("it runs the layouts of --search; one step runs in this process "
+                          "(add --search, or drop it)", field=flag)  # fmt: skip
     model, training, parallel = read_model(args.model)
     topology = load(args.topology, parse_overrides(args.set))
     n_gpus = len(gpu_nodes(topology))
