@@ -111,8 +111,11 @@ def test_a_search_skips_only_layouts_that_cannot_reach_the_top(
         (["step", "nope", "dgx-h100"], "simcoll: error: "),
         (["step", "llama3-8b", "dgx-h100", "--dp", "bogus"], "invalid choice: 'bogus'"),
         (["step", "llama3-8b", "dgx-h100", "--tp", "3"], "do not split into tp 3"),
-        (["step", "llama3-8b", "dgx-h100", "--workers", "2"], "--workers: it runs the layouts "
-         "of --search; one step runs in this process (add --search, or drop it)"),
+        (
+            ["step", "llama3-8b", "dgx-h100", "--workers", "2"],
+            "--workers: it runs the layouts "
+            "of --search; one step runs in this process (add --search, or drop it)",
+        ),
     ],
 )
 def test_bad_input_is_one_line(
