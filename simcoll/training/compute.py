@@ -50,7 +50,14 @@ from simcoll.training.gemm import (
     wave_efficiency,
 )
 
-__all__ = ["KERNEL_LAUNCH_S", "Efficiency", "compute_basis", "op_time_s", "ops_time_s"]
+__all__ = [
+    "KERNEL_LAUNCH_S",
+    "Efficiency",
+    "compute_basis",
+    "op_time_s",
+    "ops_time_s",
+    "sixteen_bit",
+]
 
 #: The shortest a kernel takes: the host-side cost of submitting one CUDA kernel, about
 #: 4-6 us (measured with the CUDA runtime on an RTX 5070 Ti, CUDA 13: "pegainfer (3):
@@ -103,8 +110,9 @@ class Efficiency:
         return cls(**table)  # type: ignore[arg-type]
 
 
-def _sixteen_bit(gpu: GpuSpec, precision: str) -> str:
-    """The precision attention and elementwise ops run in: 16 bits under mixed precision."""
+def sixteen_bit(gpu: GpuSpec, precision: str) -> str:
+    """The precision attention and elementwise ops run in: 16 bits under mixed precision
+    (and FP8 training's output layer: see :func:`simcoll.training.step.step_times`)."""
     if precision in ("fp8", "bf16", "fp16"):
         return "bf16" if "bf16" in gpu.peak_flops_per_s else "fp16"
     return precision
@@ -135,7 +143,7 @@ def _attention_time_s(op: ComputeOp, gpu: GpuSpec, precision: str,
     scale = 1.0
     if table is None:  # the H100's figures, scaled by the GPUs' 16-bit peaks
         table = "h100-sxm"
-        scale = gpu.peak(_sixteen_bit(gpu, precision)) / H100_SXM_PEAK_16BIT_FLOPS_PER_S
+        scale = gpu.peak(sixteen_bit(gpu, precision)) / H100_SXM_PEAK_16BIT_FLOPS_PER_S
     flops_per_s = scale * attention_flops_per_s(table, op.kernel, op.pass_, shape.causal,
                                                 shape.seq_q)  # fmt: skip
     return op.flops / (flops_per_s * efficiency.kernels_on(gpu))
@@ -150,7 +158,7 @@ def op_time_s(op: ComputeOp, gpu: GpuSpec, precision: str, efficiency: Efficienc
     if op.op_class == "gemm":
         peak, e = gpu.peak(precision), efficiency.gemm
     else:
-        peak = gpu.peak(_sixteen_bit(gpu, precision))
+        peak = gpu.peak(sixteen_bit(gpu, precision))
         e = getattr(efficiency, op.op_class)
     time_s = op.flops / (peak * e)
     if gpu.memory_bandwidth_bytes_per_s is not None:
@@ -188,7 +196,7 @@ def compute_basis(gpu: GpuSpec, precision: str) -> list[str]:
     if ATTENTION_TABLES.get(gpu.kernels or ""):
         attention = f"attention: measured on {gpu.kernels} (Shah et al. 2024), by sequence length"
     else:
-        peak = gpu.peak(_sixteen_bit(gpu, precision))
+        peak = gpu.peak(sixteen_bit(gpu, precision))
         attention = (f"attention: no measured table for {gpu.name}: the H100's measured "
                      f"throughput x {peak / 1e12:g}/{H100_SXM_PEAK_16BIT_FLOPS_PER_S / 1e12:g} "
                      "TFLOP/s")  # fmt: skip

@@ -76,7 +76,7 @@ from simcoll.prediction.session import Op, Session
 from simcoll.sim.timeline import COMPUTE, Timeline, overlap_s, union_s
 from simcoll.topology.calibration import Calibration
 from simcoll.topology.gpu_spec import GpuSpec, gpu_spec
-from simcoll.training.compute import Efficiency, op_time_s, ops_time_s
+from simcoll.training.compute import Efficiency, op_time_s, ops_time_s, sixteen_bit
 from simcoll.training.flops import (
     ComputeOp,
     backward_ops,
@@ -152,7 +152,11 @@ def step_times(
 ) -> StepTimes:
     """Roofline compute times (backward twice the forward's FLOPs and traffic; a full
     recomputation adds a forward, a selective one the attention's where FlashAttention
-    does not already recompute it)."""
+    does not already recompute it).
+
+    Under FP8 the output layer stays in 16 bits: FP8 runs only in Transformer Engine's
+    modules, and neither Megatron-Core's output layer (a ``ColumnParallelLinear``) nor
+    llm-foundry's MPT head (the tied embedding, ``F.linear``) is one."""
     ops = layer_ops(m, t, p)
 
     def time_s(items: Iterable[ComputeOp]) -> float:
@@ -165,11 +169,16 @@ def step_times(
     elif t.recompute == "selective" and not t.flash_attention:
         backward += time_s(o for o in ops if o.op_class == "attention")
     head = head_ops(m, t, p)
-    head_backward = time_s(backward_ops(head))
+    head_precision = sixteen_bit(gpu, t.precision) if t.precision == "fp8" else t.precision
+
+    def head_time_s(items: Iterable[ComputeOp]) -> float:
+        return ops_time_s(list(items), gpu, head_precision, efficiency)
+
+    head_backward = head_time_s(backward_ops(head))
     dense, expert = params_per_gpu(m, p)
     shard = dense / p.shard_degree + expert / max(1, p.shard_degree // p.ep)
     adam = ComputeOp("adam", "optimizer", 10 * shard, ADAM_BYTES_PER_PARAM * shard)
-    return StepTimes(forward, backward, time_s(head), head_backward,
+    return StepTimes(forward, backward, head_time_s(head), head_backward,
                      op_time_s(adam, gpu, "fp32" if "fp32" in gpu.peak_flops_per_s else
                                t.precision, efficiency))  # fmt: skip
 

@@ -304,3 +304,21 @@ def test_nccl_buffers_are_each_communicators_channels(par: Parallelism, communic
     r = training_step(load("dgx-h100"), SMALL, t, par, times=TIMES)
     assert r.metrics["memory_comm_buffers_bytes"] == communicators * 24 * per_channel
     assert r.memory.parts["comm_buffers"] == r.metrics["memory_comm_buffers_bytes"]
+
+
+def test_fp8_leaves_the_output_layer_in_16_bits() -> None:
+    # Transformer Engine runs FP8 in its own modules only; Megatron-Core's output layer and
+    # llm-foundry's tied head are not one, so the head takes its BF16 time under FP8, while
+    # the layers' GEMMs run at twice the BF16 table (the H100's FP8 stand-in).
+    gpu = gpu_spec(load("dgx-h100"))
+    assert gpu is not None
+    par = Parallelism().with_gpus(8)
+
+    def times(precision: str) -> StepTimes:
+        t = Training(seq_length=2048, global_batch_size=8, precision=precision)
+        return step_times(SMALL, t, par, gpu, Efficiency())
+
+    fp8, bf16 = times("fp8"), times("bf16")
+    assert (fp8.head_forward_s, fp8.head_backward_s) == (bf16.head_forward_s,
+                                                          bf16.head_backward_s)  # fmt: skip
+    assert fp8.forward_s_per_layer < bf16.forward_s_per_layer
