@@ -100,6 +100,12 @@ def model_flops_per_token(m: Transformer, seq_length: int) -> int:
     return 6 * matmul_params(m) + 12 * m.n_layers * m.hidden_size * seq_length
 
 
+#: Transformer Engine's cast of a 16-bit tensor to FP8 with its transpose: read 2 bytes,
+#: write 1 + 1, per element (``fp8_cast_transpose``).
+FP8_CAST = "fp8_cast"
+FP8_CAST_BYTES = 4
+
+
 def _gemm(name: str, tokens: float, k: float, n: float, element_bytes: float, *,
           batch: float = 1) -> ComputeOp:  # fmt: skip
     """``batch`` products ``[tokens x k] @ [k x n]``: 2 batch tokens k n FLOPs; the inputs
@@ -123,7 +129,11 @@ def backward_ops(forward: list[ComputeOp]) -> list[ComputeOp]:
     """
     ops: list[ComputeOp] = []
     for op in reversed(forward):
-        if op.gemm is not None:  # gradients in 16 bits
+        if op.kernel == FP8_CAST and op.gemm is not None:  # the output gradient's cast
+            out = op.gemm.b * op.gemm.m * op.gemm.n
+            ops.append(replace(op, name=f"{op.name} grad", flops=float(out),
+                               memory_bytes=FP8_CAST_BYTES * out, pass_="backward"))  # fmt: skip
+        elif op.gemm is not None:  # gradients in 16 bits
             g = op.gemm
             for name, shape in ((f"{op.name} dgrad", GemmShape(g.b, g.m, g.k, g.n)),
                                 (f"{op.name} wgrad", GemmShape(g.b, g.k, g.n, g.m))):  # fmt: skip
@@ -196,7 +206,23 @@ def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
             _gemm("mlp down", tokens, f / tp, h, e),
         ]
     ops.append(ComputeOp("residual 2", "elementwise", sp_tokens * h, 3 * a * sp_tokens * h))
-    return ops
+    return _with_fp8_casts(ops) if t.precision == "fp8" else ops
+
+
+def _with_fp8_casts(ops: list[ComputeOp]) -> list[ComputeOp]:
+    """Before each GEMM, Transformer Engine's ``te.Linear`` casts its input and its weight
+    to FP8 with their transposes (the weight-gradient and data-gradient GEMMs read those):
+    2 bytes read, 1 + 1 written per element (``FP8_CAST_BYTES``); its backward casts and
+    transposes the output gradient the same way (:func:`backward_ops`)."""
+    out: list[ComputeOp] = []
+    for op in ops:
+        if op.op_class == "gemm" and op.gemm is not None:
+            g = op.gemm
+            elements = g.b * (g.m * g.k + g.k * g.n)  # the input and the weight
+            out.append(ComputeOp(f"fp8 cast {op.name}", "elementwise", float(elements),
+                                 FP8_CAST_BYTES * elements, gemm=g, kernel=FP8_CAST))  # fmt: skip
+        out.append(op)
+    return out
 
 
 def head_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:

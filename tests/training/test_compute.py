@@ -107,3 +107,32 @@ def _at_4096_cubed() -> float:
         if line.startswith("sm_90,1,4096,4096,4096,bf16xbf16->bf16,"):
             return float(line.rsplit(",", 1)[1])
     raise AssertionError("no such row")
+
+
+def test_fp8_gemms_pay_transformer_engines_casts_at_the_hbms_bandwidth() -> None:
+    # One layer of a tiny model under FP8: before each GEMM [t x k] @ [k x n] a cast of its
+    # input and weight with their transposes (read 2 B, write 1 + 1: 4 B per element), in
+    # the backward one of its output gradient; under BF16 none. At the H100's 3.35 TB/s
+    # and Efficiency().memory, each cast takes its bytes over that bandwidth.
+    from simcoll.training.flops import layer_ops  # noqa: PLC0415 - this test's subject
+    from simcoll.training.spec import Parallelism, Training, Transformer  # noqa: PLC0415
+
+    m = Transformer("tiny", n_layers=1, hidden_size=1024, ffn_hidden_size=4096, n_heads=8,
+                    vocab_size=1000, gated_mlp=False)  # fmt: skip
+    t, h, f = 4096, 1024, 4096  # tokens, hidden, MLP
+    shapes = {"qkv": (h, 3 * h), "attention out": (h, h), "mlp up": (h, f), "mlp down": (f, h)}
+
+    def casts(precision: str) -> list[ComputeOp]:
+        training = Training(seq_length=t, micro_batch_size=1, precision=precision)
+        return [o for o in layer_ops(m, training, Parallelism(sequence_parallel=False))
+                if o.name.startswith("fp8 cast")]  # fmt: skip
+
+    assert casts("bf16") == []
+    forward = {o.name.removeprefix("fp8 cast "): o for o in casts("fp8")}
+    assert set(forward) == set(shapes)
+    for name, (k, n) in shapes.items():
+        assert forward[name].memory_bytes == 4 * (t * k + k * n)
+        (back,) = backward_ops([forward[name]])
+        assert back.memory_bytes == 4 * t * n
+        seconds = op_time_s(back, H100, "fp8", Efficiency())
+        assert seconds == pytest.approx(4 * t * n / (3.35e12 * Efficiency().memory), rel=1e-12)
