@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 import networkx as nx
 
-from simcoll.core.errors import ConfigError, SimcollError
+from simcoll.core.errors import SimcollError
 from simcoll.output.progress import Progress
-from simcoll.scenarios.sweep import check_scheduler_address
+from simcoll.scenarios.sweep import check_scheduler_address, dask_client
 from simcoll.topology import gpu_nodes
 from simcoll.topology.gpu_spec import gpu_spec
 from simcoll.training.compute import Efficiency
@@ -268,21 +268,10 @@ class _Future:
 def _on_dask(address: str) -> Iterator[tuple[int, Callable[[int], _Handle]]]:
     """The layouts on a Dask scheduler's workers, as many at once as they have threads;
     the topology, model and calibration sent to each once."""
-    try:
-        from distributed import Client  # noqa: PLC0415 - optional dependency
-    except ImportError:
-        raise ConfigError("--scheduler needs Dask: pip install 'simcoll[dask]'",
-                          field="--scheduler") from None  # fmt: skip
-    check_scheduler_address(address)
-    try:
-        client = Client(address, timeout=30)  # type: ignore[no-untyped-call]
-    except (OSError, ValueError, TypeError) as error:
-        reason = " ".join(str(error).split()) or type(error).__name__
-        raise ConfigError(f"cannot reach {address}: {reason}", field="--scheduler") from None
-    with client:
+    with dask_client(address) as client:
         w = _WORK
-        shared = client.scatter([w["topology"], w["model"], w["calibration"]], broadcast=True)  # type: ignore[no-untyped-call]
-        slots = max(1, sum(client.nthreads().values()))  # type: ignore[no-untyped-call]
+        shared = client.scatter([w["topology"], w["model"], w["calibration"]], broadcast=True)
+        slots = max(1, sum(client.nthreads().values()))
 
         def start(index: int) -> _Handle:
             return _Future(client.submit(simulate_layout, shared[0], shared[1],

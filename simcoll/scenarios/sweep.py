@@ -40,7 +40,14 @@ from simcoll.scenarios.scenario import (
     Scenario,
 )
 
-__all__ = ["RESULTS_JSONL", "SweepResult", "check_scheduler_address", "check_sweep", "run_sweep"]
+__all__ = [
+    "RESULTS_JSONL",
+    "SweepResult",
+    "check_scheduler_address",
+    "check_sweep",
+    "dask_client",
+    "run_sweep",
+]
 
 
 @dataclass(eq=False)
@@ -265,21 +272,30 @@ def _execute(
     yield from run_in_processes(evaluate_point, scenario, todo, wanted, n)
 
 
-def _on_dask(
-    scenario: Scenario, todo: list[Point], wanted: set[int], address: str
-) -> Iterator[PointResult]:
+def dask_client(address: str) -> Any:
+    """A Dask ``distributed`` client of the scheduler at ``address`` (``--scheduler``);
+    a one-line error if Dask is not installed, the address is not one, or nothing answers
+    there within 30 s."""
     try:
-        from distributed import Client, as_completed  # noqa: PLC0415 - optional dependency
+        from distributed import Client  # noqa: PLC0415 - optional dependency
     except ImportError:
         raise ConfigError(
             "--scheduler needs Dask: pip install 'simcoll[dask]'", field="--scheduler"
         ) from None
     check_scheduler_address(address)
     try:
-        client = Client(address, timeout=30)  # type: ignore[no-untyped-call]
+        return Client(address, timeout=30)  # type: ignore[no-untyped-call]
     except (OSError, ValueError, TypeError) as error:
         reason = " ".join(str(error).split()) or type(error).__name__
         raise ConfigError(f"cannot reach {address}: {reason}", field="--scheduler") from None
+
+
+def _on_dask(
+    scenario: Scenario, todo: list[Point], wanted: set[int], address: str
+) -> Iterator[PointResult]:
+    client = dask_client(address)
+    from distributed import as_completed  # noqa: PLC0415 - optional: dask_client checked it
+
     with client:
         futures = [
             client.submit(evaluate_point, scenario, p, timeline=p.index in wanted, pure=False)
