@@ -54,11 +54,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from simcoll.algorithms._dataflow import Dataflow
 from simcoll.algorithms.ring import _ring_phase, ring_orders
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ScheduleError
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Op, Schedule, ScheduleBuilder
+
+IntArray = npt.NDArray[np.int64]
 
 __all__ = [
     "ALGORITHMS",
@@ -202,6 +207,23 @@ class _BarrierBuilder(ScheduleBuilder):
         return super().add(
             src=src, dst=dst, pieces=pieces, op=op, channel=channel, deps=sorted(waits)
         )
+
+    def extend(  # noqa: PLR0917 - ScheduleBuilder.extend's fields
+        self,
+        src: IntArray,
+        dst: IntArray,
+        piece: IntArray,
+        op: Op,
+        channel: int | IntArray,
+        deps_indptr: IntArray,
+        deps: IntArray,
+    ) -> None:
+        """:meth:`add` each transfer, so that each waits for its ranks' barrier too."""
+        channels = np.broadcast_to(np.asarray(channel), np.shape(src))
+        for i in range(len(src)):
+            self.add(src=int(src[i]), dst=int(dst[i]), pieces=[int(piece[i])], op=op,
+                     channel=int(channels[i]),
+                     deps=deps[deps_indptr[i] : deps_indptr[i + 1]].tolist())  # fmt: skip
 
 
 def reducescatter_allgather_allreduce(

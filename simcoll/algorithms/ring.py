@@ -129,9 +129,6 @@ def _ring_phase(
     ``after[r, c, j]`` is the transfer that must arrive at rank r before its first send
     of channel c, chunk j. Returns the same map for the transfers this phase delivers last.
     """
-    if type(b).add is not ScheduleBuilder.add:  # a builder that adds to each transfer
-        return _ring_phase_one_by_one(b, op=op, block_at=block_at, rings=rings,
-                                      n_chunks=n_chunks, after=after, n_steps=n_steps)  # fmt: skip
     n = b.n_ranks
     n_channels = len(rings)
     order = np.array(rings, dtype=np.int64).reshape(n_channels, n)
@@ -155,38 +152,6 @@ def _ring_phase(
         last[successor, channel, chunk] = first + np.arange(len(rank))
     return {(int(r), int(c), int(j)): int(last[r, c, j])
             for r, c, j in zip(*np.nonzero(last >= 0), strict=True)}  # fmt: skip
-
-
-def _ring_phase_one_by_one(
-    b: ScheduleBuilder,
-    *,
-    op: Op,
-    block_at: int,
-    rings: tuple[tuple[int, ...], ...],
-    n_chunks: int,
-    after: dict[tuple[int, int, int], int],
-    n_steps: int | None = None,
-) -> dict[tuple[int, int, int], int]:
-    """:func:`_ring_phase` through the builder's :meth:`~ScheduleBuilder.add`, transfer
-    by transfer, for builders that add something to each (a barrier's dependencies)."""
-    n = b.n_ranks
-    n_channels = len(rings)
-    last = dict(after)
-    for step in range(n - 1 if n_steps is None else n_steps):
-        arrived: dict[tuple[int, int, int], int] = {}
-        for chunk in range(n_chunks):
-            for position in range(n):
-                for channel, ring in enumerate(rings):
-                    rank, successor = ring[position], ring[(position + 1) % n]
-                    block = ring[(position + block_at - step) % n]
-                    dep = last.get((rank, channel, chunk))
-                    piece = (block * n_channels + channel) * n_chunks + chunk
-                    deps = () if dep is None else (dep,)
-                    t = b.add(src=rank, dst=successor, pieces=[piece], op=op, channel=channel,
-                              deps=deps)  # fmt: skip
-                    arrived[successor, channel, chunk] = t
-        last = arrived
-    return last
 
 
 def ring_reducescatter(

@@ -50,11 +50,32 @@ def test_a_prefix_out_of_range_is_refused(collective, n_steps, message):
         ring_prefix(collective, 5, 6000, n_steps)
 
 
+def _phase_one_by_one(b, *, op, block_at, rings, n_chunks, after, n_steps=None):  # type: ignore[no-untyped-def]
+    """The ring phase as its docstring states it, one ScheduleBuilder.add at a time: at
+    step s the rank at position i of channel c's ring sends block ring[(i + block_at - s)
+    mod n], piece (block x C + c) x K + chunk, after what last arrived at it."""
+    n, n_channels, last = b.n_ranks, len(rings), dict(after)
+    for step in range(n - 1 if n_steps is None else n_steps):
+        arrived = {}
+        for chunk in range(n_chunks):
+            for position in range(n):
+                for channel, ring in enumerate(rings):
+                    rank, successor = ring[position], ring[(position + 1) % n]
+                    block = ring[(position + block_at - step) % n]
+                    dep = last.get((rank, channel, chunk))
+                    arrived[successor, channel, chunk] = b.add(
+                        src=rank, dst=successor,
+                        pieces=[(block * n_channels + channel) * n_chunks + chunk], op=op,
+                        channel=channel, deps=() if dep is None else (dep,))  # fmt: skip
+        last = arrived
+    return last
+
+
 @pytest.mark.parametrize(("n_chunks", "rings"), [(1, [[0, 1, 2, 3, 4]]), (3, RINGS), (2, None)])
 def test_the_vectorised_phases_add_what_one_transfer_at_a_time_adds(n_chunks, rings, monkeypatch):
     # The all-reduce's two phases (the all-gather waits on the reduce-scatter's last
-    # arrivals) built with numpy, and built through ScheduleBuilder.add one transfer at a
-    # time as a subclassed builder is: the same transfers, pieces and dependencies.
+    # arrivals) built with numpy, and built by the loop the phase's docstring states: the
+    # same transfers, pieces and dependencies.
     from simcoll.algorithms import ring as ring_module  # noqa: PLC0415 - the module patched
 
     def build():  # type: ignore[no-untyped-def]
@@ -62,8 +83,7 @@ def test_the_vectorised_phases_add_what_one_transfer_at_a_time_adds(n_chunks, ri
                               rings=rings, max_in_flight=2)  # fmt: skip
 
     vectorised = build()
-    one_by_one = ring_module._ring_phase_one_by_one
-    monkeypatch.setattr(ring_module, "_ring_phase", one_by_one)
+    monkeypatch.setattr(ring_module, "_ring_phase", _phase_one_by_one)
     reference = build()
     assert vectorised.n_transfers == reference.n_transfers > 0
     for name in ("src", "dst", "op", "channel", "pieces", "pieces_indptr", "deps", "deps_indptr"):
