@@ -47,6 +47,10 @@ TABLE = REPO / "validation/data/public/training_fsdp_llmfoundry.csv"
 MODELS = REPO / "validation/data/public/models"
 TOPOLOGIES = {"a100_40gb": "a100-roce-2to1", "a100_80gb": "a100-roce-2to1",
               "h100_80gb": "h100-ib-fat-tree"}  # fmt: skip
+#: The A100 80 GB SXM4's data sheet (NVIDIA A100 datasheet, 2021): 80 GB at 2,039 GB/s,
+#: the same SMs and peaks as the 40 GB part (1,555 GB/s), which the shipped file holds.
+A100_80GB = {"name": "A100 SXM4 80 GB", "memory_bytes": 80_000_000_000}
+A100_80GB_HBM_BYTES_PER_S = 2.039e12
 FIT_ON = {"a100_40gb": "mpt-7b:8", "a100_80gb": "mpt-7b:8", "h100_80gb": "mpt-7b:8"}
 
 
@@ -108,6 +112,9 @@ def step(row: Row, kernels: float) -> StepResult:
     layout = Parallelism(data_parallel="fsdp", fsdp_sharding=row.sharding.lower(),
                          fsdp_reduce_dtype=reduce_dtype)  # fmt: skip
     topology = load(TOPOLOGIES[row.gpu], {"n_nodes": str(max(1, row.n_gpus // 8))})
+    if row.gpu == "a100_80gb":  # the shipped file's nodes hold A100 40 GB
+        topology.graph["gpu"] = {**topology.graph["gpu"], **A100_80GB}
+        topology.graph["gpu_memory_bandwidth_bytes_per_s"] = A100_80GB_HBM_BYTES_PER_S
     return training_step(topology, model, training, layout,
                          efficiency=Efficiency(kernels=kernels))  # fmt: skip
 
