@@ -10,6 +10,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from simcoll import load_topology, run_scenario
 from simcoll.core.units import format_time
 from simcoll.scenarios.workloads import run_workload
@@ -116,3 +118,19 @@ def test_the_readme_what_if_numbers() -> None:
     for variant in (graph, degrade(graph, "ib", 0.5), fail(graph, "node0.nic0")):
         (row,) = predict(variant, "allreduce", [2**30]).rows
         assert f"{row.busbw_bytes_per_s / 1e9:.1f}" in readme
+
+
+def test_the_readme_diagnose_table(capsys: pytest.CaptureFixture[str]) -> None:
+    # README, "Is it the cluster or the model?": the 4-node VM table, diagnosed
+    from simcoll.cli import main  # noqa: PLC0415
+
+    table = REPO / "validation/data/public/nccl_allreduce_4x8xH100_ndr_vm_nccltests309_qoofyk.csv"
+    code = main(["compare", str(table), "--topology", "h100-ib-fat-tree", "--set", "n_nodes=4",
+                 "--collective", "allreduce", "--ranks", "32", "--diagnose", "--min-size",
+                 "64M"])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out.split("\n\nwhat-ifs", 1)[1].strip().splitlines()[1:]
+    readme = (REPO / "README.md").read_text()
+    for line in printed:
+        if line:
+            assert line in readme, line

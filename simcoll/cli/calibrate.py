@@ -16,7 +16,15 @@ from typing import Any
 
 import networkx as nx
 
-from simcoll.calibrate.compare import REGIMES, compare, format_summary, regime_of, summarise
+from simcoll.calibrate.compare import REGIMES, format_summary, regime_of, summarise
+from simcoll.calibrate.diagnose import (
+    Diagnosis,
+    WhatIf,
+    diagnose,
+    format_diagnoses,
+    verdict,
+    what_ifs,
+)
 from simcoll.calibrate.fit import (
     ALL_GROUPS,
     PARAMETER_GROUPS,
@@ -32,6 +40,7 @@ from simcoll.calibrate.read import read_measurements
 from simcoll.calibrate.residuals import max_abs_error, median_abs_error
 from simcoll.cli._args import (
     add_what_if,
+    positive_int,
     positive_int_at_most,
     read_params,
     too_few_gpus,
@@ -132,7 +141,11 @@ def add_compare(sub: argparse._SubParsersAction[Any]) -> None:
         description="Simulate every measured point and print signed and absolute errors "
         "of time and busbw per file, collective and size regime (latency < 64 KiB, middle, "
         "bandwidth >= 64 MiB). With --out, also writes points.csv, summary.csv and "
-        "compare.png (measured vs simulated busbw over size).",
+        "compare.png (measured vs simulated busbw over size). With --diagnose, also "
+        "simulates named what-ifs (one NIC down, GPUDirect RDMA off, PCIe a generation "
+        "lower, half the channels, the spine at half speed) and ranks them by how well "
+        "each explains "
+        "the measurement (diagnose.csv with --out).",
         epilog="example (shipped measurements and topologies are found by name): simcoll "
         "compare nccl_allgather_8xA100_nvswitch_superbench --topology dgx-a100 "
         "--out compare-a100",
@@ -151,6 +164,15 @@ def add_compare(sub: argparse._SubParsersAction[Any]) -> None:
                    "(they stay untouched)")  # fmt: skip
     p.add_argument("--min-size", default="0", metavar="BYTES",
                    help="leave out smaller sizes (e.g. 1M)")  # fmt: skip
+    p.add_argument("--diagnose", action="store_true",
+                   help="also simulate the what-ifs a slow cluster may be (one NIC down, "
+                   "GPUDirect RDMA off, PCIe a generation lower, half the channels, the spine "
+                   "at half speed; those the topology and the runs can show) and rank them by "
+                   "the mean |busbw error| of the measurement against each, the closest in one "
+                   "line")  # fmt: skip
+    p.add_argument("--workers", type=positive_int, metavar="N", default=None,
+                   help="with --diagnose: processes simulating what-ifs at once (default: "
+                   "one per core, at most one per what-if; 1: in this process)")  # fmt: skip
     p.set_defaults(run=_compare)
 
 
@@ -366,7 +388,7 @@ def _sections(calibration: Calibration) -> dict[str, Any]:
 
 
 #: Every name ``compare --out`` writes.
-COMPARE_FILES = ("points.csv", "summary.csv", "compare.png")
+COMPARE_FILES = ("points.csv", "summary.csv", "compare.png", "diagnose.csv")
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -407,15 +429,23 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
         raise ConfigError(f"--min-size: {error.message}") from None
     points = [p for p in _points(sets, args.in_place) if p.size_bytes >= min_size]
     shown = [p for p in points if p.size_bytes > 0]
+    if args.workers is not None and not args.diagnose:
+        raise ConfigError("it sets the processes of --diagnose; a plain compare runs in "
+                          "this process", field="--workers")  # fmt: skip
+    candidates = [WhatIf("healthy", "", topology, knobs)]
+    if args.diagnose and shown:
+        candidates = what_ifs(topology, max(p.n_ranks for p in shown), knobs)
     _say_estimate("compare", topology, shown, calibration, recipe, protocol, args.model,
-                  knobs=knobs)  # fmt: skip
-    bar = Progress(sys.stderr, simulations(shown, recipe), "sizes", tty_only=True)
+                  knobs=knobs, what_ifs=len(candidates))  # fmt: skip
+    bar = Progress(sys.stderr, simulations(shown, recipe) * len(candidates), "sizes",
+                   tty_only=True)  # fmt: skip
     try:
-        compared = compare(topology, points, recipe=recipe, protocol=protocol,
-                           model=args.model, calibration=calibration,
-                           progress=bar.advance, knobs=knobs)  # fmt: skip
+        ranked = diagnose(candidates, points, recipe=recipe, protocol=protocol,
+                          model=args.model, calibration=calibration, progress=bar.advance,
+                          workers=args.workers or os.cpu_count() or 1)  # fmt: skip
     finally:
         bar.close()
+    compared = list(next(d for d in ranked if d.what_if.name == "healthy").points)
     if not compared:
         raise ConfigError(f"{sets[0].source}: no point could be simulated")
     summary = summarise(compared)
@@ -425,9 +455,28 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
     print(f"simcoll compare on {args.topology} ({params}); errors: simulated vs measured, "
           "time err = sim/meas - 1")  # fmt: skip
     print(format_summary(summary))
+    if args.diagnose:
+        print(f"\nwhat-ifs, closest first (busbw err = the what-if's busbw / measured - 1, "
+              f"over {len(compared)} points):")  # fmt: skip
+        print(format_diagnoses(ranked))
+        print(f"\n{verdict(ranked)}")
     if out is not None:
         _write_outputs(out, compared, summary)
+        if args.diagnose:
+            _write_diagnoses(out, ranked)
     return 0
+
+
+def _write_diagnoses(out: OutputFolder, ranked: list[Diagnosis]) -> None:
+    """``diagnose.csv``: one row per what-if, closest first."""
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(["what_if", "change", "points", "mean_abs_busbw_error",
+                     "median_busbw_error", "same_as"])  # fmt: skip
+    for d in ranked:
+        writer.writerow([d.what_if.name, d.what_if.change, len(d.points), f"{d.residual:.6g}",
+                         f"{d.bias:.6g}", d.same_as or ""])  # fmt: skip
+    print(f"simcoll: wrote {out.write_text('diagnose.csv', text.getvalue())}", file=sys.stderr)
 
 
 def _held(bases: list[str]) -> Calibration | None:
@@ -449,6 +498,7 @@ def _say_estimate(  # noqa: PLR0917 - what the simulations will be
     *,
     per_pass: bool = False,
     knobs: NcclKnobs | None = None,
+    what_ifs: int = 1,
 ) -> None:
     """Say on stderr what simulating the points will take, before it starts (a table of
     thousands of rows may take an hour): the calls, and the estimate by the path each
@@ -457,9 +507,13 @@ def _say_estimate(  # noqa: PLR0917 - what the simulations will be
     points, with a fresh calibration."""
     calls = simulations(points, recipe)
     protocols = PROTOCOL_NAMES if protocol == "auto" and per_pass else (protocol,)
-    seconds = sum(estimate_points(topology, points, calibration, recipe=recipe, protocol=p,
-                                  model=model, knobs=knobs) for p in protocols)  # fmt: skip
+    seconds = what_ifs * sum(estimate_points(topology, points, calibration, recipe=recipe,
+                                             protocol=p, model=model, knobs=knobs)
+                             for p in protocols)  # fmt: skip
     what = "a pass over them (a fit makes several)" if per_pass else "them"
+    if what_ifs > 1:
+        calls *= what_ifs
+        what = f"them on the design and {what_ifs - 1} what-ifs"
     print(f"{command}: {len(points)} measured point(s), {calls} call(s) to simulate; "
           f"estimated about {format_duration(seconds)} for {what}", file=sys.stderr)  # fmt: skip
 

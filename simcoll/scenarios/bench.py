@@ -357,6 +357,39 @@ def _calibrate_case(name: str) -> BenchRow:
     )  # fmt: skip
 
 
+def _diagnose_case(name: str, n_nodes: int) -> BenchRow:
+    """``simcoll compare --diagnose`` of a 25-size all-reduce table (1 KiB to 16 GiB) on
+    ``n_nodes`` DGX H100 of h100-ib-fat-tree: the design and its five what-ifs, each
+    simulated at every size. The table is a bus at 80 GB/s with 50 us of latency (the
+    times do not matter to the cost), written as nccl-tests' columns; run as the command
+    itself, into a scratch folder."""
+    n_ranks = 8 * n_nodes
+    with tempfile.TemporaryDirectory() as scratch:
+        table = Path(scratch) / "slow.csv"
+        lines = ["size_bytes,count,type,redop,time_us_oop,algbw_oop,busbw_oop,time_us_ip,"
+                 "algbw_ip,busbw_ip"]  # fmt: skip
+        for size_bytes in (2**k for k in range(10, 35)):
+            time_s = 50e-6 + 2 * (n_ranks - 1) / n_ranks * size_bytes / 80e9
+            algbw = size_bytes / time_s / 1e9
+            busbw = algbw * 2 * (n_ranks - 1) / n_ranks
+            lines.append(f"{size_bytes},{size_bytes // 4},float,sum,{time_s * 1e6:.2f},"
+                         f"{algbw:.2f},{busbw:.2f},{time_s * 1e6:.2f},{algbw:.2f},"
+                         f"{busbw:.2f}")  # fmt: skip
+        table.write_text("\n".join(lines) + "\n")
+        command = [sys.executable, "-m", "simcoll", "compare", str(table),
+                   "--topology", str(TOPOLOGIES / "h100-ib-fat-tree.toml"),
+                   "--set", f"n_nodes={n_nodes}", "--collective", "allreduce",
+                   "--ranks", str(n_ranks), "--diagnose"]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise ConfigError(f"simcoll compare --diagnose failed: {done.stderr.strip()}")
+    verdict = done.stdout.strip().splitlines()[-1]
+    return BenchRow(
+        case=name, ranks=n_ranks, transfers=0, simulated=0, events=0, sim_time_ms=math.nan,
+        path=f"simcoll compare --diagnose, 25 sizes: {verdict}",
+    )  # fmt: skip
+
+
 def _row(name: str, result: SimulationResult, *, transfers: int, path: str) -> BenchRow:
     return BenchRow(
         case=name,
@@ -614,6 +647,14 @@ CASES: tuple[Case, ...] = (
         "all-reduce table (14 sizes)",
         120.0,
         lambda: _calibrate_case("calibrate-h100"),
+    ),
+    Case(
+        "diagnose-256",
+        "simcoll compare --diagnose of a 25-size all-reduce table (1 KiB to 16 GiB) on 32 "
+        "DGX H100 of h100-ib-fat-tree: the design and five what-ifs (issue 43's target: "
+        "2 min)",
+        120.0,
+        lambda: _diagnose_case("diagnose-256", 32),
     ),
     Case(
         "sweep-128",

@@ -69,9 +69,9 @@ _POSITION = re.compile(
 )
 
 _BUILDER_KEYS = ("schema", "builder", "description", "calibration", "gpu_memory_bandwidth",
-                 "gpu", "params", "routing")  # fmt: skip
-_EXPLICIT_KEYS = ("schema", "description", "calibration", "gpu_memory_bandwidth", "gpu", "p2p",
-                  "routing", "nodes", "links")  # fmt: skip
+                 "host_memory_bandwidth", "gpu", "params", "routing")  # fmt: skip
+_EXPLICIT_KEYS = ("schema", "description", "calibration", "gpu_memory_bandwidth",
+                  "host_memory_bandwidth", "gpu", "p2p", "routing", "nodes", "links")  # fmt: skip
 
 
 def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiGraph[str]:
@@ -96,8 +96,10 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     networkx.DiGraph
         The builder's graph, validated, with ``graph.graph["source"]`` (the path as a
         string) and ``graph.graph["description"]`` set, and, where the file gives them,
-        ``"calibration"`` (its params file, read), ``"gpu_memory_bandwidth_bytes_per_s"`` and
-        ``"gpu"`` (its ``[gpu]`` table: :mod:`simcoll.topology.gpu_spec`).
+        ``"calibration"`` (its params file, read), ``"gpu_memory_bandwidth_bytes_per_s"``,
+        ``"host_memory_bandwidth_bytes_per_s"`` (each server's CPU memory, which traffic
+        staged through the host pays: :func:`simcoll.topology.whatif.gpudirect_rdma_off`)
+        and ``"gpu"`` (its ``[gpu]`` table: :mod:`simcoll.topology.gpu_spec`).
 
     Raises
     ------
@@ -141,10 +143,9 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     graph.graph["source"] = source
     graph.graph["description"] = _description(document, source, overrides)
     graph = validated(graph, source=source)  # once: builders validate what they return
-    if "gpu_memory_bandwidth" in document:
-        graph.graph["gpu_memory_bandwidth_bytes_per_s"] = _memory_bandwidth(
-            document["gpu_memory_bandwidth"], source
-        )
+    for field in ("gpu_memory_bandwidth", "host_memory_bandwidth"):
+        if field in document:
+            graph.graph[f"{field}_bytes_per_s"] = _memory_bandwidth(document[field], source, field)
     if "gpu" in document:
         graph.graph["gpu"] = gpu_data(read_gpu_table(document["gpu"], source))
     if "calibration" in document:
@@ -446,11 +447,12 @@ def _calibration(value: object, source: str, path: Path) -> Calibration:
         raise ConfigError(str(error), source=source, field="calibration") from None
 
 
-def _memory_bandwidth(value: object, source: str) -> float:
-    """The optional ``gpu_memory_bandwidth``: every GPU's memory bandwidth (its data sheet's
-    HBM figure), which out-of-place calls pay to copy their own block
-    (:meth:`~simcoll.core.collectives.Collective.local_copy_bytes`)."""
-    field = "gpu_memory_bandwidth"
+def _memory_bandwidth(value: object, source: str, field: str) -> float:
+    """The optional ``gpu_memory_bandwidth`` (every GPU's memory bandwidth, its data
+    sheet's HBM figure, which out-of-place calls pay to copy their own block:
+    :meth:`~simcoll.core.collectives.Collective.local_copy_bytes`) or
+    ``host_memory_bandwidth`` (each server's CPU memory, all sockets together, its data
+    sheets' figure), positive."""
     param = Param(field, field, "bytes_per_s", None, required=False)
     bandwidth_bytes_per_s = convert(param, value, source=source, field=field)
     assert isinstance(bandwidth_bytes_per_s, float)  # a bytes_per_s parameter parses to float

@@ -1,4 +1,5 @@
-"""What-if changes to a loaded topology: links slowed down, links or nodes failed.
+"""What-if changes to a loaded topology: links slowed down, links or nodes failed, NICs
+without GPUDirect RDMA.
 
 A *target* names links in one of three ways: a link kind (``nvlink``, ``pcie``,
 ``cpu_link``, ``ib``, ``ethernet``: every link of that kind), a link ``A-B`` (both
@@ -28,9 +29,9 @@ import networkx as nx
 from simcoll.core.errors import ConfigError, TopologyError
 from simcoll.core.limits import MIN_BANDWIDTH_BYTES_PER_S
 from simcoll.topology.reach import parted
-from simcoll.topology.schema import LinkKind, gpu_nodes
+from simcoll.topology.schema import LinkKind, NodeKind, gpu_nodes
 
-__all__ = ["degrade", "fail", "links_of", "parse_degrade"]
+__all__ = ["degrade", "fail", "gpudirect_rdma_off", "links_of", "parse_degrade"]
 
 _KINDS = tuple(kind.value for kind in LinkKind)
 
@@ -120,4 +121,44 @@ def fail(
     cut = parted(out, list(gpu_nodes(out) if gpus is None else gpus))
     if cut is not None:
         raise TopologyError(f"--fail {target}: {cut}")
+    return out
+
+
+def gpudirect_rdma_off(graph: nx.DiGraph[str]) -> nx.DiGraph[str]:
+    """A copy of ``graph`` whose NICs move data through host memory, as NCCL's network
+    transport does without GPUDirect RDMA (``NCCL_NET_GDR_LEVEL`` below the GPU-NIC
+    distance, or no ``nvidia-peermem``): the sending GPU writes each byte into a buffer in
+    host memory and the NIC reads it from there; the receiving NIC writes it there and the
+    GPU reads it. So a NIC moving ``r`` bytes/s each way costs its server ``4 r`` of host
+    memory bandwidth, and with the server's ``n`` NICs equally busy (a collective's case)
+    each NIC moves at most ``host_memory_bandwidth / (4 n)`` each way: every link into or
+    out of a NIC is capped at that (pessimistic where fewer NICs are busy; the PCIe
+    crossings and the added latency are not charged).
+
+    >>> from simcoll.topology import load
+    >>> h100 = load("topologies/h100-ib-fat-tree.toml", {"n_nodes": "2"})
+    >>> off = gpudirect_rdma_off(h100)
+    >>> [g.edges["node0.nic0", "leaf0"]["bandwidth_bytes_per_s"] / 1e9 for g in (h100, off)]
+    [50.0, 19.2]
+    """
+    host_bytes_per_s = graph.graph.get("host_memory_bandwidth_bytes_per_s")
+    source = graph.graph.get("source")
+    if host_bytes_per_s is None:
+        raise ConfigError("gives no host_memory_bandwidth, which bounds a cluster "
+                          "without GPUDirect RDMA", source=source,
+                          field="host_memory_bandwidth")  # fmt: skip
+    nics: dict[object, list[str]] = {}
+    for node, attrs in graph.nodes(data=True):
+        if attrs["kind"] is NodeKind.NIC:
+            nics.setdefault(attrs.get("host", node), []).append(node)
+    if not nics:
+        raise ConfigError("has no NIC, so nothing to run without GPUDirect RDMA", source=source)
+    out = graph.copy()
+    for members in nics.values():
+        cap_bytes_per_s = float(host_bytes_per_s) / (4 * len(members))
+        for nic in members:
+            for u, v in [*out.in_edges(nic), *out.out_edges(nic)]:
+                attrs = out.edges[u, v]
+                attrs["bandwidth_bytes_per_s"] = min(float(attrs["bandwidth_bytes_per_s"]),
+                                                     cap_bytes_per_s)  # fmt: skip
     return out

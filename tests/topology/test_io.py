@@ -265,7 +265,7 @@ BAD_FILES = [
          f"params.extra: unknown parameter of builder 'switch_star'; valid: {VALID_KEYS}"),
     _bad("unknown-top-level-key", "schema = 1\n", "schema = 1\ncolour = 'red'\n",
          "colour: unknown key; valid keys: schema, builder, description, calibration, "
-         "gpu_memory_bandwidth, gpu, params, routing"),
+         "gpu_memory_bandwidth, host_memory_bandwidth, gpu, params, routing"),
     _bad("unknown-builder", '"switch_star"', '"star"',
          f"builder: unknown builder 'star'; valid: {BUILDER_NAMES}"),
     _bad("missing-builder", 'builder = "switch_star"\n', "",
@@ -502,3 +502,24 @@ def test_the_files_of_a_topology_whose_builder_is_not_a_name(tmp_path: Path, bui
     with pytest.raises(ConfigError) as info:
         load(path)
     assert str(info.value).startswith(f"{path}: builder: ")
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ('"-1 GB/s"', "host_memory_bandwidth: must be positive"),
+    ('"fast"', "host_memory_bandwidth"),
+])  # fmt: skip
+def test_bad_host_memory_bandwidth_names_its_key(tmp_path: Path, value: str, expected: str) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(GOOD.replace("schema = 1\n", f"schema = 1\nhost_memory_bandwidth = {value}\n"))
+    with pytest.raises(ConfigError, match=expected) as caught:
+        load(path)
+    assert str(path) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_host_memory_bandwidth_is_read_in_bytes_per_s(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(
+        GOOD.replace("schema = 1\n", 'schema = 1\nhost_memory_bandwidth = "409.6 GB/s"\n')
+    )
+    assert load(path).graph["host_memory_bandwidth_bytes_per_s"] == 409.6e9
