@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import re
 import shlex
 import statistics
 import sys
@@ -46,6 +47,27 @@ class Table:
     @property
     def name(self) -> str:
         return Path(self.file).stem
+
+    @property
+    def cluster(self) -> str:
+        """The machine the run was made on: the file name's last part, its source's name
+        for it (``gjaion``, ``qoofyk``; ``nccltests290`` where the source names none).
+
+        >>> _table("nccl_allreduce_4x8xH100_ndr_nccltests309_gjaion").cluster
+        'gjaion'
+        """
+        return self.name.rsplit("_", 1)[-1]
+
+    @property
+    def n_nodes(self) -> int:
+        """Servers the run spans: ``4x8xH100`` 4, ``8xA100`` 1.
+
+        >>> _table("nccl_allreduce_4x8xH100_ndr_nccltests309_gjaion").n_nodes, \\
+        ...     _table("nccl_allreduce_8xA100_nvswitch_superbench").n_nodes
+        (4, 1)
+        """
+        found = re.match(r"nccl_[a-z]+_(\d+)x\d+x", self.name)
+        return int(found[1]) if found else 1
 
 
 @dataclass(frozen=True)
@@ -278,7 +300,55 @@ def markdown(results: list[tuple[Machine, Table, dict[int, float]]]) -> str:
         for label, values in medians.items()
         if values
     )
-    return "\n".join(lines) + f"\n\nMedian of the per-table medians of |busbw error|: {summary}.\n"
+    return ("\n".join(lines) + f"\n\nMedian of the per-table medians of |busbw error|: {summary}.\n"
+            + _cross_cluster(results) + _node_scaling(results))  # fmt: skip
+
+
+def _medians(errors: dict[int, float]) -> dict[str, float | None]:
+    """Per regime of :data:`FROM_BYTES`, the table's median |busbw error| (None: no size)."""
+    return {label: found[0] if found else None for label, found in summarise(errors).items()}
+
+
+def _cross_cluster(results: list[tuple[Machine, Table, dict[int, float]]]) -> str:
+    """The tables of another cluster than the one the fit saw, the same hardware: what a
+    user with the shipped fit gets on a machine nobody here measured."""
+    rows = [(m, t, _medians(e)) for m, t, e in results if t.cluster != m.fit_on.cluster
+            and t.n_nodes > 1]  # fmt: skip
+    if not rows:
+        return ""
+    lines = ["\n## Cross-cluster: fitted on one cluster, predicting another\n",
+             "| machine | fitted on | predicted | nodes | "
+             + " | ".join(f"median {k}" for k in FROM_BYTES) + " |",
+             "|" + "---|" * (4 + len(FROM_BYTES))]  # fmt: skip
+    for m, t, medians in rows:
+        cells = " | ".join("-" if v is None else f"{100 * v:.1f} %" for v in medians.values())
+        lines.append(f"| {m.name} | {m.fit_on.cluster} | {t.name} | {t.n_nodes} | {cells} |")
+    overall = ", ".join(
+        f"{label}: {100 * statistics.median(values):.1f} %"
+        for label in FROM_BYTES
+        if (values := [v for _, _, md in rows if (v := md[label]) is not None])
+    )
+    return "\n".join(lines) + f"\n\nMedian over these tables: {overall}.\n"
+
+
+def _node_scaling(results: list[tuple[Machine, Table, dict[int, float]]]) -> str:
+    """Each cluster's default-NCCL tables by node count (2 -> 4 -> 8 nodes)."""
+    by_cluster: dict[str, list[tuple[Table, dict[str, float | None]]]] = {}
+    for _, t, e in results:
+        if "--nccl" not in t.args and "--algorithm" not in t.args and t.n_nodes > 1:
+            by_cluster.setdefault(t.cluster, []).append((t, _medians(e)))
+    scaling = {c: sorted(ts, key=lambda x: x[0].n_nodes) for c, ts in by_cluster.items()
+               if len({t.n_nodes for t, _ in ts}) > 1}  # fmt: skip
+    if not scaling:
+        return ""
+    lines = ["\n## Node scaling: one cluster's default runs on more nodes\n",
+             "| cluster | nodes | predicted | " + " | ".join(f"median {k}" for k in FROM_BYTES)
+             + " |", "|" + "---|" * (3 + len(FROM_BYTES))]  # fmt: skip
+    for cluster, tables in scaling.items():
+        for t, medians in tables:
+            cells = " | ".join("-" if v is None else f"{100 * v:.1f} %" for v in medians.values())
+            lines.append(f"| {cluster} | {t.n_nodes} | {t.name} | {cells} |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

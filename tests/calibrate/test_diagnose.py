@@ -207,3 +207,15 @@ def test_forked_workers_rank_what_one_process_ranks() -> None:
     )  # fmt: skip
     assert forked == alone
     assert len(alone) == len(candidates) > 1
+
+
+def test_a_fault_barely_closer_than_a_healthy_design_is_no_evidence() -> None:
+    design = _design()
+    healthy = WhatIf("healthy", "", design, None)
+    pcie = WhatIf("PCIe a generation lower", "", design, None)
+    line = verdict(rank([
+        (healthy, [ComparedPoint("t", "allreduce", 64, 2**30, 1.0, 0.95)]),
+        (pcie, [ComparedPoint("t", "allreduce", 64, 2**30, 1.0, 0.99)]),
+    ]))  # fmt: skip
+    assert "the closest what-if is PCIe a generation lower (mean residual 1 %" in line
+    assert line.endswith("within simcoll's own error (5 %), so this is no evidence of a fault")

@@ -62,7 +62,7 @@ def test_the_report_over_every_machine(tmp_path: Path, capsys: pytest.CaptureFix
                 median = statistics.median(errors)
                 medians[smallest].append(median)
                 assert cells[column] == f"{100 * median:.1f} %"
-    summary = out.strip().splitlines()[-1]
+    summary = next(line for line in out.splitlines() if line.startswith("Median of the per"))
     assert summary == (
         "Median of the per-table medians of |busbw error|: "
         f"from 64 MiB: {100 * statistics.median(medians[2**26]):.1f} % over "
@@ -70,4 +70,25 @@ def test_the_report_over_every_machine(tmp_path: Path, capsys: pytest.CaptureFix
         f"from 1 KiB: {100 * statistics.median(medians[2**10]):.1f} % over "
         f"{len(medians[2**10])} tables."
     )
-    assert (tmp_path / "report.md").read_text().endswith(summary + "\n")
+    report = (tmp_path / "report.md").read_text()
+    assert summary in report
+    # cross-cluster: exactly qoofyk's multi-server tables (the fit is gj-aion's), with the
+    # medians of their rows above
+    cross = out.split("Cross-cluster", 1)[1].split("Node scaling", 1)[0]
+    rows = [line.split(" | ") for line in cross.splitlines() if line.startswith("| h100 |")]
+    qoofyk = ["nccl_allreduce_2x8xH100_ndr_nccltests309_qoofyk",
+              "nccl_allreduce_4x8xH100_ndr_vm_nccltests309_qoofyk"]  # fmt: skip
+    assert [r[2] for r in rows] == qoofyk
+    fit = "nccl_allreduce_2x8xH100_ndr_ring_mincta24_nccltests309_gjaion"
+    for r in rows:
+        key = f"| h100 | {fit} | {r[2]} |"
+        main_row = next(line for line in out.splitlines() if line.startswith(key)).split(" | ")
+        assert (r[4], r[5].rstrip(" |")) == (main_row[3], main_row[5])
+    scaling = out.split("Node scaling", 1)[1]
+    assert [
+        line.split(" | ")[1:3] for line in scaling.splitlines() if line.startswith("| gjaion")
+    ] == [
+        ["2", "nccl_allreduce_2x8xH100_ndr_nccltests309_gjaion"],
+        ["4", "nccl_allreduce_4x8xH100_ndr_nccltests309_gjaion"],
+        ["8", "nccl_allreduce_8x8xH100_ndr_nccltests309_gjaion"],
+    ]
