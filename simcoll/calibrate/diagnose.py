@@ -117,7 +117,8 @@ def what_ifs(
         with suppress(SimcollError):  # the NIC is its server's only way out: a cut
             found.append(WhatIf("one NIC down", f"--fail {nics[0]}",
                                 fail(topology, nics[0], gpus=gpus), knobs))  # fmt: skip
-        if topology.graph.get("host_memory_bandwidth_bytes_per_s") is not None:
+        staged = topology.graph.get("gpudirect_rdma") is False  # the design is staged already
+        if topology.graph.get("host_memory_bandwidth_bytes_per_s") is not None and not staged:
             rate_gbps = topology.graph["host_memory_bandwidth_bytes_per_s"] / 4 / len(nics) / 1e9
             found.append(WhatIf("GPUDirect RDMA off",
                                 f"every NIC staged through host memory (at most "

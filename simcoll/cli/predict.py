@@ -59,7 +59,8 @@ def add_predict(sub: SubParsers) -> None:
     p.add_argument("topology", metavar="TOPOLOGY", help="topology TOML file (see topologies/)")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                    help="override a builder parameter of the topology file, e.g. n_gpus=4 or "
-                   "'link_bandwidth=100 GB/s' (repeatable)")  # fmt: skip
+                   "'link_bandwidth=100 GB/s', or its routing (routing.rule=ecmp) or "
+                   "transport (transport.gpudirect_rdma=false) (repeatable)")  # fmt: skip
     add_what_if(p)
     p.add_argument("--collective", required=True, metavar="NAME",
                    help="one of: " + ", ".join(c.value for c in Collective))  # fmt: skip

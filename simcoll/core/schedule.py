@@ -43,6 +43,7 @@ channel=0, deps=()))
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -122,9 +123,16 @@ def split_bytes(size_bytes: int, n_parts: int) -> list[int]:
 
 
 def _frozen(values: Iterable[int] | IntArray) -> IntArray:
-    array = np.asarray(values, dtype=np.int64)
-    array.setflags(write=False)
-    return array
+    """``values`` as a read-only int64 array of its own (a builder's stdlib arrays are
+    copied from their buffers, not item by item)."""
+    frozen = np.array(values, dtype=np.int64)
+    frozen.setflags(write=False)
+    return frozen
+
+
+def _append(out: array[int], values: npt.ArrayLike) -> None:
+    """Append ``values`` (numpy or a sequence of ints) to the stdlib array ``out``."""
+    out.frombytes(np.ascontiguousarray(values, dtype=np.int64).data.cast("B"))
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -318,14 +326,16 @@ class ScheduleBuilder:
         self.max_in_flight = max_in_flight
         self.params = dict(params or {})
         self.piece_bytes = split_bytes(block_bytes, pieces_per_block) * n_blocks
-        self._src: list[int] = []
-        self._dst: list[int] = []
-        self._op: list[int] = []
-        self._channel: list[int] = []
-        self._pieces: list[int] = []
-        self._pieces_indptr: list[int] = [0]
-        self._deps: list[int] = []
-        self._deps_indptr: list[int] = [0]
+        # stdlib arrays, not lists: appended one by one like lists, and frozen into numpy
+        # from their buffers (a list of millions of ints costs seconds to convert)
+        self._src = array("q")
+        self._dst = array("q")
+        self._op = array("q")
+        self._channel = array("q")
+        self._pieces = array("q")
+        self._pieces_indptr = array("q", [0])
+        self._deps = array("q")
+        self._deps_indptr = array("q", [0])
 
     @property
     def n_transfers(self) -> int:
@@ -415,17 +425,15 @@ class ScheduleBuilder:
         if len(self._src) + len(src) > MAX_TRANSFERS:
             raise self._too_many()
         base_pieces, base_deps = len(self._pieces), len(self._deps)
-        self._src.extend(src.tolist())
-        self._dst.extend(dst.tolist())
-        self._op.extend([_OP_CODES[op]] * len(src))
-        if isinstance(channel, int):
-            self._channel.extend([channel] * len(src))
-        else:
-            self._channel.extend(channel.tolist())
-        self._pieces.extend(piece.tolist())
-        self._pieces_indptr.extend(range(base_pieces + 1, base_pieces + len(src) + 1))
-        self._deps.extend(deps.tolist())
-        self._deps_indptr.extend((deps_indptr[1:] + base_deps).tolist())
+        n = len(src)
+        _append(self._src, src)
+        _append(self._dst, dst)
+        _append(self._op, np.full(n, _OP_CODES[op]))
+        _append(self._channel, np.full(n, channel) if isinstance(channel, int) else channel)
+        _append(self._pieces, piece)
+        _append(self._pieces_indptr, np.arange(base_pieces + 1, base_pieces + n + 1))
+        _append(self._deps, deps)
+        _append(self._deps_indptr, np.asarray(deps_indptr[1:]) + base_deps)
 
     def block(self) -> Block:
         """Every transfer added so far as a :class:`Block`, to append again with
@@ -448,9 +456,9 @@ class ScheduleBuilder:
             src=list(self._src),
             dst=list(self._dst),
             op=list(self._op),
-            channel=np.asarray(self._channel, dtype=np.int64),
-            deps_indptr=np.asarray(self._deps_indptr, dtype=np.int64),
-            deps=np.asarray(self._deps, dtype=np.int64),
+            channel=np.array(self._channel, dtype=np.int64),  # copies: the builder grows
+            deps_indptr=np.array(self._deps_indptr, dtype=np.int64),
+            deps=np.array(self._deps, dtype=np.int64),
         )
 
     def add_block(self, block: Block, *, piece: int, channels: Sequence[int]) -> None:

@@ -4,6 +4,7 @@ from the graph's result; nothing here changes a time."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -73,7 +74,7 @@ def timeline_of(  # noqa: PLR0917 - what one run made
             if n_bins and len(solo.links):
                 load[solo.links] += _spread(solo.link_bytes, first_s,
                                             first_s + solo.transfers_s, edges)  # fmt: skip
-    spans.sort(key=lambda x: (x.rank, x.stream, x.start_s, x.end_s))
+    spans.sort(key=attrgetter("rank", "stream", "start_s", "end_s"))
     return Timeline(
         n_ranks=n_ranks,
         time_s=time_s,

@@ -266,8 +266,8 @@ class FlowRun:
         # The event loop reads and writes these one item at a time: stdlib arrays give
         # Python numbers at a fraction of numpy's per-item cost, in the same memory.
         self._pair = _ints(pair_of)
-        self._wire = array("d", np.asarray(wire_bytes, dtype=np.float64).tobytes())
-        self._latency = array("d", self.latency_s.tobytes())
+        self._wire = _floats(wire_bytes)
+        self._latency = _floats(self.latency_s)
         self.deps_left = _ints(np.diff(deps_indptr))
         self._dependents_ptr, self._dependents = _invert(deps_indptr, deps, n)
         self.issue_s = np.full(n, np.nan)
@@ -294,7 +294,7 @@ class FlowRun:
                               f"got {caps.shape[0] if caps.ndim else 0} with "
                               f"{int((caps <= 0).sum())} not positive")  # fmt: skip
         self._cap = (None if self.rate_cap_bytes_per_s is None
-                     else array("d", self.rate_cap_bytes_per_s.tobytes()))  # fmt: skip
+                     else _floats(self.rate_cap_bytes_per_s))  # fmt: skip
 
     def _group_connections(self, conn_of: IntArray, conn_window: IntArray) -> None:
         """Per connection, its transfers in index order and its window."""
@@ -648,5 +648,18 @@ def _invert(indptr: IntArray, indices: IntArray, n: int) -> tuple[array[int], ar
 
 
 def _ints(values: npt.ArrayLike) -> array[int]:
-    """A stdlib array of int64 holding ``values``."""
-    return array("q", np.asarray(values, dtype=np.int64).tobytes())
+    """A stdlib array of int64 holding ``values`` (one copy: from numpy's buffer).
+
+    >>> _ints(np.array([3, 1, 2])).tolist()
+    [3, 1, 2]
+    """
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.int64).data.cast("B"))
+    return out
+
+
+def _floats(values: npt.ArrayLike) -> array[float]:
+    """A stdlib array of float64 holding ``values`` (one copy: from numpy's buffer)."""
+    out = array("d")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.float64).data.cast("B"))
+    return out

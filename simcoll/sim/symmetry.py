@@ -574,15 +574,91 @@ def simulate_symmetric(
     if found is None:
         return None
     routes, class_of = found
-    run = _Run(topology, rep, nodes, model=model, protocol=protocol, packet_bytes=0,
-               routes=routes, finish_heap=sym.copy_channels is None, router=router)  # fmt: skip
-    result = run.run(model)
+    finish_heap = sym.copy_channels is None
+    canonical, label = canonical_routes(routes)
+    key = (_schedule_key(rep), _routes_key(canonical), model, repr(protocol), finish_heap)
+    runs: dict[object, SimulationResult] = router.memo("symmetric_runs", dict)
+    result = runs.get(key)
+    if result is None:  # no other group ran a quotient of this shape on this topology
+        run = _Run(topology, rep, nodes, model=model, protocol=protocol, packet_bytes=0,
+                   routes=canonical, finish_heap=finish_heap, router=router)  # fmt: skip
+        result = run.run(model)
+        if len(runs) >= _KEPT_RUNS:
+            runs.clear()
+        runs[key] = result
     used = class_of >= 0
     link_bytes = np.zeros(len(class_of))
     link_busy_s = np.zeros(len(class_of))
-    link_bytes[used] = result.link_bytes[class_of[used]]
-    link_busy_s[used] = result.link_busy_s[class_of[used]]
-    return replace(result, link_bytes=link_bytes, link_busy_s=link_busy_s)
+    link_bytes[used] = result.link_bytes[label[class_of[used]]]
+    link_busy_s[used] = result.link_busy_s[label[class_of[used]]]
+    return replace(result, schedule=rep, rank_nodes=nodes, link_bytes=link_bytes,
+                   link_busy_s=link_busy_s)  # fmt: skip
+
+
+#: Quotient runs kept per topology (:func:`simulate_symmetric`): a training step's DP
+#: groups, each of a few hundred transfers, at a handful of bucket sizes.
+_KEPT_RUNS = 256
+
+
+def canonical_routes(routes: Routes) -> tuple[Routes, IntArray]:
+    """``routes`` with its link classes numbered by first use (pairs in order; inside a
+    pair by capacity, then weight, then the old number), and ``label[old] = new``.
+
+    Two groups whose quotients are the same up to the numbering of their classes (the
+    data-parallel groups of a step, one per rail and stage, on links of their own) get
+    equal canonical routes, so one run serves both (:func:`simulate_symmetric`); a tie
+    the order does not break only costs a run, never a wrong one.
+
+    >>> r = Routes(pair_of=np.array([0, 1]), pair_links=[np.array([1]), np.array([0, 1])],
+    ...            pair_weights=[None, None], latency_s=np.zeros(2),
+    ...            capacity_bytes_per_s=np.array([5.0, 9.0]))
+    >>> canonical, label = canonical_routes(r)
+    >>> [x.tolist() for x in canonical.pair_links], canonical.capacity_bytes_per_s.tolist()
+    ([[0], [0, 1]], [9.0, 5.0])
+    """
+    n_classes = len(routes.capacity_bytes_per_s)
+    label = np.full(n_classes, -1, dtype=np.int64)
+    taken = 0
+    capacity = routes.capacity_bytes_per_s
+    for links, weights in zip(routes.pair_links, routes.pair_weights, strict=True):
+        w = np.ones(len(links)) if weights is None else weights
+        for i in sorted(range(len(links)), key=lambda i: (capacity[links[i]], w[i], links[i])):
+            if label[links[i]] < 0:
+                label[links[i]] = taken
+                taken += 1
+    unused = np.flatnonzero(label < 0)
+    label[unused] = taken + np.arange(len(unused))
+    pair_links: list[IntArray] = []
+    pair_weights: list[FloatArray | None] = []
+    for links, weights in zip(routes.pair_links, routes.pair_weights, strict=True):
+        order = np.argsort(label[links], kind="stable")
+        pair_links.append(label[links][order])
+        pair_weights.append(None if weights is None else weights[order])
+    new_capacity = np.empty(n_classes)
+    new_capacity[label] = capacity
+    return replace(routes, pair_links=pair_links, pair_weights=pair_weights,
+                   capacity_bytes_per_s=new_capacity), label  # fmt: skip
+
+
+def _routes_key(routes: Routes) -> tuple[object, ...]:
+    """Everything a run reads of ``routes``, as bytes."""
+    return (
+        routes.pair_of.tobytes(),
+        tuple(links.tobytes() for links in routes.pair_links),
+        tuple(b"" if w is None else w.tobytes() for w in routes.pair_weights),
+        routes.latency_s.tobytes(),
+        routes.capacity_bytes_per_s.tobytes(),
+        b"" if routes.efficiency is None else routes.efficiency.tobytes(),
+    )
+
+
+def _schedule_key(s: Schedule) -> tuple[object, ...]:
+    """Everything a run reads of the schedule ``s``, as bytes and values."""
+    arrays = (s.src, s.dst, s.op, s.channel, s.piece_bytes, s.pieces_indptr, s.pieces,
+              s.deps_indptr, s.deps)  # fmt: skip
+    return (s.collective, s.algorithm, s.n_ranks, s.size_bytes, s.root, s.pieces_per_block,
+            s.max_in_flight, s.n_switches, repr(sorted(s.params.items())),
+            *(a.tobytes() for a in arrays))  # fmt: skip
 
 
 def simulate_ring_fast(
@@ -600,7 +676,9 @@ def simulate_ring_fast(
     round_up_pieces: bool = False,
     router: Router | None = None,
 ) -> tuple[SimulationResult, SymmetricSchedule] | None:
-    """A ring collective on the symmetric path, with the smallest period that is exact.
+    """A ring collective on the symmetric path, with the smallest period that is exact,
+    or the period that was exact for the last ring of the same shape on this router's
+    topology where that one is exact here too (either is exact: the same times).
 
     With a ``plan``, its first ``n_channels`` channels' rings (cyclically), GPUs and
     NICs; else every channel's ring is the rank order on the GPUs of ranks 0..N-1.
@@ -626,7 +704,17 @@ def simulate_ring_fast(
         return None
     router = router or Router(topology)  # a caller's: routes found for other calls serve
     known: CopyRoutes = {}  # every period routes the same copies: once
-    for period in ring_periods(collective, n_ranks, n_chunks, n_channels):
+    rings = None if plan is None else plan.using(n_channels).rings
+    # the period that was exact for the last ring of these ranks' shape on this topology
+    # (a step's data-parallel groups, one per rail and stage, alike): tried first, so the
+    # periods below it are not built and found inexact for every group again
+    exact: dict[object, int] = router.memo("exact_ring_periods", dict)
+    shape = (collective, n_ranks, n_channels, n_chunks, rings)
+    periods = ring_periods(collective, n_ranks, n_chunks, n_channels)
+    if exact.get(shape) in periods:
+        periods.remove(exact[shape])
+        periods.insert(0, exact[shape])
+    for period in periods:
         sym = ring_symmetric(
             collective,
             n_ranks,
@@ -635,7 +723,7 @@ def simulate_ring_fast(
             n_chunks=n_chunks,
             max_in_flight=max_in_flight,
             period_ranks=period,
-            rings=None if plan is None else plan.using(n_channels).rings,
+            rings=rings,
             round_up_pieces=round_up_pieces,
         )
         if sym is None:
@@ -643,6 +731,7 @@ def simulate_ring_fast(
         result = simulate_symmetric(topology, sym, model=model, protocol=protocol,
                                     router=router, plan=plan, known=known)  # fmt: skip
         if result is not None:
+            exact[shape] = period
             return result, sym
     return None
 

@@ -57,6 +57,7 @@ from simcoll.topology.gpu_spec import gpu_data, read_gpu_table
 from simcoll.topology.nodelink import from_node_link
 from simcoll.topology.routing import ROUTING_RULES
 from simcoll.topology.schema import validated
+from simcoll.topology.whatif import gpudirect_rdma_off
 
 __all__ = ["SCHEMA_VERSION", "load", "parse_overrides", "source_files"]
 
@@ -69,9 +70,12 @@ _POSITION = re.compile(
 )
 
 _BUILDER_KEYS = ("schema", "builder", "description", "calibration", "gpu_memory_bandwidth",
-                 "host_memory_bandwidth", "gpu", "params", "routing")  # fmt: skip
+                 "host_memory_bandwidth", "gpu", "params", "routing", "transport")  # fmt: skip
 _EXPLICIT_KEYS = ("schema", "description", "calibration", "gpu_memory_bandwidth",
-                  "host_memory_bandwidth", "gpu", "p2p", "routing", "nodes", "links")  # fmt: skip
+                  "host_memory_bandwidth", "gpu", "p2p", "routing", "transport", "nodes",
+                  "links")  # fmt: skip
+#: The ``[transport]`` table's keys: how the NICs move data (``--set transport.KEY=VALUE``).
+_TRANSPORT_KEYS = ("gpudirect_rdma",)
 
 
 def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiGraph[str]:
@@ -118,10 +122,12 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     path = _resolved(path)
     source = str(path)
     routing = {k: v for k, v in (overrides or {}).items() if k.startswith("routing.")}
-    overrides = {k: v for k, v in (overrides or {}).items() if not k.startswith("routing.")}
+    transport = {k: v for k, v in (overrides or {}).items() if k.startswith("transport.")}
+    overrides = {k: v for k, v in (overrides or {}).items()
+                 if not k.startswith(("routing.", "transport."))}  # fmt: skip
     detected = _detected(Path(path))
     if detected == "json":
-        _refuse_overrides({**overrides, **routing}, source, "a node-link JSON file")
+        _refuse_overrides({**overrides, **routing, **transport}, source, "a node-link JSON file")
         graph = from_node_link(_read_json(Path(path), source), source=source)
         graph.graph["source"] = source
         return graph
@@ -143,11 +149,7 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     graph.graph["source"] = source
     graph.graph["description"] = _description(document, source, overrides)
     graph = validated(graph, source=source)  # once: builders validate what they return
-    for field in ("gpu_memory_bandwidth", "host_memory_bandwidth"):
-        if field in document:
-            graph.graph[f"{field}_bytes_per_s"] = _memory_bandwidth(document[field], source, field)
-    if "gpu" in document:
-        graph.graph["gpu"] = gpu_data(read_gpu_table(document["gpu"], source))
+    graph = _with_hardware(graph, document, transport, source)
     if "calibration" in document:
         graph.graph["calibration"] = _calibration(document["calibration"], source, Path(path))
         graph.graph["calibration_file"] = str(Path(path).parent / document["calibration"])
@@ -475,6 +477,44 @@ def _routing_table(document: dict[str, Any], overrides: Mapping[str, str], sourc
     for key, text in given.items():
         merged[key] = int(text) if key == "ecmp_seed" and text.lstrip("-").isdigit() else text
     return merged
+
+
+def _with_hardware(
+    graph: nx.DiGraph[str], document: dict[str, Any], transport: Mapping[str, str], source: str
+) -> nx.DiGraph[str]:
+    """``graph`` with the file's memory bandwidths and ``[gpu]`` table, its NICs staged
+    through host memory where ``[transport]`` turns GPUDirect RDMA off."""
+    for field in ("gpu_memory_bandwidth", "host_memory_bandwidth"):
+        if field in document:
+            graph.graph[f"{field}_bytes_per_s"] = _memory_bandwidth(document[field], source, field)
+    if "gpu" in document:
+        graph.graph["gpu"] = gpu_data(read_gpu_table(document["gpu"], source))
+    if not _gpudirect_rdma(document, transport, source):
+        graph = gpudirect_rdma_off(graph)
+        graph.graph["gpudirect_rdma"] = False
+    return graph
+
+
+def _gpudirect_rdma(document: dict[str, Any], overrides: Mapping[str, str], source: str) -> bool:
+    """The ``[transport]`` table's ``gpudirect_rdma`` (default true), or its
+    ``--set transport.gpudirect_rdma=true|false`` override. Off, every NIC's data is staged
+    in host memory (:func:`simcoll.topology.whatif.gpudirect_rdma_off`)."""
+    table = document.get("transport", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"must be a table ([transport]), got {describe(table)}",
+                          source=source, field="transport")  # fmt: skip
+    given = {**table, **{k.removeprefix("transport."): v for k, v in overrides.items()}}
+    for key in given:
+        if key not in _TRANSPORT_KEYS:
+            raise ConfigError(f"unknown key; valid: {', '.join(_TRANSPORT_KEYS)}",
+                              source=source, field=f"transport.{key_text(key)}")  # fmt: skip
+    value = given.get("gpudirect_rdma", True)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        value = value.lower() == "true"
+    if not isinstance(value, bool):
+        raise ConfigError(f"expected true or false, got {describe(value)}", source=source,
+                          field="transport.gpudirect_rdma")  # fmt: skip
+    return value
 
 
 def _apply_routing(graph: nx.DiGraph[str], table: object, source: str) -> None:

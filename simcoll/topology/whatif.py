@@ -144,9 +144,9 @@ def gpudirect_rdma_off(graph: nx.DiGraph[str]) -> nx.DiGraph[str]:
     host_bytes_per_s = graph.graph.get("host_memory_bandwidth_bytes_per_s")
     source = graph.graph.get("source")
     if host_bytes_per_s is None:
-        raise ConfigError("gives no host_memory_bandwidth, which bounds a cluster "
-                          "without GPUDirect RDMA", source=source,
-                          field="host_memory_bandwidth")  # fmt: skip
+        raise ConfigError("missing: without GPUDirect RDMA the NICs' data is staged in "
+                          "host memory, at this bandwidth (each server's, all sockets)",
+                          source=source, field="host_memory_bandwidth")  # fmt: skip
     nics: dict[object, list[str]] = {}
     for node, attrs in graph.nodes(data=True):
         if attrs["kind"] is NodeKind.NIC:

@@ -16,6 +16,7 @@ as Megatron-LM lays them out.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from simcoll.core.errors import ConfigError
 from simcoll.training.spec import Parallelism
@@ -35,15 +36,25 @@ class Layout:
         p = self.par
         return {"tp": p.tp, "cp": p.cp, "dp": p.dp, "pp": p.pp}
 
-    def rank(self, *, tp: int = 0, cp: int = 0, dp: int = 0, pp: int = 0) -> int:
-        """The rank at these coordinates."""
-        at = {"tp": tp, "cp": cp, "dp": dp, "pp": pp}
+    @cached_property
+    def _strides(self) -> tuple[int, int, int, int]:
+        """The rank step of one more tp, cp, dp and pp (``order``: innermost first)."""
         sizes = self._sizes()
-        rank, stride = 0, 1
+        stride, strides = 1, {}
         for dim in self.par.order:
-            rank += at[dim] * stride
+            strides[dim] = stride
             stride *= sizes[dim]
-        return rank
+        return tuple(strides.get(dim, 0) for dim in ("tp", "cp", "dp", "pp"))  # type: ignore[return-value]
+
+    def rank(self, *, tp: int = 0, cp: int = 0, dp: int = 0, pp: int = 0) -> int:
+        """The rank at these coordinates (a step calls it millions of times at 16,384 GPUs).
+
+        >>> from simcoll.training.spec import Parallelism
+        >>> Layout(Parallelism(tp=2, pp=2, dp=3)).rank(tp=1, dp=2, pp=1)  # 1 + 2 x 2 + 1 x 6
+        11
+        """
+        s_tp, s_cp, s_dp, s_pp = self._strides
+        return tp * s_tp + cp * s_cp + dp * s_dp + pp * s_pp
 
     def tp_group(self, *, dp: int, pp: int, cp: int) -> tuple[int, ...]:
         """The tensor-parallel group."""

@@ -71,6 +71,7 @@ import networkx as nx
 
 from simcoll.core.errors import ConfigError, LimitError, SimulationError
 from simcoll.core.limits import MAX_STEP_CALLS
+from simcoll.core.pauses import gc_paused
 from simcoll.prediction.call import DEFAULTS
 from simcoll.prediction.session import Op, Session
 from simcoll.sim.timeline import COMPUTE, Timeline, overlap_s, union_s
@@ -752,6 +753,7 @@ class _Builder:
         return (phase, 0, pp, chunk, j) in self.inbox
 
 
+@gc_paused()
 def training_step(
     topology: nx.DiGraph[str],
     model: Transformer,
@@ -775,7 +777,8 @@ def training_step(
     where the most loaded stage's GPU would not hold its state and activations; ``"flag"``
     reports ``fits_in_memory`` 0 in the metrics. ``fidelity`` is the session's model
     (``flow``, or ``ideal``: no contention); ``transfers`` keeps every transfer in the
-    timeline (off: a large step makes millions).
+    timeline (off: a large step makes millions). Python's cyclic collector is paused
+    while it runs (:mod:`simcoll.core.pauses`).
 
     Returns
     -------

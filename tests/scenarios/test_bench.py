@@ -61,6 +61,7 @@ def test_the_suite_has_the_issue_cases() -> None:
         "search-70b-1024",
         "step-mixtral-256",
         "calibrate-h100",
+        "diagnose-256",
         "sweep-128",
     ]
     # issue 28's: the README's DDP step on 128 GPUs, and on 1,024

@@ -317,3 +317,33 @@ def test_periods_whose_representatives_exceed_a_schedule_are_not_tried(monkeypat
     star = switch_star(16, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
     assert symmetry.simulate_ring_fast(star, "allreduce", 16, 2**20, n_channels=2) is None
     assert tried == [1, 2, 4]  # divisors of 16 up to 8, each under 200 // 30 = 6
+
+
+def test_groups_a_rail_apart_share_their_quotient_runs() -> None:
+    # one GPU per server on 4 servers: rail 0's group, then rail 1's, on one router; the
+    # second group's quotients are the first's up to their link classes' numbering, so
+    # no run is added, and its result is what a router of its own simulates
+    from simcoll.plan.search import search_plan  # noqa: PLC0415
+    from simcoll.topology import Router  # noqa: PLC0415
+
+    topology = load(TOPOLOGIES / "h100-ib-fat-tree.toml", {"n_nodes": "4"})
+    router = Router(topology)
+
+    def ring_on(rail: int, on: Router) -> tuple[object, tuple[str, ...]]:
+        nodes = tuple(f"gpu{8 * server + rail}" for server in range(4))
+        plan = search_plan(topology, nodes, router=on)
+        found = simulate_ring_fast(topology, "allreduce", 4, 2**24, n_channels=plan.n_channels,
+                                   plan=plan, router=on)  # fmt: skip
+        assert found is not None
+        return found[0], nodes
+
+    ring_on(0, router)
+    runs = router.memo("symmetric_runs", dict)
+    kept = len(runs)
+    shared, nodes = ring_on(1, router)
+    assert len(runs) == kept >= 1
+    alone, _ = ring_on(1, Router(topology))
+    assert shared.rank_nodes == alone.rank_nodes == nodes  # type: ignore[attr-defined]
+    assert shared.time_s == alone.time_s  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(shared.link_bytes, alone.link_bytes)  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(shared.link_busy_s, alone.link_busy_s)  # type: ignore[attr-defined]

@@ -120,7 +120,7 @@ BAD = [
          "gpu_memory_bandwidth: must be positive, got -3000000000.0 bytes/s"),
     _bad("unknown-top-level-key", "schema = 1\n", "schema = 1\nbuilders = 2\n",
          "builders: unknown key; valid keys: schema, description, calibration, "
-         "gpu_memory_bandwidth, host_memory_bandwidth, gpu, p2p, routing, nodes, links"),
+         "gpu_memory_bandwidth, host_memory_bandwidth, gpu, p2p, routing, transport, nodes, links"),
 ]
 # fmt: on
 

@@ -265,7 +265,7 @@ BAD_FILES = [
          f"params.extra: unknown parameter of builder 'switch_star'; valid: {VALID_KEYS}"),
     _bad("unknown-top-level-key", "schema = 1\n", "schema = 1\ncolour = 'red'\n",
          "colour: unknown key; valid keys: schema, builder, description, calibration, "
-         "gpu_memory_bandwidth, host_memory_bandwidth, gpu, params, routing"),
+         "gpu_memory_bandwidth, host_memory_bandwidth, gpu, params, routing, transport"),
     _bad("unknown-builder", '"switch_star"', '"star"',
          f"builder: unknown builder 'star'; valid: {BUILDER_NAMES}"),
     _bad("missing-builder", 'builder = "switch_star"\n', "",
@@ -523,3 +523,40 @@ def test_host_memory_bandwidth_is_read_in_bytes_per_s(tmp_path: Path) -> None:
         GOOD.replace("schema = 1\n", 'schema = 1\nhost_memory_bandwidth = "409.6 GB/s"\n')
     )
     assert load(path).graph["host_memory_bandwidth_bytes_per_s"] == 409.6e9
+
+
+def test_gpudirect_rdma_off_in_the_file_or_by_set_stages_every_nic(tmp_path: Path) -> None:
+    from simcoll.topology.whatif import gpudirect_rdma_off  # noqa: PLC0415
+
+    shipped = TOPOLOGIES / "h100-ib-fat-tree.toml"
+    by_set = load(shipped, {"n_nodes": "2", "transport.gpudirect_rdma": "false"})
+    text = shipped.read_text() + "\n[transport]\ngpudirect_rdma = false\n"
+    (tmp_path / "calibration").symlink_to(TOPOLOGIES / "calibration")
+    (tmp_path / "staged.toml").write_text(text)
+    in_file = load(tmp_path / "staged.toml", {"n_nodes": "2"})
+    by_hand = gpudirect_rdma_off(load(shipped, {"n_nodes": "2"}))
+    for graph in (by_set, in_file):
+        assert graph.graph["gpudirect_rdma"] is False
+        assert {e: a["bandwidth_bytes_per_s"] for e, a in graph.edges.items()} == {
+            e: a["bandwidth_bytes_per_s"] for e, a in by_hand.edges.items()
+        }
+    # 614.4 GB/s of host memory over 4 x 8 NICs: 19.2 GB/s each way (50 with GPUDirect)
+    assert by_set.edges["node0.nic0", "leaf0"]["bandwidth_bytes_per_s"] == pytest.approx(19.2e9)
+    assert load(shipped, {"n_nodes": "2", "transport.gpudirect_rdma": "true"}).edges[
+        "node0.nic0", "leaf0"]["bandwidth_bytes_per_s"] == 50e9  # fmt: skip
+
+
+@pytest.mark.parametrize(("override", "field", "message"), [
+    ({"transport.gdr": "off"}, "transport.gdr", "unknown key; valid: gpudirect_rdma"),
+    ({"transport.gpudirect_rdma": "maybe"}, "transport.gpudirect_rdma", "expected true or false"),
+])  # fmt: skip
+def test_bad_transport_names_its_key(override: dict[str, str], field: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        load(TOPOLOGIES / "h100-ib-fat-tree.toml", override)
+    assert caught.value.field == field
+
+
+def test_gpudirect_rdma_off_without_host_memory_names_the_missing_key() -> None:
+    with pytest.raises(ConfigError, match="missing: without GPUDirect RDMA") as caught:
+        load(TOPOLOGIES / "dgx-a100.toml", {"transport.gpudirect_rdma": "false"})
+    assert caught.value.field == "host_memory_bandwidth"
