@@ -104,9 +104,11 @@ def fail(
     graph: nx.DiGraph[str], target: str, *, gpus: Sequence[str] | None = None
 ) -> nx.DiGraph[str]:
     """A copy of ``graph`` without the links named by ``target`` (a node: all of its links,
-    and the node, unless it is a GPU); refused if two of ``gpus`` (default: every GPU; the
-    GPUs a run's ranks are on) could then no longer reach each other as calls route them
-    (:mod:`simcoll.topology.reach`: inside a server never through another GPU).
+    and the node, unless it is a GPU; a NIC left with no link out of its server, its cable
+    cut: the NIC too, as NCCL then uses the others); refused if two of ``gpus`` (default:
+    every GPU; the GPUs a run's ranks are on) could then no longer reach each other as
+    calls route them (:mod:`simcoll.topology.reach`: inside a server never through another
+    GPU).
 
     >>> from simcoll.topology import switch_star
     >>> star = switch_star(3, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
@@ -118,10 +120,20 @@ def fail(
     out.remove_edges_from(found)
     if target in out and not any(target == g for g in gpu_nodes(out)):
         out.remove_node(target)
+    for nic in sorted({n for link in found for n in link if n in out and _cut_off(out, n)}):
+        out.remove_node(nic)  # its cable to the fabric cut: the NIC is down, NCCL skips it
     cut = parted(out, list(gpu_nodes(out) if gpus is None else gpus))
     if cut is not None:
         raise TopologyError(f"--fail {target}: {cut}")
     return out
+
+
+def _cut_off(graph: nx.DiGraph[str], node: str) -> bool:
+    """Whether ``node`` is a NIC of a server with no link left out of that server."""
+    attrs = graph.nodes[node]
+    if attrs["kind"] is not NodeKind.NIC or attrs.get("host") is None:
+        return False
+    return all(graph.nodes[v].get("host") == attrs["host"] for v in graph.succ[node])
 
 
 def gpudirect_rdma_off(graph: nx.DiGraph[str]) -> nx.DiGraph[str]:

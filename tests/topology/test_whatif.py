@@ -69,3 +69,21 @@ def test_a_degrade_below_one_bit_per_second_is_one_line() -> None:
     )
     slow = degrade(star, "ethernet", 1e-9)  # 0.125 B/s: the slowest accepted
     assert {d["bandwidth_bytes_per_s"] for _, _, d in slow.edges(data=True)} == {0.125}
+
+
+def test_a_nic_with_its_uplink_cut_is_down_as_if_failed_whole() -> None:
+    # the cable from node0.nic0 to its leaf cut: the NIC reaches nothing outside its
+    # server, so it goes (NCCL uses the other seven); before, the plan still chose it and
+    # the call found no route out of it
+    from simcoll.prediction import predict  # noqa: PLC0415
+
+    design = load(REPO / "topologies" / "h100-ib-fat-tree.toml", {"n_nodes": "2"})
+    cable = fail(design, "node0.nic0-leaf0")
+    whole = fail(design, "node0.nic0")
+    assert "node0.nic0" not in cable
+    assert sorted(cable.edges) == sorted(whole.edges)
+    (by_cable,) = predict(cable, "allreduce", [2**30]).rows
+    (by_nic,) = predict(whole, "allreduce", [2**30]).rows
+    assert by_cable.time_s == by_nic.time_s
+    # the NIC's PCIe link to its GPU cut instead: the NIC still has its cable, and stays
+    assert "node0.nic0" in fail(design, "gpu0-node0.nic0")
