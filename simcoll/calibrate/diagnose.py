@@ -11,6 +11,9 @@ one line. The what-ifs, each where the topology and the runs have what it change
 - **healthy**: the design as given;
 - **one NIC down**: the first NIC of the first rank's server failed (NCCL's channels then
   leave through the others, PXN forwarding to them over NVLink);
+- **one NIC cable at 1/2 or 1/4 speed**: that NIC's link to the fabric slow (on one
+  server, or with no NICs: the first rank's GPU's links); on a fabric of like servers,
+  one NIC stands for any;
 - **GPUDirect RDMA off**: every NIC's traffic staged in host memory
   (:func:`~simcoll.topology.whatif.gpudirect_rdma_off`; needs the file's
   ``host_memory_bandwidth``);
@@ -50,6 +53,9 @@ from simcoll.topology.whatif import degrade, fail, gpudirect_rdma_off
 
 __all__ = ["Diagnosis", "WhatIf", "diagnose", "rank", "verdict", "what_ifs"]
 
+#: A slow link's what-ifs: the link at 1/k of its bandwidth, each k (a port trained at a
+#: lower rate, a bad cable, a shaped link).
+SLOW = (2, 4)
 #: Below this mean |busbw error| a what-if explains the measurement.
 EXPLAINS = 0.25
 #: simcoll's own error on healthy clusters it was not fitted on: held-out multi-node
@@ -57,6 +63,9 @@ EXPLAINS = 0.25
 #: (``validation/README.md``, leave-one-out). A healthy design this close is no evidence
 #: of a fault, whatever fits better.
 MODEL_ERROR = 0.10
+#: A fault closer than the healthy design by less than this (mean |busbw error|, absolute)
+#: fits no better than it, and ranks below it.
+CLEARER = 0.02
 
 
 @dataclass(frozen=True)
@@ -93,17 +102,19 @@ class Diagnosis:
 
 
 def what_ifs(
-    topology: nx.DiGraph[str], n_ranks: int, knobs: NcclKnobs | None = None
-) -> list[WhatIf]:
+    topology: nx.DiGraph[str], n_ranks: int, knobs: NcclKnobs | None = None, *,
+    nccl: bool = True,
+) -> list[WhatIf]:  # fmt: skip
     """The what-ifs that can change runs on the first ``n_ranks`` GPUs (linear placement,
-    as ``compare`` simulates them) of ``topology``, the healthy design first.
+    as ``compare`` simulates them) of ``topology``, the healthy design first; NCCL's
+    channels only for runs of NCCL (``nccl``; gloo has none).
 
     >>> from simcoll.topology import load
     >>> [w.name for w in what_ifs(load("topologies/h100-ib-fat-tree.toml", {"n_nodes": "8"}), 64)]
-    ['healthy', 'one NIC down', 'GPUDirect RDMA off', 'PCIe a generation lower', \
-'half the channels', 'spine at half speed']
+    ['healthy', 'one NIC down', 'one NIC cable at 1/2 speed', 'one NIC cable at 1/4 speed', \
+'GPUDirect RDMA off', 'PCIe a generation lower', 'half the channels', 'spine at half speed']
     >>> [w.name for w in what_ifs(load("topologies/dgx-a100.toml"), 8)]
-    ['healthy', 'half the channels']
+    ['healthy', "gpu0's links at 1/2 speed", "gpu0's links at 1/4 speed", 'half the channels']
     """
     knobs = knobs or NcclKnobs()
     gpus = place_ranks(topology, n_ranks, "linear")
@@ -117,6 +128,14 @@ def what_ifs(
         with suppress(SimcollError):  # the NIC is its server's only way out: a cut
             found.append(WhatIf("one NIC down", f"--fail {nics[0]}",
                                 fail(topology, nics[0], gpus=gpus), knobs))  # fmt: skip
+        cable = _cable(topology, nics[0])
+        if cable is not None:
+            found += [WhatIf(f"one NIC cable at 1/{k} speed", f"--degrade {cable}={1 / k:g}",
+                             degrade(topology, cable, 1 / k), knobs) for k in SLOW]  # fmt: skip
+    elif any(topology.nodes[v]["kind"] is not NodeKind.GPU for v in topology.succ[gpus[0]]):
+        found += [WhatIf(f"{gpus[0]}'s links at 1/{k} speed", f"--degrade {gpus[0]}={1 / k:g}",
+                         degrade(topology, gpus[0], 1 / k), knobs) for k in SLOW]  # fmt: skip
+    if nics and None not in hosts and len(set(hosts)) > 1:
         staged = topology.graph.get("gpudirect_rdma") is False  # the design is staged already
         if topology.graph.get("host_memory_bandwidth_bytes_per_s") is not None and not staged:
             rate_gbps = topology.graph["host_memory_bandwidth_bytes_per_s"] / 4 / len(nics) / 1e9
@@ -127,7 +146,7 @@ def what_ifs(
     if LinkKind.PCIE in kinds:
         found.append(WhatIf("PCIe a generation lower", "--degrade pcie=0.5",
                             degrade(topology, "pcie", 0.5), knobs))  # fmt: skip
-    channels = knobs.channels(search_plan(topology, gpus).n_channels)
+    channels = knobs.channels(search_plan(topology, gpus).n_channels) if nccl else 1
     if channels > 1:
         half = replace(knobs, min_channels=None, max_channels=channels // 2)
         found.append(WhatIf("half the channels", f"--nccl NCCL_MAX_NCHANNELS={channels // 2} "
@@ -141,6 +160,13 @@ def what_ifs(
                             "every switch-to-switch link at half its bandwidth", slow,
                             knobs))  # fmt: skip
     return found
+
+
+def _cable(topology: nx.DiGraph[str], nic: str) -> str | None:
+    """``NIC-SWITCH``: the NIC's link out of its server (None if it has no such link)."""
+    host = topology.nodes[nic].get("host")
+    out = [v for v in topology.succ[nic] if topology.nodes[v].get("host") != host]
+    return f"{nic}-{out[0]}" if out else None
 
 
 def _fabric_links(topology: nx.DiGraph[str]) -> list[tuple[str, str]]:
@@ -194,8 +220,9 @@ def _compare_one(index: int) -> list[ComparedPoint]:
 
 
 def rank(simulated: Sequence[tuple[WhatIf, Sequence[ComparedPoint]]]) -> list[Diagnosis]:
-    """The what-ifs by residual, least first (ties in the given order), each marked as the
-    same as an earlier one (in the given order) that simulated the same times.
+    """The what-ifs by residual, least first (ties in the given order; a fault ranks above
+    the healthy design only if closer by :data:`CLEARER`), each marked as the same as an
+    earlier one (in the given order) that simulated the same times.
 
     >>> w = [WhatIf(n, "", nx.DiGraph(), None) for n in ("healthy", "slow", "spine")]
     >>> def points(*s):
@@ -210,7 +237,8 @@ def rank(simulated: Sequence[tuple[WhatIf, Sequence[ComparedPoint]]]) -> list[Di
         same = next((d.what_if.name for d in out
                      if [p.simulated_s for p in d.points] == times), None)  # fmt: skip
         out.append(Diagnosis(what_if, tuple(compared), same))
-    return sorted(out, key=lambda d: (d.residual, d.same_as is not None))
+    return sorted(out, key=lambda d: (d.residual - CLEARER * (d.what_if.name == "healthy"),
+                                      d.same_as is not None))  # fmt: skip
 
 
 def verdict(ranked: Sequence[Diagnosis]) -> str:
@@ -222,7 +250,7 @@ def verdict(ranked: Sequence[Diagnosis]) -> str:
     ...     return tuple(ComparedPoint("t", "allreduce", 16, 2**30, 2.4, s) for _ in range(3))
     >>> print(verdict([Diagnosis(w[1], points(2.3)), Diagnosis(w[0], points(1.0))]))
     measured busbw is 2.4x below this design; the closest what-if is GPUDirect RDMA off \
-(mean residual 4 %, then healthy at 140 %)
+(mean residual 4 %; then healthy at 140 %)
     """
     healthy = next(d for d in ranked if d.what_if.name == "healthy")
     big = [p for p in healthy.points if p.regime == "bandwidth"] or list(healthy.points)
@@ -234,17 +262,25 @@ def verdict(ranked: Sequence[Diagnosis]) -> str:
     else:
         head = f"measured busbw is within {_percent(abs(ratio - 1))} of this design"
     best = ranked[0]
+    details = [f"mean residual {_percent(best.residual)}"]
+    alike = [d.what_if.name for d in ranked if d.same_as == best.what_if.name]
+    if alike:  # what these runs cannot tell from the closest
+        details.append(f"the same on these runs: {', '.join(alike)}")
     runner = next((d for d in ranked[1:] if d.same_as is None), None)
-    then = f", then {runner.what_if.name} at {_percent(runner.residual)}" if runner else ""
+    if runner is not None and runner.residual < best.residual:  # the healthy design kept
+        details.append(f"{runner.what_if.name} at {_percent(runner.residual)} is not closer "
+                       f"by {_percent(CLEARER)}")  # fmt: skip
+    elif runner is not None:
+        details.append(f"then {runner.what_if.name} at {_percent(runner.residual)}")
     name = "the healthy cluster" if best.what_if.name == "healthy" else best.what_if.name
-    line = (f"{head}; the closest what-if is {name} (mean residual "
-            f"{_percent(best.residual)}{then})")  # fmt: skip
+    line = f"{head}; the closest what-if is {name} ({'; '.join(details)})"
     if best.what_if.name != "healthy" and healthy.residual <= MODEL_ERROR:
         line += (f"; but the healthy design is within simcoll's own error "
                  f"({_percent(healthy.residual)}), so this is no evidence of a fault")  # fmt: skip
     if best.residual > EXPLAINS:
         line += f"; none explains it within {_percent(EXPLAINS)}"
-        if any(p.regime != "bandwidth" for p in best.points):
+        regimes = {p.regime for p in best.points}
+        if "bandwidth" in regimes and len(regimes) > 1:
             line += " (simcoll's own error is largest below 64 MiB: try --min-size 64M)"
     return line
 

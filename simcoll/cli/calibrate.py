@@ -142,10 +142,9 @@ def add_compare(sub: argparse._SubParsersAction[Any]) -> None:
         "of time and busbw per file, collective and size regime (latency < 64 KiB, middle, "
         "bandwidth >= 64 MiB). With --out, also writes points.csv, summary.csv and "
         "compare.png (measured vs simulated busbw over size). With --diagnose, also "
-        "simulates named what-ifs (one NIC down, GPUDirect RDMA off, PCIe a generation "
-        "lower, half the channels, the spine at half speed) and ranks them by how well "
-        "each explains "
-        "the measurement (diagnose.csv with --out).",
+        "simulates named what-ifs (one NIC down or its cable slow, GPUDirect RDMA off, "
+        "PCIe a generation lower, half the channels, the spine at half speed) and ranks "
+        "them by how well each explains the measurement (diagnose.csv with --out).",
         epilog="example (shipped measurements and topologies are found by name): simcoll "
         "compare nccl_allgather_8xA100_nvswitch_superbench --topology dgx-a100 "
         "--out compare-a100",
@@ -166,8 +165,9 @@ def add_compare(sub: argparse._SubParsersAction[Any]) -> None:
                    help="leave out smaller sizes (e.g. 1M)")  # fmt: skip
     p.add_argument("--diagnose", action="store_true",
                    help="also simulate the what-ifs a slow cluster may be (one NIC down, "
-                   "GPUDirect RDMA off, PCIe a generation lower, half the channels, the spine "
-                   "at half speed; those the topology and the runs can show) and rank them by "
+                   "its cable at 1/2 or 1/4 speed, GPUDirect RDMA off, PCIe a generation "
+                   "lower, half the channels, the spine at half speed; those the topology "
+                   "and the runs can show) and rank them by "
                    "the mean |busbw error| of the measurement against each, the closest in one "
                    "line")  # fmt: skip
     p.add_argument("--workers", type=positive_int, metavar="N", default=None,
@@ -421,7 +421,7 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
     if args.params is not None:
         calibration = (None if args.params == "none"
                        else read_params(args.params, topology, args.topology))  # fmt: skip
-    recipe, protocol, _ = _choices(args, sets)
+    recipe, protocol, backend = _choices(args, sets)
     knobs = parse_nccl_knobs(args.nccl)
     try:
         min_size = parse_size_bytes(args.min_size)
@@ -434,7 +434,9 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
                           "this process", field="--workers")  # fmt: skip
     candidates = [WhatIf("healthy", "", topology, knobs)]
     if args.diagnose and shown:
-        candidates = what_ifs(topology, max(p.n_ranks for p in shown), knobs)
+        candidates = what_ifs(
+            topology, max(p.n_ranks for p in shown), knobs, nccl=backend == "nccl"
+        )
     _say_estimate("compare", topology, shown, calibration, recipe, protocol, args.model,
                   knobs=knobs, what_ifs=len(candidates))  # fmt: skip
     bar = Progress(sys.stderr, simulations(shown, recipe) * len(candidates), "sizes",

@@ -359,10 +359,10 @@ def _calibrate_case(name: str) -> BenchRow:
 
 def _diagnose_case(name: str, n_nodes: int) -> BenchRow:
     """``simcoll compare --diagnose`` of a 25-size all-reduce table (1 KiB to 16 GiB) on
-    ``n_nodes`` DGX H100 of h100-ib-fat-tree: the design and its five what-ifs, each
-    simulated at every size. The table is a bus at 80 GB/s with 50 us of latency (the
-    times do not matter to the cost), written as nccl-tests' columns; run as the command
-    itself, into a scratch folder."""
+    ``n_nodes`` DGX H100 of h100-ib-fat-tree: the design and its seven what-ifs, each
+    simulated at every size, one process per core. The table is a bus at 80 GB/s with 50
+    us of latency (the times do not matter to the cost), written as nccl-tests' columns;
+    run as the command itself, into a scratch folder."""
     n_ranks = 8 * n_nodes
     with tempfile.TemporaryDirectory() as scratch:
         table = Path(scratch) / "slow.csv"
@@ -651,7 +651,7 @@ CASES: tuple[Case, ...] = (
     Case(
         "diagnose-256",
         "simcoll compare --diagnose of a 25-size all-reduce table (1 KiB to 16 GiB) on 32 "
-        "DGX H100 of h100-ib-fat-tree: the design and five what-ifs (issue 43's target: "
+        "DGX H100 of h100-ib-fat-tree: the design and seven what-ifs (issue 43's target: "
         "2 min)",
         120.0,
         lambda: _diagnose_case("diagnose-256", 32),

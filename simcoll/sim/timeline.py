@@ -38,7 +38,7 @@ COMPUTE = "compute"
 COMM = "comm"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Span:
     """One rank busy with one thing from ``start_s`` to ``end_s`` on one stream."""
 
