@@ -19,13 +19,17 @@ one line. The what-ifs, each where the topology and the runs have what it change
   ``host_memory_bandwidth``);
 - **PCIe a generation lower**: every PCIe link at half its bandwidth (a GPU or NIC trained
   at Gen4 in a Gen5 slot, or at x8);
-- **half the channels**: NCCL's channels (CTAs) halved (``NCCL_MAX_NCHANNELS``);
+- **half the channels**: NCCL's channels (CTAs) halved (``NCCL_MAX_NCHANNELS``; runs of
+  NCCL only);
 - **spine at half speed**: every switch-to-switch link at half its bandwidth (links
   trained at half their rate; unlike a 2:1 oversubscribed spine, half the uplinks at full
   speed, which slows only traffic that needs more uplinks than it has).
 
 What-ifs that simulate exactly the same times as one ranked before them (the spine of a
-job inside one leaf) are marked ``same as`` it: these runs cannot tell them apart.
+job inside one leaf) are marked ``same as`` it: these runs cannot tell them apart. A fault
+ranks above the healthy design only if closer by :data:`CLEARER`, and the line says a
+fault is no evidence where the design is itself within simcoll's own error
+(:data:`MODEL_ERROR`).
 Not yet among them: NCCL's socket transport and PXN off (simcoll models neither).
 """
 
@@ -51,7 +55,7 @@ from simcoll.topology.schema import LinkKind, NodeKind
 from simcoll.topology.tiebreak import natural_key
 from simcoll.topology.whatif import degrade, fail, gpudirect_rdma_off
 
-__all__ = ["Diagnosis", "WhatIf", "diagnose", "rank", "verdict", "what_ifs"]
+__all__ = ["Diagnosis", "WhatIf", "diagnose", "format_diagnoses", "rank", "verdict", "what_ifs"]
 
 #: A slow link's what-ifs: the link at 1/k of its bandwidth, each k (a port trained at a
 #: lower rate, a bad cable, a shaped link).
