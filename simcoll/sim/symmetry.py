@@ -583,6 +583,8 @@ def simulate_symmetric(
         run = _Run(topology, rep, nodes, model=model, protocol=protocol, packet_bytes=0,
                    routes=canonical, finish_heap=finish_heap, router=router)  # fmt: skip
         result = run.run(model)
+        for shared in (result.issue_s, result.start_s, result.end_s):
+            shared.setflags(write=False)  # every group a run serves holds these arrays
         if len(runs) >= _KEPT_RUNS:
             runs.clear()
         runs[key] = result
