@@ -503,14 +503,15 @@ def _gpudirect_rdma(document: dict[str, Any], overrides: Mapping[str, str], sour
     if not isinstance(table, dict):
         raise ConfigError(f"must be a table ([transport]), got {describe(table)}",
                           source=source, field="transport")  # fmt: skip
-    given = {**table, **{k.removeprefix("transport."): v for k, v in overrides.items()}}
+    # --set gives strings: "true" or "false" there; the file's TOML its own booleans
+    typed = {k.removeprefix("transport."): {"true": True, "false": False}.get(v.lower(), v)
+             for k, v in overrides.items()}  # fmt: skip
+    given = {**table, **typed}
     for key in given:
         if key not in _TRANSPORT_KEYS:
             raise ConfigError(f"unknown key; valid: {', '.join(_TRANSPORT_KEYS)}",
                               source=source, field=f"transport.{key_text(key)}")  # fmt: skip
     value = given.get("gpudirect_rdma", True)
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        value = value.lower() == "true"
     if not isinstance(value, bool):
         raise ConfigError(f"expected true or false, got {describe(value)}", source=source,
                           field="transport.gpudirect_rdma")  # fmt: skip

@@ -560,3 +560,12 @@ def test_gpudirect_rdma_off_without_host_memory_names_the_missing_key() -> None:
     with pytest.raises(ConfigError, match="missing: without GPUDirect RDMA") as caught:
         load(TOPOLOGIES / "dgx-a100.toml", {"transport.gpudirect_rdma": "false"})
     assert caught.value.field == "host_memory_bandwidth"
+
+
+def test_a_string_in_the_files_transport_table_is_refused(tmp_path: Path) -> None:
+    # TOML has booleans: "false" in quotes is a string there (only --set gives strings)
+    path = tmp_path / "t.toml"
+    path.write_text(GOOD + '\n[transport]\ngpudirect_rdma = "false"\n')
+    with pytest.raises(ConfigError, match="expected true or false, got str") as caught:
+        load(path)
+    assert caught.value.field == "transport.gpudirect_rdma"
