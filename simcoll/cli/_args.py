@@ -98,11 +98,13 @@ def add_what_if(p: argparse.ArgumentParser) -> None:
     p.add_argument("--degrade", metavar="TARGET=FACTOR", action="append", default=[],
                    help="run links at FACTOR (0 < FACTOR <= 1) of their bandwidth; TARGET is a "
                    "link kind (nvlink, pcie, cpu_link, ib, ethernet), a link A-B (both "
-                   "directions) or a node (all its links) (repeatable)")  # fmt: skip
+                   "directions) or a node (all its links); node names may be shell "
+                   "patterns: 'plane3.*' (a plane), 'agg3.*-core*' (pod 3's uplinks) "
+                   "(repeatable)")  # fmt: skip
     p.add_argument("--fail", metavar="TARGET", action="append", default=[],
                    help="remove a link A-B (both directions), a node's links, or every link "
-                   "of a kind; refused if a GPU could then not reach another "
-                   "(repeatable)")  # fmt: skip
+                   "of a kind, names as for --degrade ('spine7', 'plane0.core*'); refused if a "
+                   "GPU could then not reach another (repeatable)")  # fmt: skip
 
 
 def what_if(

@@ -5,7 +5,7 @@ Each cap sits far above any real use and below what would overflow or exhaust a 
 - :data:`MAX_SIZE_BYTES` (2^53 B, 8 PiB): sizes are whole bytes held in 64-bit integers
   and divided in floats; above 2^53 a float no longer holds every whole number, and near
   2^63 per-rank sums overflow;
-- :data:`MAX_RANKS` (32,768): the most GPUs a topology builder makes;
+- :data:`MAX_RANKS` (131,072): the most GPUs a topology builder makes;
 - :data:`MAX_CHANNELS` (64): NCCL's ``MAXCHANNELS``;
 - :data:`MAX_CHUNKS` (4,096) pieces per channel and block (the default is at most 64);
 - :data:`MAX_IN_FLIGHT` (2^30) transfers in flight per connection: a window is a limit,
@@ -78,7 +78,7 @@ __all__ = [
 ]
 
 MAX_SIZE_BYTES = 2**53
-MAX_RANKS = 2**15
+MAX_RANKS = 2**17
 MAX_CHANNELS = 64
 MAX_CHUNKS = 4096
 MAX_IN_FLIGHT = 2**30

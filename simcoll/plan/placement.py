@@ -207,10 +207,10 @@ def nvls_tree_servers(
     try:
         for local, head in enumerate(servers[0]):
             peers = [server[local] for server in servers[1:]]
-            router.routes_from(head, peers)
+            router.routes_from(head, peers, pxn=False)  # a head sends by its own NIC
             if one_way:
                 for peer in peers:
-                    router.route(peer, head)
+                    router.route(peer, head, pxn=False)
     except TopologyError:
         return False
     return True

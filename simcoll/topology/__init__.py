@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from simcoll.topology.builders import full_mesh, ring, switch_star
 from simcoll.topology.catalog import BUILDERS, IMPORTERS
-from simcoll.topology.clusters import dragonfly, fat_tree, rail_optimized, torus
+from simcoll.topology.clusters import dragonfly, fat_tree, multi_plane, rail_optimized, torus
 from simcoll.topology.importers import from_nccl_xml, from_nvidia_smi
 from simcoll.topology.io import load, parse_overrides
 from simcoll.topology.machines import hybrid_cube_mesh, nvswitch_node, pcie_tree
@@ -45,6 +45,7 @@ __all__ = [
     "gpu_nodes",
     "hybrid_cube_mesh",
     "load",
+    "multi_plane",
     "nvswitch_node",
     "parse_overrides",
     "pcie_tree",

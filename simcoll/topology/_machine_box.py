@@ -175,8 +175,9 @@ def join_all(edges: Edges, lower: list[str], upper: list[str], attrs: Link) -> N
             duplex(edges, a, b, attrs)
 
 
-def uplinks(down_ports: int, oversubscription: float) -> int:
-    """Uplinks of a switch with ``down_ports`` downlinks at ``oversubscription`` : 1."""
+def uplinks(down_ports: int, oversubscription: float, field: str = "oversubscription") -> int:
+    """Uplinks of a switch with ``down_ports`` downlinks at ``oversubscription`` : 1; a
+    bad ratio is a ConfigError naming ``field``."""
     if (
         isinstance(oversubscription, bool)
         or not isinstance(oversubscription, int | float)
@@ -185,14 +186,14 @@ def uplinks(down_ports: int, oversubscription: float) -> int:
     ):
         raise ConfigError(
             f"must be a number >= 1 (downlinks per uplink), got {oversubscription!r}",
-            field="oversubscription",
+            field=field,
         )
     # Rounded first so that 21 / 1.4 (15.000000000000002 in floats) gives 15 uplinks.
     n_up = math.ceil(round(down_ports / oversubscription, 9))
     if n_up < 1:  # the leaves would be cut off from one another
         raise ConfigError(
-            f"leaves of {down_ports} down ports get no uplink at {oversubscription!r}:1",
-            field="oversubscription",
+            f"switches of {down_ports} down ports get no uplink at {oversubscription!r}:1",
+            field=field,
         )
     return n_up
 

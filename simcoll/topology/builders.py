@@ -23,12 +23,13 @@ from simcoll.topology.schema import LinkAttrs, LinkKind, NodeKind, validate
 
 __all__ = ["BUILDERS", "MAX_GPUS", "MAX_LINKS", "full_mesh", "ring", "switch_star"]
 
-MAX_GPUS = 2**15
-"""The most GPUs a builder makes: 4,096 eight-GPU servers (twice ``simcoll bench``'s
-largest design, and a few seconds to build). A bigger design is refused in one line rather
-than built for minutes or hours."""
-MAX_LINKS = 2**19
-"""The most directed links a builder makes (a full mesh of 724 GPUs)."""
+MAX_GPUS = 2**17
+"""The most GPUs a builder makes: 16,384 eight-GPU servers, the largest clusters being
+designed now (131,072 GPUs on a multi-plane fabric: about 10 s and 0.8 GiB to build). A
+bigger design is refused in one line rather than built for minutes or hours."""
+MAX_LINKS = 2**22
+"""The most directed links a builder makes (4.2 million: a full mesh of 2,048 GPUs, or
+three times the 1.3 million of a 131,072-GPU cluster of 8-GPU servers)."""
 
 
 def switch_star(

@@ -34,9 +34,10 @@ from simcoll.topology._machine_box import (
     uplinks,
 )
 from simcoll.topology.builders import _check_size, _largest, _link_attrs
+from simcoll.topology.clos import ClosShape, add_clos, clos_links, multi_plane, server_links
 from simcoll.topology.schema import LinkKind, NodeKind, validate
 
-__all__ = ["BUILDERS", "dragonfly", "fat_tree", "rail_optimized", "torus"]
+__all__ = ["BUILDERS", "dragonfly", "fat_tree", "multi_plane", "rail_optimized", "torus"]
 
 
 def fat_tree(
@@ -56,11 +57,12 @@ def fat_tree(
     oversubscription: float = 1.0,
     levels: int = 2,
     leaves_per_pod: int = 16,
+    core_oversubscription: float = 1.0,
     fabric_latency_s: float,
     fabric_link_kind: LinkKind = LinkKind.IB,
     sharp: bool = False,
 ) -> nx.DiGraph[str]:
-    r"""``n_nodes`` servers on a two- or three-level fat tree (folded Clos) of switches.
+    r"""``n_nodes`` servers on a one-, two- or three-level fat tree (folded Clos) of switches.
 
     ::
 
@@ -72,13 +74,15 @@ def fat_tree(
 
     The NICs, node-major, fill leaves ``leaf_down_ports`` at a time (the last leaf may
     be partly filled). Each leaf has ``u = ceil(leaf_down_ports / oversubscription)``
-    uplinks. With ``levels=2`` there are ``u`` spines; with ``levels=3`` the leaves are
-    grouped ``leaves_per_pod`` per pod, each pod has ``u`` aggregation switches
-    ``"agg<pod>.<j>"`` joined to every leaf of the pod, and aggregation switch ``j`` of
-    every pod links to the ``leaves_per_pod`` core switches ``j * leaves_per_pod`` ..
-    ``(j + 1) * leaves_per_pod - 1``, so the tree is non-blocking above the leaves. A
-    level that would join a single switch is left out: one leaf has no spine, one pod
-    no core. Every fabric link has the NIC bandwidth.
+    uplinks. With ``levels=1`` there is one leaf; with ``levels=2`` there are ``u``
+    spines; with ``levels=3`` the leaves are grouped ``leaves_per_pod`` per pod, each pod
+    has ``u`` aggregation switches ``"agg<pod>.<j>"`` joined to every leaf of the pod,
+    and each has ``v = ceil(leaves_per_pod / core_oversubscription)`` uplinks:
+    aggregation switch ``j`` of every pod links to the core switches ``j * v`` .. ``(j +
+    1) * v - 1`` (at ``core_oversubscription=1`` the tree is non-blocking above the
+    leaves). A level that would join a single switch is left out: one leaf has no spine,
+    one pod no core. Every fabric link has the NIC bandwidth. The wiring is
+    :func:`simcoll.topology.clos.add_clos`'s.
 
     Parameters
     ----------
@@ -104,9 +108,12 @@ def fat_tree(
     oversubscription
         Downlinks per uplink of a leaf, >= 1 (1 is non-blocking; 2 halves bisection).
     levels
-        2 (leaf, spine) or 3 (leaf, aggregation, core).
+        1 (one leaf, at most ``leaf_down_ports`` NICs), 2 (leaf, spine) or 3 (leaf,
+        aggregation, core).
     leaves_per_pod
         Leaves per pod, with ``levels=3``.
+    core_oversubscription
+        Leaves per uplink of an aggregation switch, >= 1, with ``levels=3``.
     fabric_latency_s
         Latency of each switch-to-switch link.
     fabric_link_kind
@@ -124,9 +131,11 @@ def fat_tree(
     ------
     ConfigError
         Naming the argument: a count below 1, ``nics_per_node`` not dividing
-        ``gpus_per_node``, ``levels`` not 2 or 3, ``oversubscription`` below 1, a
-        bandwidth not finite and positive, a latency not finite and non-negative, or a
-        flag or kind of the wrong type.
+        ``gpus_per_node``, ``levels`` not 1, 2 or 3 (or 1 with too many NICs), an
+        oversubscription below 1, a bandwidth not finite and positive, a latency not
+        finite and non-negative, a flag or kind of the wrong type, or a design past
+        :data:`~simcoll.topology.builders.MAX_GPUS` GPUs or
+        :data:`~simcoll.topology.builders.MAX_LINKS` links, before building.
 
     Examples
     --------
@@ -156,36 +165,32 @@ def fat_tree(
     nic_link, fabric_link = fabric_links(
         fabric_link_kind, nic_bandwidth_bytes_per_s, nic_latency_s, fabric_latency_s
     )
-    check_count(leaf_down_ports, "leaf_down_ports")
-    n_up = uplinks(leaf_down_ports, oversubscription)
-    if isinstance(levels, bool) or levels not in (2, 3):
-        raise ConfigError(f"must be 2 or 3, got {levels!r}", field="levels")
-    check_count(leaves_per_pod, "leaves_per_pod")
+    shape = ClosShape(
+        levels=levels,
+        leaf_down_ports=leaf_down_ports,
+        oversubscription=oversubscription,
+        leaves_per_pod=leaves_per_pod,
+        core_oversubscription=core_oversubscription,
+    )
     check_bool(sharp, "sharp")
+    n_nics = n_nodes * nics_per_node
+    _check_size(
+        links=server_links(n_nodes, gpus_per_node, nics_per_node) + clos_links(shape, n_nics),
+        field=_largest(counts),
+    )
     graph: nx.DiGraph[str] = nx.DiGraph(name=f"fat_tree_{n_nodes}x{gpus_per_node}")
     nics = add_machines(graph, box, n_nodes)
-    leaves = [f"leaf{j}" for j in range(math.ceil(len(nics) / leaf_down_ports))]
     edges: Edges = []
-    for index, nic in enumerate(nics):
-        duplex(edges, nic, leaves[index // leaf_down_ports], nic_link)
-    add_switches(graph, leaves, tier=1, reduces=sharp)
-    if len(leaves) > 1 and levels == 2:
-        spines = [f"spine{k}" for k in range(n_up)]
-        add_switches(graph, spines, tier=2, reduces=sharp)
-        join_all(edges, leaves, spines, fabric_link)
-    elif len(leaves) > 1:
-        pods = [leaves[p : p + leaves_per_pod] for p in range(0, len(leaves), leaves_per_pod)]
-        aggs = [[f"agg{p}.{j}" for j in range(n_up)] for p in range(len(pods))]
-        add_switches(graph, list(itertools.chain(*aggs)), tier=2, reduces=sharp)
-        for pod_leaves, pod_aggs in zip(pods, aggs, strict=True):
-            join_all(edges, pod_leaves, pod_aggs, fabric_link)
-        if len(pods) > 1:
-            cores = [f"core{k}" for k in range(n_up * leaves_per_pod)]
-            add_switches(graph, cores, tier=3, reduces=sharp)
-            for pod_aggs in aggs:
-                for j, agg in enumerate(pod_aggs):
-                    block = cores[j * leaves_per_pod : (j + 1) * leaves_per_pod]
-                    join_all(edges, [agg], block, fabric_link)
+    add_clos(
+        graph,
+        edges,
+        nics,
+        shape,
+        prefix="",
+        nic_link=nic_link,
+        fabric_link=fabric_link,
+        sharp=sharp,
+    )
     graph.add_edges_from(edges)
     return validate(graph)
 
@@ -514,6 +519,7 @@ def dragonfly(
 
 BUILDERS: dict[str, Callable[..., nx.DiGraph[str]]] = {
     "fat_tree": fat_tree,
+    "multi_plane": multi_plane,
     "rail_optimized": rail_optimized,
     "torus": torus,
     "dragonfly": dragonfly,

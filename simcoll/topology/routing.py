@@ -26,6 +26,12 @@ Two rules of the hardware restrict the paths considered:
   never crossed: GPUs do not forward traffic for one another, so a DGX-1 pair without an
   NVLink goes over PCIe and the host rather than through a third GPU's NVLinks, and a
   direct NVLink, when there is one, is always the fewest-hop path;
+- but where no path joins two GPUs of different servers (``host``) without crossing a
+  GPU (a multi-plane or rail-only fabric: NIC ``i`` of a server reaches only NICs ``i``),
+  the route crosses one GPU of those two servers, as NCCL's PXN sends: over NVLink into
+  the GPU of the source's server whose NIC reaches the destination (else into a GPU of
+  the destination's server), fewest hops first, then least latency, then lowest rank.
+  ``pxn=False`` asks for a route without it (an NVLS-tree head sends by its own NIC);
 - on a graph with ``p2p=False`` (PCIe peer-to-peer disabled), a copy between two GPUs of
   the same ``host`` bounces through host memory: it is routed to the CPU nearest the
   source (fewest hops, then latency, then id) and from there to the destination, so it
@@ -60,6 +66,7 @@ bounded memory.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -138,8 +145,13 @@ class Router:
         self._complete: list[str] = []  # sources whose search holds the whole graph
         self._routes: dict[tuple[str, str], Route] = {}
         self._cpus: dict[object, list[str]] | None = None
+        self._host_gpus: dict[object, list[str]] | None = None
         self._arrays: Adjacency | None = None
-        self._batched: dict[tuple[str, tuple[str, ...]], tuple[IntArray, IntArray]] = {}
+        # Per (source, destinations): the links, the offsets, and whether no route of
+        # them crosses a GPU (PXN).
+        self._batched: dict[
+            tuple[str, tuple[str, ...]], tuple[tuple[IntArray, IntArray], bool]
+        ] = {}
         self._batched_links = 0
         self._memo: dict[str, object] = {}
 
@@ -164,10 +176,12 @@ class Router:
             self._memo[key] = compute()
         return self._memo[key]  # type: ignore[return-value]  # what compute() gave for key
 
-    def route(self, src_node: str, dst_node: str) -> Route:
+    def route(self, src_node: str, dst_node: str, *, pxn: bool = True) -> Route:
         """Return the directed edges of the route from ``src_node`` to ``dst_node``.
 
-        A node's route to itself is the empty tuple.
+        A node's route to itself is the empty tuple. Between GPUs of two servers that no
+        path joins without crossing a GPU, the route crosses one GPU of those servers
+        (PXN, see :meth:`_through_a_server_gpu`), unless ``pxn`` is false.
 
         Raises
         ------
@@ -177,21 +191,34 @@ class Router:
         key = (src_node, dst_node)
         cached = self._routes.get(key)
         if cached is not None:
+            if not pxn and self._forwarded(cached):
+                return self._direct(src_node, dst_node)  # raises: only through a GPU
             return cached
         for node in key:
             if node not in self._graph:
                 raise TopologyError(f"no node {node!r} in the topology", source=self._source)
         cpu = self._bounce_cpu(src_node, dst_node)
-        if cpu is None:
-            found = self._direct(src_node, dst_node)
-        else:
+        if cpu is not None:
             found = self._direct(src_node, cpu) + self._direct(cpu, dst_node)
+        else:
+            try:
+                found = self._direct(src_node, dst_node)
+            except TopologyError:
+                if not pxn:
+                    raise
+                found = self._through_a_server_gpu(src_node, dst_node)
         if len(self._routes) >= _MAX_ROUTES:  # bounded memory: start the cache afresh
             self._routes.clear()
         self._routes[key] = found
         return found
 
-    def routes_from(self, src_node: str, dst_nodes: Sequence[str]) -> tuple[IntArray, IntArray]:
+    def _forwarded(self, edges: Route) -> bool:
+        """Whether a route crosses a node that forwards nothing (a GPU, by PXN)."""
+        return any(v in self._blocked for _, v in edges[:-1])
+
+    def routes_from(
+        self, src_node: str, dst_nodes: Sequence[str], *, pxn: bool = True
+    ) -> tuple[IntArray, IntArray]:
         """The routes from ``src_node`` to each of ``dst_nodes``, found together.
 
         Returns ``(links, offsets)``: the route to ``dst_nodes[i]`` crosses links
@@ -214,34 +241,88 @@ class Router:
         Raises
         ------
         TopologyError
-            As :meth:`route`: a node not in the graph, or no directed path.
+            As :meth:`route`: a node not in the graph, or no directed path (with ``pxn``
+            false: none that crosses no GPU).
         """
         for node in (src_node, *dst_nodes):
             if node not in self._graph:
                 raise TopologyError(f"no node {node!r} in the topology", source=self._source)
         key = (src_node, tuple(dst_nodes))
         kept = self._batched.get(key)
-        if kept is not None:
-            return kept
-        found = self._routes_from(src_node, dst_nodes)
+        if kept is not None and (pxn or kept[1]):
+            return kept[0]
+        found, direct = self._routes_from(src_node, dst_nodes, pxn=pxn)
         self._batched_links += len(found[0])
         if self._batched_links > _MAX_BATCHED_LINKS:  # bounded memory: start afresh
             self._batched.clear()
             self._batched_links = len(found[0])
-        self._batched[key] = found
+        self._batched[key] = (found, direct)
         return found
 
-    def _routes_from(self, src_node: str, dst_nodes: Sequence[str]) -> tuple[IntArray, IntArray]:
+    def _routes_from(
+        self, src_node: str, dst_nodes: Sequence[str], *, pxn: bool
+    ) -> tuple[tuple[IntArray, IntArray], bool]:
+        """The routes, and whether none of them crosses a GPU."""
         if self._arrays is None:
             self._arrays = Adjacency(self._graph)
-        if self._bounce:  # copies inside a host may bounce through a CPU: route each
-            found = [self._arrays.link_ids(self.route(src_node, dst)) for dst in dst_nodes]
-            offsets = np.cumsum([0, *map(len, found)], dtype=np.int64)
-            return np.array([e for ids in found for e in ids], dtype=np.int64), offsets
-        try:
-            return routes_from(self._arrays, src_node, dst_nodes, rule=self._rule, seed=self._seed)
-        except TopologyError as error:
-            raise TopologyError(error.message, source=self._source) from None
+        if not self._bounce:
+            try:
+                found = routes_from(
+                    self._arrays, src_node, dst_nodes, rule=self._rule, seed=self._seed
+                )
+                return found, True
+            except TopologyError as error:
+                if not pxn or self._graph.nodes[src_node].get("host") is None:
+                    raise TopologyError(error.message, source=self._source) from None
+        # Through a CPU (copies inside a host without P2P) or, to some destination, a GPU
+        # of one of the two servers (PXN): route each.
+        routes = [self.route(src_node, dst, pxn=pxn) for dst in dst_nodes]
+        ids = [self._arrays.link_ids(edges) for edges in routes]
+        offsets = np.cumsum([0, *map(len, ids)], dtype=np.int64)
+        links = np.array([e for one in ids for e in one], dtype=np.int64)
+        return (links, offsets), not any(self._forwarded(edges) for edges in routes)
+
+    def _through_a_server_gpu(self, src_node: str, dst_node: str) -> Route:
+        """The route of two GPUs of different servers that no path joins without crossing
+        a GPU: through a GPU of the source's server (NCCL's PXN: the sender writes over
+        NVLink into the GPU next to a NIC that reaches the destination), else through one
+        of the destination's server, else one of each (a plane down on both sides);
+        fewest hops, then least latency, then lowest rank."""
+        nodes = self._graph.nodes
+        src_host, dst_host = nodes[src_node].get("host"), nodes[dst_node].get("host")
+        if (
+            src_host is None
+            or dst_host is None
+            or src_host == dst_host
+            or nodes[src_node]["kind"] is not NodeKind.GPU
+            or nodes[dst_node]["kind"] is not NodeKind.GPU
+        ):
+            return self._direct(src_node, dst_node)  # raises: no path, no PXN rule
+        if self._host_gpus is None:
+            self._host_gpus = {}
+            for node, attrs in sorted(nodes.items(), key=lambda item: item[1].get("rank", -1)):
+                if attrs["kind"] is NodeKind.GPU and attrs.get("host") is not None:
+                    self._host_gpus.setdefault(attrs["host"], []).append(node)
+        senders, receivers = self._host_gpus[src_host], self._host_gpus[dst_host]
+        for stops in (
+            [(p,) for p in senders if p != src_node],  # PXN: the usual way
+            [(q,) for q in receivers if q != dst_node],  # into another GPU, then NVLink
+            [(p, q) for p in senders if p != src_node for q in receivers if q != dst_node],
+        ):
+            best: tuple[int, float, int, Route] | None = None
+            for order, via in enumerate(stops):
+                hops = (src_node, *via, dst_node)
+                try:
+                    edges: Route = ()
+                    for a, b in itertools.pairwise(hops):
+                        edges += self._direct(a, b)
+                except TopologyError:
+                    continue
+                key = (len(edges), rounded_s(route_latency_s(self._graph, edges)), order, edges)
+                best = key if best is None or key[:3] < best[:3] else best
+            if best is not None:
+                return best[3]
+        return self._direct(src_node, dst_node)  # raises: no route at all
 
     def _direct(self, src_node: str, dst_node: str) -> Route:
         search = self._searches.get(src_node)

@@ -27,7 +27,11 @@ Optional attributes, checked when present:
   between GPUs of one host bounce through host memory.
 
 Every GPU must be able to reach every other GPU along directed links, on a path that
-crosses no ``transit=False`` node (as :mod:`simcoll.topology.routing` routes).
+crosses no ``transit=False`` node (as :mod:`simcoll.topology.routing` routes), except
+that between GPUs of two different servers (``host``) the path may cross the GPUs of
+those two servers: NCCL's PXN sends through a GPU next to the right NIC, so a rail-only
+or multi-plane fabric, where NIC ``i`` of a server reaches only NICs ``i``, is valid
+(:mod:`simcoll.topology.reach` says the same of a graph with links failed).
 
 >>> import networkx as nx
 >>> g = nx.DiGraph()
@@ -56,6 +60,7 @@ import networkx as nx
 
 from simcoll.core.errors import TopologyError
 from simcoll.core.limits import MAX_TIME_S, MIN_BANDWIDTH_BYTES_PER_S
+from simcoll.topology.gpu_reach import check_reachability
 
 __all__ = ["LinkAttrs", "LinkKind", "NodeAttrs", "NodeKind", "gpu_nodes", "validate"]
 
@@ -140,7 +145,7 @@ def validate(graph: nx.DiGraph[str], *, source: str | None = None) -> nx.DiGraph
     by_rank = _ranked_gpus(graph, source)
     for u, v, attrs in graph.edges(data=True):
         _check_link(u, v, attrs, source)
-    _check_reachability(graph, by_rank, source)
+    check_reachability(graph, by_rank, source)
     _VALIDATED.add(graph)
     return graph
 
@@ -295,67 +300,6 @@ def _number_attr(attrs: Mapping[str, Any], name: str, source: str | None, field:
     if not math.isfinite(value):
         raise TopologyError(f"{name} must be finite, got {value!r}", source=source, field=field)
     return float(value)
-
-
-def _check_reachability(graph: nx.DiGraph[str], by_rank: list[str], source: str | None) -> None:
-    """Raise on the first GPU pair, in (source rank, destination rank) order, with no path."""
-    root = by_rank[0]
-    forward = nx.descendants(graph, root)
-    for rank, node in enumerate(by_rank[1:], start=1):
-        if node not in forward:
-            _raise_unreachable(root, 0, node, rank, source)
-    backward = nx.ancestors(graph, root)
-    for rank, node in enumerate(by_rank[1:], start=1):
-        if node not in backward:
-            _raise_unreachable(node, rank, root, 0, source)
-    blocked = {node for node, attrs in graph.nodes.items() if attrs.get("transit") is False}
-    if blocked and len(by_rank) > 1:
-        _check_routes_around(graph, by_rank, blocked, source)
-
-
-def _check_routes_around(
-    graph: nx.DiGraph[str], by_rank: list[str], blocked: set[str], source: str | None
-) -> None:
-    """Every GPU reaches every other without crossing a ``blocked`` (non-transit) node.
-
-    Usually one transit hub next to rank 0 reaches every GPU and is reached by every GPU
-    (two searches); otherwise each GPU is searched from, in rank order.
-    """
-    hubs = sorted(node for node in graph.successors(by_rank[0]) if node not in blocked)
-    if hubs:
-        forward = _reach(graph, hubs[0], blocked, reverse=False)
-        backward = _reach(graph, hubs[0], blocked, reverse=True)
-        if all(gpu in forward and gpu in backward for gpu in by_rank):
-            return
-    for rank, node in enumerate(by_rank):
-        reached = _reach(graph, node, blocked, reverse=False)
-        for other_rank, other in enumerate(by_rank):
-            if other != node and other not in reached:
-                _raise_unreachable(node, rank, other, other_rank, source)
-
-
-def _reach(graph: nx.DiGraph[str], start: str, blocked: set[str], *, reverse: bool) -> set[str]:
-    """The nodes ``start`` reaches (or, ``reverse``, that reach it) crossing no blocked node."""
-    step = graph.predecessors if reverse else graph.successors
-    seen = {start}
-    stack = [start]
-    while stack:
-        for node in step(stack.pop()):
-            if node not in seen:
-                seen.add(node)
-                if node not in blocked:
-                    stack.append(node)
-    return seen
-
-
-def _raise_unreachable(
-    src: str, src_rank: int, dst: str, dst_rank: int, source: str | None
-) -> None:
-    raise TopologyError(
-        f"GPU {src!r} (rank {src_rank}) cannot reach GPU {dst!r} (rank {dst_rank})",
-        source=source,
-        field=src,
-    )
 
 
 def _describe(value: object) -> str:

@@ -3,9 +3,12 @@ without GPUDirect RDMA.
 
 A *target* names links in one of three ways: a link kind (``nvlink``, ``pcie``,
 ``cpu_link``, ``ib``, ``ethernet``: every link of that kind), a link ``A-B`` (both
-directions between nodes A and B), or a node ``A`` (every link into or out of it). Both
-functions return a new graph and leave the given one as it was; a target that names
-nothing is an error, and so is a failure that leaves some GPU unable to reach another.
+directions between nodes A and B), or a node ``A`` (every link into or out of it). Node
+names may be shell patterns (``*``, ``?``, ``[...]``), so one target reaches a part of a
+large fabric: ``plane3.*`` every link of plane 3's switches (its NICs' cables too),
+``agg3.*-core*`` pod 3's uplinks, ``spine1?`` ten spines. Both functions return a new
+graph and leave the given one as it was; a target that names nothing is an error, and so
+is a failure that leaves some GPU unable to reach another.
 
 >>> from simcoll.topology import switch_star
 >>> star = switch_star(3, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
@@ -21,7 +24,9 @@ nothing is an error, and so is a failure that leaves some GPU unable to reach an
 
 from __future__ import annotations
 
+import fnmatch
 import math
+import re
 from collections.abc import Sequence
 
 import networkx as nx
@@ -42,13 +47,16 @@ def links_of(graph: nx.DiGraph[str], target: str, what: str) -> list[tuple[str, 
         found = [(u, v) for u, v, a in graph.edges(data=True) if a["kind"].value == target]
     elif target in graph:
         found = [*graph.in_edges(target), *graph.out_edges(target)]
+    elif any(ch in target for ch in "*?["):
+        found = _matching(graph, target)
     elif "-" in target:
         found = _pair(graph, target)
     else:
         found = []
     if not found:
         raise ConfigError(f"{target!r} names no link: give a link kind ({', '.join(_KINDS)}), "
-                          "a link A-B or a node", field=what)  # fmt: skip
+                          "a link A-B or a node (names may be patterns: plane3.*, "
+                          "agg3.*-core*)", field=what)  # fmt: skip
     return found
 
 
@@ -59,6 +67,37 @@ def _pair(graph: nx.DiGraph[str], target: str) -> list[tuple[str, str]]:
         if a in graph and b in graph:
             return [e for e in ((a, b), (b, a)) if graph.has_edge(*e)]
     return []
+
+
+def _matching(graph: nx.DiGraph[str], pattern: str) -> list[tuple[str, str]]:
+    """The links a pattern names: both directions of every link between a node matching
+    ``A`` and one matching ``B`` (``A-B``, split at the first dash that leaves two
+    patterns each matching a node), else every link of every node matching it.
+
+    >>> from simcoll.topology import switch_star
+    >>> star = switch_star(3, link_bandwidth_bytes_per_s=100e9, link_latency_s=1e-6)
+    >>> sorted(_matching(star, "gpu[01]-s*"))
+    [('gpu0', 'sw'), ('gpu1', 'sw'), ('sw', 'gpu0'), ('sw', 'gpu1')]
+    >>> len(_matching(star, "gpu*"))
+    6
+    """
+    for at in [i for i, ch in enumerate(pattern) if ch == "-"]:
+        a, b = _nodes_like(graph, pattern[:at]), _nodes_like(graph, pattern[at + 1 :])
+        if a and b:
+            return [(u, v) for u in a for v in graph.successors(u) if v in b] + [
+                (u, v) for u in b for v in graph.successors(u) if v in a and u not in a
+            ]
+    nodes = _nodes_like(graph, pattern)
+    found = [e for node in nodes for e in graph.out_edges(node)]
+    return found + [(u, v) for node in nodes for u, v in graph.in_edges(node) if u not in nodes]
+
+
+def _nodes_like(graph: nx.DiGraph[str], pattern: str) -> set[str]:
+    """The nodes whose id matches the shell pattern (case matters)."""
+    if not pattern:
+        return set()
+    match = re.compile(fnmatch.translate(pattern)).match
+    return {node for node in graph if match(node)}
 
 
 def parse_degrade(item: str) -> tuple[str, float]:
@@ -118,8 +157,11 @@ def fail(
     found = links_of(graph, target, "--fail")
     out = graph.copy()
     out.remove_edges_from(found)
-    if target in out and not any(target == g for g in gpu_nodes(out)):
-        out.remove_node(target)
+    gpus_left = set(gpu_nodes(out))
+    named = {target} if target in out else set()
+    if not named and "-" not in target and any(ch in target for ch in "*?["):
+        named = _nodes_like(out, target)  # a pattern of nodes: those nodes go too
+    out.remove_nodes_from(sorted(named - gpus_left))
     for nic in sorted({n for link in found for n in link if n in out and _cut_off(out, n)}):
         out.remove_node(nic)  # its cable to the fabric cut: the NIC is down, NCCL skips it
     cut = parted(out, list(gpu_nodes(out) if gpus is None else gpus))

@@ -49,7 +49,7 @@ def test_2_53_bytes_is_the_largest_size() -> None:
          "73786976294838206464"),
         ({"size_bytes": 1.5}, "size_bytes must be a whole number of bytes, got 1.5"),
         ({"size_bytes": 1024.0}, "size_bytes must be a whole number of bytes, got 1024.0"),
-        ({"n_ranks": 10**6}, "n_ranks must be at most 32768, got 1000000"),
+        ({"n_ranks": 10**6}, "n_ranks must be at most 131072, got 1000000"),
         ({"n_channels": 0}, "n_channels must be a positive integer, got 0"),
         ({"n_channels": 1.5}, "n_channels must be a positive integer, got 1.5"),
         ({"n_channels": 100_000}, "n_channels must be at most 64, got 100000"),
@@ -144,7 +144,7 @@ def test_predict_refuses_in_one_line_naming_the_parameter(
 
 @pytest.mark.parametrize(
     ("flag", "value", "maximum"),
-    [("--channels", "100000", 64), ("--chunks", "5000", 4096), ("--ranks", "40000", 32768)],
+    [("--channels", "100000", 64), ("--chunks", "5000", 4096), ("--ranks", "200000", 131072)],
 )
 def test_predict_caps_channels_chunks_and_ranks(
     capsys: pytest.CaptureFixture[str], flag: str, value: str, maximum: int

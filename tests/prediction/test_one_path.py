@@ -27,7 +27,15 @@ COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast
 SIZES = (2**10, 2**20, 2**30)
 #: Seconds to minutes each (the all-to-alls of the torus and the dragonfly run the general
 #: path: 112 s for the torus at 1 GiB, 110 s for the dragonfly's 15 calls).
-SLOW = {"a100-roce-2to1.toml", "dragonfly.toml", "h100-rail-optimized.toml", "torus-3d.toml"}
+SLOW = {
+    "a100-roce-2to1.toml",
+    "dragonfly.toml",
+    "h100-rail-optimized.toml",
+    "torus-3d.toml",
+    "h100-3tier-clos.toml",
+    "h100-multi-plane.toml",
+    "h100-rail-only.toml",
+}
 FILES = [
     pytest.param(path.name, marks=pytest.mark.slow) if path.name in SLOW else path.name
     for path in sorted(TOPOLOGIES.glob("*.toml"))

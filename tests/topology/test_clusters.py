@@ -14,7 +14,14 @@ import pytest
 
 from simcoll.core.errors import ConfigError
 from simcoll.topology import builders, io
-from simcoll.topology.clusters import BUILDERS, dragonfly, fat_tree, rail_optimized, torus
+from simcoll.topology.clusters import (
+    BUILDERS,
+    dragonfly,
+    fat_tree,
+    multi_plane,
+    rail_optimized,
+    torus,
+)
 from simcoll.topology.schema import LinkKind, NodeKind, gpu_nodes
 
 TOPOLOGIES = Path(__file__).parents[2] / "topologies"
@@ -379,6 +386,7 @@ def test_cluster_graphs_are_deterministic_with_own_link_dicts(name: str) -> None
 def test_registry() -> None:
     assert dict(BUILDERS) == {
         "fat_tree": fat_tree,
+        "multi_plane": multi_plane,
         "rail_optimized": rail_optimized,
         "torus": torus,
         "dragonfly": dragonfly,
@@ -491,6 +499,9 @@ def test_dragonfly_hops() -> None:
 FILES = {
     "h100-ib-fat-tree.toml": 4 * 8,
     "h100-rail-optimized.toml": 32 * 8,
+    "h100-3tier-clos.toml": 256 * 8,
+    "h100-multi-plane.toml": 128 * 8,
+    "h100-rail-only.toml": 64 * 8,
     "a100-roce-2to1.toml": 16 * 8,
     "torus-3d.toml": 4 * 4 * 4,
     "dragonfly.toml": 9 * 4 * 2,
@@ -594,8 +605,8 @@ def test_switched_cluster_errors(
     ("builder", "overrides", "expected"),
     [
         (fat_tree, {"nics_per_node": 3}, "nics_per_node: must divide gpus_per_node (8), got 3"),
-        (fat_tree, {"levels": 1}, "levels: must be 2 or 3, got 1"),
-        (fat_tree, {"levels": True}, "levels: must be 2 or 3, got True"),
+        (fat_tree, {"levels": 4}, "levels: must be 1, 2 or 3, got 4"),
+        (fat_tree, {"levels": True}, "levels: must be 1, 2 or 3, got True"),
         (fat_tree, {"leaf_down_ports": 0}, "leaf_down_ports: must be an integer >= 1, got 0"),
         (fat_tree, {"leaves_per_pod": 0}, "leaves_per_pod: must be an integer >= 1, got 0"),
         (

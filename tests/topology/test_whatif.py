@@ -87,3 +87,76 @@ def test_a_nic_with_its_uplink_cut_is_down_as_if_failed_whole() -> None:
     assert by_cable.time_s == by_nic.time_s
     # the NIC's PCIe link to its GPU cut instead: the NIC still has its cable, and stays
     assert "node0.nic0" in fail(design, "gpu0-node0.nic0")
+
+
+# --- patterns: a plane, a pod's uplinks, a tier ------------------------------------------
+
+BOX = {
+    "nvlinks_per_gpu": 18,
+    "nvlink_bandwidth_bytes_per_s": 25e9,
+    "nvlink_latency_s": 1e-7,
+    "nic_bandwidth_bytes_per_s": 50e9,
+    "nic_latency_s": 1e-6,
+    "pcie_bandwidth_bytes_per_s": 63e9,
+    "pcie_latency_s": 2e-7,
+    "fabric_latency_s": 5e-7,
+}
+
+
+def _halved(before: object, after: object) -> set[tuple[str, str]]:
+    return {e for e in before.edges  # type: ignore[attr-defined]
+            if after.edges[e]["bandwidth_bytes_per_s"]  # type: ignore[attr-defined]
+            != before.edges[e]["bandwidth_bytes_per_s"]}  # type: ignore[attr-defined]  # fmt: skip
+
+
+def test_a_pattern_degrades_one_plane() -> None:
+    from simcoll.topology.clos import multi_plane  # noqa: PLC0415
+
+    # 8 nodes x 2 GPUs, 2 planes, each 4 leaves of 2 NICs and 2 spines (2 uplinks a
+    # leaf). Plane 1 by hand: 8 NIC cables + 4 leaves x 2 spines = 16 cables, 32 links.
+    graph = multi_plane(8, gpus_per_node=2, nics_per_node=2, leaf_down_ports=2, **BOX)
+    slow = degrade(graph, "plane1.*", 0.5)
+    halved = _halved(graph, slow)
+    assert len(halved) == 32
+    assert all("plane1." in u + v for u, v in halved)
+    assert all(slow.edges[e]["bandwidth_bytes_per_s"] == 25e9 for e in halved)
+
+
+def test_a_pattern_names_one_pods_uplinks_and_a_tier() -> None:
+    from simcoll.topology.clusters import fat_tree  # noqa: PLC0415
+
+    # 16 single-GPU nodes, 2 NICs per leaf, 2 leaves per pod: 4 pods of 2 aggregation
+    # switches, each with 2 core links: pod 1's uplinks are 2 x 2 cables, 8 links.
+    graph = fat_tree(16, gpus_per_node=1, nics_per_node=1, leaf_down_ports=2, levels=3,
+                     leaves_per_pod=2, **BOX)  # fmt: skip
+    halved = _halved(graph, degrade(graph, "agg1.*-core*", 0.5))
+    assert halved == {e for a in ("agg1.0", "agg1.1") for c in ("core0", "core1", "core2",
+                                                               "core3")
+                      for e in ((a, c), (c, a)) if graph.has_edge(*e)}  # fmt: skip
+    assert len(halved) == 8
+    # Failing every core parts the pods; failing one keeps them joined.
+    with pytest.raises(TopologyError, match=r"--fail core\*: gpu0 and gpu4 can no longer"):
+        fail(graph, "core*")
+    one = fail(graph, "core[0]")
+    assert "core0" not in one
+    assert "core1" in one
+
+
+def test_failing_a_whole_plane_leaves_the_others_and_pxn() -> None:
+    from simcoll.topology.clos import multi_plane  # noqa: PLC0415
+
+    graph = multi_plane(4, gpus_per_node=2, nics_per_node=2, levels=1, **BOX)
+    left = fail(graph, "plane1.*")
+    # The plane's switch goes, and with it every NIC 1 (no cable left out of its server).
+    assert "plane1.leaf0" not in left
+    assert not any(n.endswith(".nic1") for n in left)
+    # GPU 1 of node 0 now reaches GPU 3 of node 1 through GPU 0, plane 0 and GPU 2: a GPU
+    # of each server forwards.
+    route = Router(left).route("gpu1", "gpu3")
+    assert [v for _, v in route] == ["node0.nvsw", "gpu0", "node0.nic0", "plane0.leaf0",
+                                     "node1.nic0", "gpu2", "node1.nvsw", "gpu3"]  # fmt: skip
+
+
+def test_a_pattern_that_names_nothing_says_patterns_work() -> None:
+    with pytest.raises(ConfigError, match=r"'spine\*' names no link: .*patterns: plane3"):
+        degrade(load(DGX_A100), "spine*", 0.5)
