@@ -196,6 +196,21 @@ def _sweep_case(name: str) -> BenchRow:
     )
 
 
+def _build_case(name: str, file: str, n_nodes: int) -> BenchRow:
+    """Build and validate a shipped design at ``n_nodes``: what a topology of that size
+    costs to hold, before any call runs on it."""
+    graph = _topology(file, n_nodes)
+    return BenchRow(
+        case=name,
+        ranks=len(gpu_nodes(graph)),
+        transfers=0,
+        simulated=0,
+        events=0,
+        sim_time_ms=math.nan,
+        path=f"topology: {graph.number_of_nodes():,} nodes, {graph.number_of_edges():,} links",
+    )
+
+
 def _predict_case(  # noqa: PLR0917 - a case's own description
     name: str,
     file: str,
@@ -421,6 +436,30 @@ CASES: tuple[Case, ...] = (
         "ring all-reduce 1 GiB, 8 channels, 2,048 DGX H100 on a rail-optimized fat-tree",
         300.0,
         lambda: _ring_case("ring-16384", "h100-rail-optimized.toml", 2048),
+    ),
+    Case(
+        "build-131072-multiplane",
+        "build and validate the 131,072-GPU multi-plane design: 16,384 DGX H100, NIC i on "
+        "plane i, each plane a 3-tier NDR Clos (h100-multi-plane, n_nodes=16384; target "
+        "also < 4 GiB)",
+        60.0,
+        lambda: _build_case("build-131072-multiplane", "h100-multi-plane.toml", 16384),
+    ),
+    Case(
+        "ring-16384-multiplane",
+        "predict: ring all-reduce 1 GiB, simple, NCCL's plan, 2,048 DGX H100 on 8 planes of "
+        "2-tier NDR fat trees (DeepSeek-V3's multi-plane fat tree at its full 16,384 GPUs; "
+        "h100-multi-plane with levels=2)",
+        60.0,
+        lambda: _predict_case(
+            "ring-16384-multiplane",
+            "h100-multi-plane.toml",
+            2048,
+            [GIB],
+            "ring",
+            "simple",
+            overrides={"levels": "2"},
+        ),
     ),
     Case(
         "ring-1024-nccl",

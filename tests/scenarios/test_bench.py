@@ -40,6 +40,8 @@ def test_the_suite_has_the_issue_cases() -> None:
         "ring-8",
         "ring-1024",
         "ring-16384",
+        "build-131072-multiplane",
+        "ring-16384-multiplane",
         "ring-1024-nccl",
         "ring-16384-nccl",
         "alltoall-1024",
