@@ -211,8 +211,9 @@ class Network:
     def load(self, pairs: Iterable[NodePair]) -> Counter[tuple[str, str]]:
         """How many of ``pairs`` each link carries."""
         load: Counter[tuple[str, str]] = Counter()
-        for pair in pairs:
-            load.update(self.route(pair))
+        for pair, times in Counter(pairs).items():  # each distinct pair routed once
+            for link in self.route(pair):
+                load[link] += times
         return load
 
     def cost(
@@ -234,6 +235,7 @@ class Network:
             return EMPTY
         if load is None:
             load = self.load(pairs)
+        pairs = list(dict.fromkeys(pairs))  # a pair repeated costs as once from here on
         links = {link for pair in pairs for link in self.route(pair)}
         alpha_s = max(self.latency_s(pair) for pair in pairs)
         if not links:  # every pair is a node to itself: nothing limits it

@@ -216,6 +216,13 @@ def nvls_tree_servers(
     return True
 
 
+def _reducing_neighbours(topology: nx.DiGraph[str], gpu: str) -> list[str]:
+    """The switches that reduce (``reduces`` true) linked from ``gpu``, by id: only those
+    can be linked to a group of GPUs that holds it (a 131,072-GPU design has 16,384
+    reducing NVSwitches; scanning them all per server took minutes)."""
+    return sorted(n for n in topology.successors(gpu) if topology.nodes[n].get("reduces") is True)
+
+
 def _has_reducing_switch(topology: nx.DiGraph[str], gpus: Sequence[str]) -> bool:
     """Whether a switch that reduces (``reduces`` true) is linked to and from every one
     of ``gpus`` (only a neighbour of the first can be)."""
@@ -248,13 +255,10 @@ def switch_endpoints(
     if schedule.n_switches == 0:
         return ()
     groups = schedule.params.get("switch_groups")
-    reducing = sorted(
-        node for node in topology.nodes if topology.nodes[node].get("reduces") is True
-    )
     if groups is None:
         chosen = [
             node
-            for node in reducing
+            for node in _reducing_neighbours(topology, rank_nodes[0])
             if all(topology.has_edge(g, node) and topology.has_edge(node, g) for g in rank_nodes)
         ][: schedule.n_switches]
         what = "an NVSwitch with NVLink SHARP such as dgx-h100's) linked to all"
@@ -264,7 +268,7 @@ def switch_endpoints(
             gpus = [rank_nodes[r] for r in group]
             linked = [
                 node
-                for node in reducing
+                for node in _reducing_neighbours(topology, gpus[0])
                 if node not in chosen
                 and all(topology.has_edge(g, node) and topology.has_edge(node, g) for g in gpus)
             ]
@@ -274,7 +278,11 @@ def switch_endpoints(
         what = ("an NVSwitch with NVLink SHARP, as in h100-ib-fat-tree's servers) linked to "
                 "the GPUs of each server of")  # fmt: skip
     else:
-        fabric = [n for n in reducing if topology.nodes[n]["kind"] is NodeKind.SWITCH]
+        fabric = sorted(
+            n
+            for n, attrs in topology.nodes.items()
+            if attrs.get("reduces") is True and attrs["kind"] is NodeKind.SWITCH
+        )
         chosen = _nearest_switches(topology, rank_nodes, groups, fabric)
         what = "sharp = true in a fat-tree file) reachable from all"
     if len(chosen) < schedule.n_switches:
