@@ -9,7 +9,7 @@ server reaches only NICs ``i``, passes; a server cut off from the fabric does no
 
 It costs a few searches on most designs: one hub next to rank 0 that reaches every GPU
 (a switch or NVSwitch), or, on a fabric of planes, one search inside each server and one
-pass over the strongly connected parts of the fabric (about 8 s of the 18 s a
+pass over the strongly connected parts of the fabric (about 10 s of the 17 s a
 131,072-GPU multi-plane design takes to build).
 
 >>> from simcoll.topology.builders import switch_star

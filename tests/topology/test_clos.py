@@ -213,3 +213,17 @@ def test_a_design_past_the_link_cap_is_refused_before_building(
         multi_plane(64, **BOX)
     monkeypatch.setattr(builders, "MAX_LINKS", 4096)
     assert multi_plane(64, **BOX).number_of_edges() == 4096
+
+
+@pytest.mark.slow
+def test_the_131072_gpu_multi_plane_design_by_hand() -> None:
+    # 16,384 DGX H100 (8 GPUs, an NVSwitch, 8 NICs each) on 8 planes; a plane: 16,384 NICs
+    # on 512 leaves of 32, 16 pods of 32 leaves with 32 aggregation switches each (512),
+    # 32 x 32 = 1,024 cores. Cables per plane: 16,384 NIC cables, 512 x 32 leaf uplinks,
+    # 16 pods x 32 aggregation switches x 32 core links.
+    graph = multi_plane(16384, leaf_down_ports=32, levels=3, leaves_per_pod=32, **BOX)
+    switches_per_plane = 512 + 512 + 1024
+    assert graph.number_of_nodes() == 16384 * (8 + 1 + 8) + 8 * switches_per_plane
+    cables_per_plane = 16384 + 512 * 32 + 16 * 32 * 32
+    assert graph.number_of_edges() == 2 * 16384 * 16 + 8 * 2 * cables_per_plane
+    assert len(gpu_nodes(graph)) == 131072
