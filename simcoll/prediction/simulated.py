@@ -554,7 +554,8 @@ def refuse_if_too_many(
         raise LimitError(
             f"{collective.value}/{name} on {n_ranks} ranks would have {count} transfers, "
             f"more than the {MAX_TRANSFERS} one schedule may hold: too many to simulate; use "
-            "fewer ranks, chunks or channels"
+            "fewer ranks, chunks or channels, or the analytical model (--model analytical: "
+            "NCCL's model and the closed forms, at any size)"
         )
 
 

@@ -188,3 +188,26 @@ def test_the_ring_extension_is_not_exact(seed: int, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(simulated, "EXTEND_RINGS", False)
     whole = predict(case.graph, sizes_bytes=sizes, **options).rows[0].time_s
     assert extended / whole - 1 < -0.05  # at least 5 % fast: no rounding, a wrong answer
+
+
+def test_a_call_past_the_transfer_cap_is_refused_by_count_and_names_the_analytical_model() -> None:
+    # NVLS-tree all-reduce on 2,048 servers of 8 GPUs, one channel, 64 pieces per shard
+    # on each of the two trees: per (shard, piece) every GPU sends into its switch and
+    # receives the multicast (2 x 2,048 x 8), each server's head gets its sum and stores
+    # the total (2 x 2,048), and the tree moves up and down (2 x 2,047): 40,958; times
+    # 8 shards x 128 pieces = 41,940,992, over 2^24.
+    from simcoll.core.collectives import Collective  # noqa: PLC0415
+    from simcoll.core.errors import LimitError  # noqa: PLC0415
+    from simcoll.prediction.simulated import refuse_if_too_many  # noqa: PLC0415
+
+    per_piece = 2 * 2048 * 8 + 2 * 2048 + 2 * 2047
+    assert per_piece * 8 * 128 == 41_940_992
+    with pytest.raises(LimitError) as info:
+        refuse_if_too_many(Collective.ALLREDUCE, "nvls_tree", 16384,
+                           {"n_channels": 1, "n_chunks": 64, "gpus_per_node": 8})  # fmt: skip
+    assert str(info.value) == (
+        "allreduce/nvls_tree on 16384 ranks would have 41940992 transfers, more than the "
+        "16777216 one schedule may hold: too many to simulate; use fewer ranks, chunks or "
+        "channels, or the analytical model (--model analytical: NCCL's model and the closed "
+        "forms, at any size)"
+    )
