@@ -347,3 +347,39 @@ def test_groups_a_rail_apart_share_their_quotient_runs() -> None:
     assert shared.time_s == alone.time_s  # type: ignore[attr-defined]
     np.testing.assert_array_equal(shared.link_bytes, alone.link_bytes)  # type: ignore[attr-defined]
     np.testing.assert_array_equal(shared.link_busy_s, alone.link_busy_s)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("file", "overrides", "period"),
+    [
+        # Two-tier planes of 4 NICs a leaf: a shift of one leaf (4 servers, 32 ranks).
+        ("h100-multi-plane.toml", {"n_nodes": "8", "levels": "2", "leaf_down_ports": "4"}, 32),
+        # One switch per rail: a shift of one server.
+        ("h100-rail-only.toml", {"n_nodes": "4"}, 8),
+        # Three tiers, pods of 2 leaves of 2 NICs: a shift of one pod (4 servers).
+        ("h100-multi-plane.toml", {"n_nodes": "8", "leaf_down_ports": "2", "leaves_per_pod": "2"},
+         32),
+    ],
+)  # fmt: skip
+def test_nccl_rings_on_planes_are_exact_on_the_symmetric_path(
+    file: str, overrides: dict[str, str], period: int
+) -> None:
+    # Issue 44: NCCL's 16 channels on a multi-plane or rail-only fabric, each channel
+    # entering a server by its plane's NIC; the fast path (a period of whole leaves or
+    # pods, channels as rotations inside the servers) must equal the whole schedule.
+    from simcoll.algorithms import build_schedule  # noqa: PLC0415
+    from simcoll.plan.search import search_plan  # noqa: PLC0415
+
+    topology = load(TOPOLOGIES / file, overrides)
+    topology.graph.pop("calibration", None)
+    plan = search_plan(topology)
+    n, size = plan.n_ranks, plan.n_ranks * 16 * 2 * 2**12
+    found = simulate_ring_fast(topology, "allreduce", n, size, n_channels=16, n_chunks=2,
+                               plan=plan)  # fmt: skip
+    assert found is not None
+    fast, sym = found
+    assert (sym.period_ranks, sym.channel_copies) == (period, 16)
+    schedule = build_schedule("allreduce", "ring", plan, n_ranks=n, size_bytes=size, n_chunks=2)
+    assert schedule.n_transfers == 2 * (n - 1) * n * 16 * 2 == sym.n_transfers
+    full = simulate(topology, schedule, rank_nodes=plan.rank_nodes, plan=plan)
+    _assert_same(topology, fast, full)
