@@ -160,8 +160,6 @@ def fat_tree(
         pcie_bandwidth_bytes_per_s=pcie_bandwidth_bytes_per_s,
         pcie_latency_s=pcie_latency_s,
     )
-    counts = {"n_nodes": n_nodes, "gpus_per_node": gpus_per_node}
-    _check_size(gpus=n_nodes * gpus_per_node, field=_largest(counts))
     nic_link, fabric_link = fabric_links(
         fabric_link_kind, nic_bandwidth_bytes_per_s, nic_latency_s, fabric_latency_s
     )
@@ -173,9 +171,11 @@ def fat_tree(
         core_oversubscription=core_oversubscription,
     )
     check_bool(sharp, "sharp")
-    n_nics = n_nodes * nics_per_node
+    counts = {"n_nodes": n_nodes, "gpus_per_node": gpus_per_node}
     _check_size(
-        links=server_links(n_nodes, gpus_per_node, nics_per_node) + clos_links(shape, n_nics),
+        gpus=n_nodes * gpus_per_node,
+        links=server_links(n_nodes, gpus_per_node, nics_per_node)
+        + clos_links(shape, n_nodes * nics_per_node),
         field=_largest(counts),
     )
     graph: nx.DiGraph[str] = nx.DiGraph(name=f"fat_tree_{n_nodes}x{gpus_per_node}")
