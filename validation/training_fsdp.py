@@ -6,7 +6,9 @@ llm-foundry's benchmark README) gives tokens/s per GPU of MPT models from 125M t
 parameters trained with PyTorch FSDP, data parallel only, on 8 to 512 A100 40 GB, A100
 80 GB and H100 80 GB. Each row is simulated as the README states it: the model file
 (``validation/data/public/models/mpt-*.toml``), sequence, global and micro batch,
-``amp_bf16`` (or ``amp_fp8``), activation checkpointing as full recomputation, FSDP
+``amp_bf16`` (or ``amp_fp8``), activation checkpointing as full recomputation with
+PyTorch's early stop (llm-foundry wraps each block in the non-reentrant
+``checkpoint_wrapper``; the runs used PyTorch 2.1, where early stop is on), FSDP
 ``FULL_SHARD`` or ``SHARD_GRAD_OP`` with one unit per block, ``limit_all_gathers``,
 gradients reduced in fp32 under the ``DEFAULT`` mixed precision and bf16 under ``PURE``,
 FlashAttention-2; on ``a100-roce-2to1`` (A100: 8 x 200 Gbit/s RoCE per node, the README's
@@ -107,7 +109,8 @@ def step(row: Row, kernels: float) -> StepResult:
     training = Training(seq_length=row.seq_length, micro_batch_size=row.micro_batch_size,
                         global_batch_size=row.global_batch_size,
                         precision="fp8" if row.precision == "amp_fp8" else "bf16",
-                        recompute="full" if row.activation_checkpointing else "none")  # fmt: skip
+                        recompute="full" if row.activation_checkpointing else "none",
+                        recompute_early_stop=row.activation_checkpointing)  # fmt: skip
     reduce_dtype = "fp32" if row.mp_mode == "DEFAULT" else "bf16"
     layout = Parallelism(data_parallel="fsdp", fsdp_sharding=row.sharding.lower(),
                          fsdp_reduce_dtype=reduce_dtype)  # fmt: skip

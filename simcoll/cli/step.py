@@ -89,7 +89,16 @@ def add_step(sub: SubParsers) -> None:
     p.add_argument("--global-batch", type=positive_int, metavar="N",
                    help="sequences per step over every replica")  # fmt: skip
     p.add_argument("--seq", type=positive_int, metavar="N", help="sequence length, tokens")
-    p.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation")
+    p.add_argument("--recompute", choices=RECOMPUTE,
+                   help="activation recomputation: full re-runs each layer's forward in its "
+                   "backward (Megatron's --recompute-granularity full), selective the "
+                   "attention's scores (nothing under FlashAttention)")  # fmt: skip
+    p.add_argument("--recompute-early-stop", action="store_true", default=None,
+                   help="with --recompute full: recompute as PyTorch's non-reentrant "
+                   "torch.utils.checkpoint does (FSDP's checkpoint_wrapper, torchtitan; "
+                   "PyTorch >= 2.1), which stops once the backward's saved tensors are "
+                   "rebuilt: each layer's last GEMM, the MLP's down projection, is not "
+                   "re-run")  # fmt: skip
     p.add_argument("--precision", choices=tuple(PRECISION_BYTES), help="GEMM precision")
     p.add_argument("--attention-kernel", choices=("flash2", "cudnn", "flash3"),
                    help="the fused attention (default flash2, FlashAttention-2, as PyTorch's "
@@ -134,6 +143,7 @@ def _defaults(
     simcoll's defaults, and a line per value that came from neither flag nor file."""
     given_t = {"seq_length": args.seq, "micro_batch_size": args.micro_batch,
                "global_batch_size": args.global_batch, "recompute": args.recompute,
+               "recompute_early_stop": args.recompute_early_stop,
                "precision": args.precision, "attention_kernel": args.attention_kernel}  # fmt: skip
     given_p: dict[str, Any] = {"tp": args.tp, "pp": args.pp, "cp": args.cp, "ep": args.ep,
                                "virtual_stages": args.vp,
@@ -216,7 +226,8 @@ def _report(result: StepResult, t: Training, head: str) -> str:
         f"# layout: tp {p.tp}, pp {p.pp}, vp {p.virtual_stages}, cp {p.cp}, ep {p.ep}, "
         f"dp {p.dp} ({p.data_parallel}); micro-batch {t.micro_batch_size}, global batch "
         f"{t.global_batch_size} ({m['n_microbatches']:.0f} micro-batches per replica), "
-        f"seq {t.seq_length}, {t.precision}, recompute {t.recompute}",
+        f"seq {t.seq_length}, {t.precision}, recompute {t.recompute}"
+        f"{' (early stop)' if t.recompute_early_stop else ''}",
         f"step time          {m['time_s']:.4f} s",
         f"tokens/s           {m['tokens_per_s']:,.0f}",
         f"tokens/s per GPU   {m['tokens_per_s'] / m['n_gpus']:,.1f}",

@@ -56,9 +56,9 @@ def seconds_per_call(n_gpus: int) -> float:
 
 
 def hfu(result: StepResult, t: Training) -> float:
-    """Hardware FLOPs utilisation: MFU plus the recomputed forward (full recomputation
-    re-runs 2 of the 6 FLOPs per parameter and token)."""
-    return float(result.metrics["mfu"]) * (4 / 3 if t.recompute == "full" else 1.0)
+    """Hardware FLOPs utilisation: MFU plus the recomputed share of the forward (a full
+    recomputation re-runs 2 of the 6 FLOPs per parameter and token: 4/3)."""
+    return float(result.metrics["mfu"]) * (1 + result.metrics["recomputed_fraction"] / 3)
 
 
 def step_row(result: StepResult, t: Training) -> dict[str, Any]:

@@ -43,6 +43,7 @@ __all__ = [
     "matmul_params",
     "model_flops_per_token",
     "n_params",
+    "recomputed_ops",
 ]
 
 #: What a compute op is, for its efficiency: a matrix multiplication, the attention's
@@ -207,6 +208,41 @@ def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
         ]
     ops.append(ComputeOp("residual 2", "elementwise", sp_tokens * h, 3 * a * sp_tokens * h))
     return _with_fp8_casts(ops) if t.precision == "fp8" else ops
+
+
+def recomputed_ops(ops: list[ComputeOp], t: Training) -> list[ComputeOp]:
+    """What the backward re-runs of a layer whose forward is ``ops`` (:func:`layer_ops`).
+
+    ``recompute = "full"``: the whole forward (Megatron). With ``recompute_early_stop``,
+    the forward up to the last tensor the backward saved, as PyTorch's non-reentrant
+    checkpoint stops: a 16-bit GEMM is a ``torch.nn.Linear``, whose autograd saves its
+    input and weight before it multiplies, so the layer's last GEMM and what follows it are
+    not re-run; under FP8 it is Transformer Engine's ``te.Linear``, an autograd Function
+    that saves after its GEMM, so only what follows it is skipped. ``selective`` without
+    FlashAttention: the attention (Megatron recomputes its scores and softmax).
+
+    Llama 3 8B's layer at 2,048 tokens: early stop skips the MLP's down projection
+    (``h x f``, 2 h f FLOPs a token) and the residual after it:
+
+    >>> from simcoll.training.spec import Parallelism, Training, Transformer
+    >>> m = Transformer("llama3-8b", n_layers=32, hidden_size=4096, ffn_hidden_size=14336,
+    ...                 n_heads=32, n_kv_heads=8, vocab_size=128256)
+    >>> t = Training(2048, recompute="full", recompute_early_stop=True)
+    >>> ops = layer_ops(m, t, Parallelism())
+    >>> [o.name for o in ops if o not in recomputed_ops(ops, t)]
+    ['mlp down', 'residual 2']
+    >>> skipped = sum(o.flops for o in ops) - sum(o.flops for o in recomputed_ops(ops, t))
+    >>> skipped == 2 * 2048 * 4096 * 14336 + 2048 * 4096
+    True
+    """
+    if t.recompute == "selective" and not t.flash_attention:
+        return [o for o in ops if o.op_class == "attention"]
+    if t.recompute != "full":
+        return []
+    if not t.recompute_early_stop:
+        return list(ops)
+    last = max((i for i, o in enumerate(ops) if o.op_class == "gemm"), default=len(ops) - 1)
+    return list(ops[: last + 1 if t.precision == "fp8" else last])
 
 
 def _with_fp8_casts(ops: list[ComputeOp]) -> list[ComputeOp]:

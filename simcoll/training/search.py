@@ -123,7 +123,9 @@ def screen(
             continue
         lightest = None
         for recompute in RECOMPUTE:
-            trial = replace(t, micro_batch_size=c.micro_batch_size, recompute=recompute)
+            early_stop = t.recompute_early_stop and recompute == "full"
+            trial = replace(t, micro_batch_size=c.micro_batch_size, recompute=recompute,
+                            recompute_early_stop=early_stop)  # fmt: skip
             memory = memory_per_gpu(m, trial, p).total_bytes
             if memory <= capacity_bytes:
                 lightest = Screened(c, trial, p, memory_bytes=memory)

@@ -188,6 +188,15 @@ class Training:
     (:data:`~simcoll.training.attention.ATTENTION_KERNELS`): ``flash2``, FlashAttention-2,
     what PyTorch's ``scaled_dot_product_attention`` runs (the default); ``cudnn``, cuDNN's
     fused attention, what Transformer Engine (NeMo, Megatron-LM) runs; ``flash3``.
+
+    ``recompute = "full"`` re-runs each layer's whole forward in its backward, as
+    Megatron's ``--recompute-granularity full`` does. ``recompute_early_stop`` re-runs it
+    as PyTorch's non-reentrant ``torch.utils.checkpoint`` does (``checkpoint_wrapper``
+    around each block under FSDP, torchtitan, llm-foundry; PyTorch 2.1 and later): it stops
+    as soon as every tensor the backward saved is rebuilt (``set_checkpoint_early_stop``,
+    on by default), so the layer's last GEMM, a ``torch.nn.Linear`` that saves its input
+    and weight before it multiplies, and all after it, are not re-run
+    (:func:`~simcoll.training.flops.recomputed_ops`).
     """
 
     seq_length: int
@@ -195,6 +204,7 @@ class Training:
     global_batch_size: int = 1
     precision: str = "bf16"
     recompute: str = "none"
+    recompute_early_stop: bool = False
     flash_attention: bool = True
     attention_kernel: str = "flash2"
 
@@ -212,6 +222,10 @@ class Training:
         if self.recompute not in RECOMPUTE:
             raise ConfigError(f"training: recompute must be one of {', '.join(RECOMPUTE)}, "
                               f"got {self.recompute!r}")  # fmt: skip
+        _flag("training", "recompute_early_stop", self.recompute_early_stop)
+        if self.recompute_early_stop and self.recompute != "full":
+            raise ConfigError(f"training: recompute_early_stop applies to recompute = "
+                              f"\"full\", got recompute {self.recompute!r}")  # fmt: skip
 
     def n_microbatches(self, dp: int) -> int:
         """Micro-batches per replica and step: ``global / (micro x dp)``, which must divide."""

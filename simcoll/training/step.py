@@ -85,6 +85,7 @@ from simcoll.training.flops import (
     layer_ops,
     matmul_params,
     model_flops_per_token,
+    recomputed_ops,
 )
 from simcoll.training.layout import BACKWARD, FORWARD, Layout, interleaved_order
 from simcoll.training.memory import (
@@ -151,9 +152,10 @@ def step_times(
     gpu: GpuSpec,
     efficiency: Efficiency,
 ) -> StepTimes:
-    """Roofline compute times (backward twice the forward's FLOPs and traffic; a full
-    recomputation adds a forward, a selective one the attention's where FlashAttention
-    does not already recompute it).
+    """Roofline compute times (backward twice the forward's FLOPs and traffic; the
+    recomputation adds what :func:`~simcoll.training.flops.recomputed_ops` re-runs: a full
+    one the forward, or the forward up to its last GEMM under PyTorch's early stop, a
+    selective one the attention's where FlashAttention does not already recompute it).
 
     Under FP8 the output layer stays in 16 bits: FP8 runs only in Transformer Engine's
     modules, and neither Megatron-Core's output layer (a ``ColumnParallelLinear``) nor
@@ -164,11 +166,7 @@ def step_times(
         return ops_time_s(list(items), gpu, t.precision, efficiency)
 
     forward = time_s(ops)
-    backward = time_s(backward_ops(ops))
-    if t.recompute == "full":
-        backward += forward
-    elif t.recompute == "selective" and not t.flash_attention:
-        backward += time_s(o for o in ops if o.op_class == "attention")
+    backward = time_s(backward_ops(ops)) + time_s(recomputed_ops(ops, t))
     head = head_ops(m, t, p)
     head_precision = sixteen_bit(gpu, t.precision) if t.precision == "fp8" else t.precision
 
@@ -182,6 +180,13 @@ def step_times(
     return StepTimes(forward, backward, head_time_s(head), head_backward,
                      op_time_s(adam, gpu, "fp32" if "fp32" in gpu.peak_flops_per_s else
                                t.precision, efficiency))  # fmt: skip
+
+
+def _recomputed_fraction(m: Transformer, t: Training, p: Parallelism) -> float:
+    """The share of a layer's forward FLOPs its backward runs again (1 for a full
+    recomputation, less under PyTorch's early stop, 0 for none)."""
+    ops = layer_ops(m, t, p)
+    return sum(o.flops for o in recomputed_ops(ops, t)) / sum(o.flops for o in ops)
 
 
 def _check_shapes(m: Transformer, t: Training, p: Parallelism) -> None:
@@ -393,15 +398,34 @@ class _Builder:
     # -- the calls of one pass -----------------------------------------------------------
 
     def _tp_calls(self, n_layers: int, phase: str) -> list[tuple[str, int]]:
-        """(collective, repeat) of ``n_layers`` layers' tensor-parallel calls in a pass."""
+        """(collective, repeat) of ``n_layers`` layers' tensor-parallel calls in a pass.
+
+        A full recomputation issues the forward's again in the backward; under PyTorch's
+        early stop the last reduction of a dense layer (after the MLP's down projection)
+        is not re-run (:meth:`_recomputed_calls`), where its gathers, each before a
+        GEMM, are."""
         if self.p.tp == 1:
             return []
         per_layer = 1 if self.m.is_moe else 2  # the attention's, and the dense MLP's
-        passes = 2 if phase == BACKWARD and self.t.recompute == "full" else 1
-        k = per_layer * n_layers * passes
+        # a mixture of experts' last GEMM (the experts') is followed by the combine, not
+        # by a tensor-parallel call; under FP8 the MLP's reduction runs inside te.Linear's
+        # autograd Function, which saves (and so stops) only once it has run
+        last = not self.m.is_moe and self.t.precision != "fp8"
+        reductions = per_layer + self._recomputed_calls(per_layer, phase, ends_layer=last)
         if self.p.sequence_parallel:
-            return [("allgather", k), ("reducescatter", k)]
-        return [("allreduce", k)]
+            gathers = per_layer + self._recomputed_calls(per_layer, phase, ends_layer=False)
+            return [("allgather", gathers * n_layers), ("reducescatter", reductions * n_layers)]
+        return [("allreduce", reductions * n_layers)]
+
+    def _recomputed_calls(self, per_layer: int, phase: str, *, ends_layer: bool) -> int:
+        """Of a layer's ``per_layer`` calls of one kind, those the backward's recomputation
+        issues again: all under a full one; under PyTorch's early stop
+        (``recompute_early_stop``) all but the last where that one follows the layer's
+        last GEMM (``ends_layer``: the dense MLP's reduction, the experts' combine), which
+        is not re-run."""
+        if phase != BACKWARD or self.t.recompute != "full":
+            return 0
+        return per_layer - 1 if self.t.recompute_early_stop and ends_layer else per_layer
 
     def _pass(self, d: int, pp: int, phase: str, chunk: int, j: int,  # noqa: PLR0917
               after: list[Op], n_layers: int, compute_s: float) -> list[Op]:  # fmt: skip
@@ -449,8 +473,7 @@ class _Builder:
                   name: str) -> None:  # fmt: skip
         """Each expert-parallel group's all-to-alls, once its replicas' compute is done."""
         p, lay = self.p, self.lay
-        passes = 2 if phase == BACKWARD and self.t.recompute == "full" else 1
-        k = 2 * n_layers * passes
+        k = (2 + self._recomputed_calls(2, phase, ends_layer=True)) * n_layers
         for block in range(p.dp // p.ep):
             members = range(block * p.ep, (block + 1) * p.ep)
             after = [op for d in members for op in works[d]]
@@ -785,11 +808,13 @@ def training_step(
     StepResult
         Its metrics: ``time_s`` (the step), ``tokens_per_s``, ``mfu`` (model FLOPs,
         :func:`~simcoll.training.flops.model_flops_per_token`, over the GPUs' dense
-        peak), per-GPU ``memory_*_bytes`` and ``fits_in_memory``, ``n_microbatches``,
-        and the breakdown of the first GPU's step (rank 0, on the first stage): its
-        ``compute_s``, the communication of each dimension not hidden behind its compute
-        (``exposed_tp_s``, ``exposed_ep_s``, ``exposed_cp_s``, ``exposed_pp_s``,
-        ``exposed_dp_s``) and ``idle_s`` (the pipeline bubble and other waits).
+        peak), ``recomputed_fraction`` (the share of a layer's forward FLOPs its backward
+        runs again: HFU is MFU x (1 + that / 3)), per-GPU ``memory_*_bytes`` and
+        ``fits_in_memory``, ``n_microbatches``, and the breakdown of the first GPU's step
+        (rank 0, on the first stage): its ``compute_s``, the communication of each
+        dimension not hidden behind its compute (``exposed_tp_s``, ``exposed_ep_s``,
+        ``exposed_cp_s``, ``exposed_pp_s``, ``exposed_dp_s``) and ``idle_s`` (the
+        pipeline bubble and other waits).
     """
     s = Session(topology, model=fidelity, protocol=protocol, calibration=calibration,
                 sm_sharing=times is None)  # fmt: skip
@@ -827,6 +852,7 @@ def training_step(
         "tokens_per_s": training.tokens_per_step / step_s if step_s else float("nan"),
         "mfu": flops / (step_s * s.n_ranks * peak) if step_s else float("nan"),
         "model_flops_per_step": float(flops),
+        "recomputed_fraction": _recomputed_fraction(model, training, p),
         "n_gpus": s.n_ranks,
         "tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "cp": p.cp,
         "n_microbatches": builder.n_micro,

@@ -112,6 +112,10 @@ def test_a_search_skips_only_layouts_that_cannot_reach_the_top(
         (["step", "llama3-8b", "dgx-h100", "--dp", "bogus"], "invalid choice: 'bogus'"),
         (["step", "llama3-8b", "dgx-h100", "--tp", "3"], "do not split into tp 3"),
         (
+            ["step", "llama3-8b", "dgx-h100", "--recompute-early-stop"],
+            "recompute_early_stop applies to recompute = \"full\", got recompute 'none'",
+        ),
+        (
             ["step", "llama3-8b", "dgx-h100", "--workers", "2"],
             "--workers: it runs the layouts "
             "of --search; one step runs in this process (add --search, or drop it)",
@@ -199,3 +203,18 @@ def test_an_unreachable_scheduler_is_one_line(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("simcoll: error: --scheduler: 'ftp://nowhere:1' uses ftp://")
+
+
+def test_early_stop_reruns_less_and_says_so(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["step", str(tiny), "dgx-h100", "--dp", "fsdp", "--global-batch", "8", "--seq",
+            "2048", "--recompute", "full"]  # fmt: skip
+    assert main([*base, "--format", "json"]) == 0
+    megatron = json.loads(capsys.readouterr().out)
+    assert main([*base, "--recompute-early-stop", "--format", "json"]) == 0
+    torch = json.loads(capsys.readouterr().out)
+    assert torch["time_s"] < megatron["time_s"]
+    # HFU counts what is re-run: 4/3 of MFU under a full recomputation, less under early stop
+    assert megatron["hfu"] == pytest.approx(4 / 3 * megatron["mfu"], rel=1e-12)
+    assert torch["mfu"] < torch["hfu"] < 4 / 3 * torch["mfu"]
+    assert main([*base, "--recompute-early-stop"]) == 0
+    assert "recompute full (early stop)" in capsys.readouterr().out

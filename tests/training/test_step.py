@@ -322,3 +322,60 @@ def test_fp8_leaves_the_output_layer_in_16_bits() -> None:
     assert (fp8.head_forward_s, fp8.head_backward_s) == (bf16.head_forward_s,
                                                           bf16.head_backward_s)  # fmt: skip
     assert fp8.forward_s_per_layer < bf16.forward_s_per_layer
+
+
+@pytest.mark.parametrize(("precision", "skipped_gemm"), [("bf16", True), ("fp8", False)])
+def test_pytorchs_early_stop_does_not_rerun_the_layers_last_gemm(
+    precision: str, skipped_gemm: bool
+) -> None:
+    # PyTorch's non-reentrant checkpoint stops once every tensor the backward saved is
+    # rebuilt. A 16-bit nn.Linear saves its input and weight before it multiplies, so the
+    # MLP's down projection (b s x f @ f x h) and the residual after it are not re-run;
+    # Transformer Engine's FP8 te.Linear saves after its GEMM, so only the residual is
+    # skipped. On a roofline GPU (no tables, no SM count, no HBM bound) the GEMM takes
+    # 2 b s f h / (peak x 0.7) and the residual (b s h FLOPs) its launch floor, 4 us.
+    gpu = GpuSpec("GPU", {"bf16": 100e12, "fp8": 200e12}, 80 * 10**9)
+    b, s, h, f = 8, 2048, 256, 1024
+    par = Parallelism().with_gpus(1)
+
+    def backward_s(early_stop: bool) -> float:
+        t = Training(seq_length=s, micro_batch_size=b, global_batch_size=b,
+                     precision=precision, recompute="full",
+                     recompute_early_stop=early_stop)  # fmt: skip
+        return step_times(SMALL, t, par, gpu, Efficiency()).backward_s_per_layer
+
+    gemm_s = 2 * b * s * f * h / (100e12 * 0.7) if skipped_gemm else 0.0
+    assert backward_s(False) - backward_s(True) == pytest.approx(gemm_s + 4e-6, rel=1e-9)
+
+
+@pytest.mark.parametrize("sequence_parallel", [True, False])
+def test_early_stop_recomputes_every_tensor_parallel_call_but_the_mlps_reduction(
+    sequence_parallel: bool,
+) -> None:
+    # tp 2 on 2 GPUs, one micro-batch of b = 2 sequences of s = 64 tokens, h = 256, bf16.
+    # Per layer the forward has 2 gathers and 2 reductions (sequence parallel: all-gather
+    # and reduce-scatter; else 2 all-reduces), the backward as many; Megatron's full
+    # recomputation issues the forward's again, PyTorch's early stop all but the MLP's
+    # reduction (after the down projection, which it does not re-run).
+    b, s, h, L = 2, 64, 256, 8
+    act = b * s * h * 2
+    par = Parallelism(tp=2, sequence_parallel=sequence_parallel)
+
+    def calls(**kw: object) -> Counter[str]:
+        t = Training(seq_length=s, micro_batch_size=b, global_batch_size=b, **kw)  # type: ignore[arg-type]
+        return recorded(SMALL, t, par, 2)
+
+    megatron = calls(recompute="full")
+    torch = calls(recompute="full", recompute_early_stop=True)
+    if sequence_parallel:
+        assert megatron["allgather"] == torch["allgather"] == (2 + 2 + 2) * L * act
+        assert megatron["reducescatter"] == (2 + 2 + 2) * L * act
+        assert torch["reducescatter"] == (2 + 2 + 1) * L * act
+    else:
+        assert megatron["allreduce"] == (2 + 2 + 2) * L * act
+        assert torch["allreduce"] == (2 + 2 + 1) * L * act
+
+
+def test_early_stop_without_full_recomputation_is_one_line() -> None:
+    with pytest.raises(ConfigError, match="recompute_early_stop applies to recompute"):
+        Training(seq_length=64, recompute="selective", recompute_early_stop=True)

@@ -11,12 +11,15 @@ unit, the sharding strategy (``full_shard``, ``shard_grad_op``, ``hybrid_shard``
 reduce dtype. ``gemm_efficiency`` ... ``memory_efficiency`` replace
 the roofline op classes' efficiencies, ``kernels_efficiency`` the fraction of the measured
 kernels' throughput reached (:class:`~simcoll.training.compute.Efficiency`);
-``attention_kernel`` picks the fused attention (``flash2``, ``cudnn``, ``flash3``). An
+``attention_kernel`` picks the fused attention (``flash2``, ``cudnn``, ``flash3``);
+``recompute_early_stop`` makes ``recompute = "full"`` PyTorch's checkpoint, which does
+not re-run a layer's last GEMM (:class:`~simcoll.training.spec.Training`). An
 error in a value the scenario gives names its ``workload`` key; one in the model file, the
 file. Compute times come from the topology file's ``[gpu]`` table: each kernel from its
 shape, on the GPU's measured tables where it has them.
 
-Metrics, besides the common ones (of the critical rank): ``tokens_per_s``, ``mfu``, the
+Metrics, besides the common ones (of the critical rank): ``tokens_per_s``, ``mfu``,
+``recomputed_fraction`` (of a layer's forward FLOPs, run again in its backward), the
 breakdown of rank 0 (the first GPU of the first stage) ``exposed_tp_s`` ...
 ``exposed_dp_s`` and ``idle_s``, memory per GPU (``memory_total_bytes`` and its parts,
 FSDP's gathered parameters and unsharded gradients among them, ``fits_in_memory``), and
@@ -47,7 +50,7 @@ from simcoll.training.step import training_step as simulate_step
 __all__ = ["EFFICIENCY_KEYS", "PARALLELISM_KEYS", "TRAINING_KEYS", "training_step"]
 
 TRAINING_KEYS = ("seq_length", "micro_batch_size", "global_batch_size", "precision", "recompute",
-                 "flash_attention", "attention_kernel")  # fmt: skip
+                 "recompute_early_stop", "flash_attention", "attention_kernel")  # fmt: skip
 PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "sequence_parallel", "tp_comm_overlap",
                     "virtual_stages", "first_stage_layers", "last_stage_layers",
                     "data_parallel", "bucket_bytes", "overlap_grad_reduce", "order",
@@ -103,6 +106,7 @@ def training_step(
     global_batch_size: int | None = None,
     precision: str | None = None,
     recompute: str | None = None,
+    recompute_early_stop: bool | None = None,
     flash_attention: bool | None = None,
     attention_kernel: str | None = None,
     tp: int | None = None,
