@@ -10,6 +10,15 @@ refuse. ``tests/prediction/test_closed_form.py`` holds the same matrix, on fewer
 to 1 %.
 
     python validation/analytical_matrix.py    # about a minute
+
+``--across`` compares the two models across servers instead, where the closed forms are
+estimates: all-reduce from 1 KiB to 1 GiB (every second power of two),
+NCCL's pick and the ring, on 2, 4 and 16 H100 nodes (``h100-ib-fat-tree``) and on 4 and
+16 A100 nodes of the 2:1 RoCE fat tree routed by hashed ECMP, in rank order and placed at
+random; per line the range of analytical / flow over the sizes costed by formula, and
+from 64 MiB.
+
+    python validation/analytical_matrix.py --across    # about a minute
 """
 
 from __future__ import annotations
@@ -53,5 +62,31 @@ def main() -> None:
           "algorithm, protocol, server) refused by both")  # fmt: skip
 
 
+ACROSS = (("h100-ib-fat-tree", 2, "linear"), ("h100-ib-fat-tree", 4, "linear"),
+          ("h100-ib-fat-tree", 16, "linear"), ("a100-roce-2to1", 4, "linear"),
+          ("a100-roce-2to1", 16, "linear"), ("a100-roce-2to1", 16, "random:1"))  # fmt: skip
+
+
+def across() -> None:
+    sizes = [2**k for k in range(10, 31, 2)]
+    for file, nodes, placement in ACROSS:
+        graph = load(f"topologies/{file}.toml", {"n_nodes": str(nodes)})
+        for name in ("nccl", "ring"):
+            flow = predict(graph, "allreduce", sizes, algorithm=name, placement=placement)
+            formula = predict(graph, "allreduce", sizes, algorithm=name, placement=placement,
+                              model="analytical")  # fmt: skip
+            ratios = [(a.size_bytes, a.time_s / f.time_s)
+                      for a, f in zip(formula.rows, flow.rows, strict=True)
+                      if a.model == "analytical"]  # fmt: skip
+            large = [r for size, r in ratios if size >= 2**26]
+            picks = ", ".join(sorted({f.algorithm for f in flow.rows}))
+            low, high = min(r for _, r in ratios), max(r for _, r in ratios)
+            print(f"{file} x {nodes} ({placement}), {name} ({picks}): analytical / flow "
+                  f"{low:.3f}-{high:.3f} over {len(ratios)} sizes, "
+                  f"{min(large):.3f}-{max(large):.3f} from 64 MiB")  # fmt: skip
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    across() if "--across" in sys.argv[1:] else main()

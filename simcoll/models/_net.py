@@ -3,7 +3,8 @@
 Private to :mod:`simcoll.models`. A *pattern* is a set of (source, destination) node
 pairs that communicate at the same time, each carrying the same bytes. Its cost is an
 alpha (the largest route latency among the pairs) and a per-pair bandwidth: the pace of
-the most loaded link, ``min over links of bandwidth / (pairs routed over it)``
+the most loaded link, ``min over links of bandwidth / (pairs routed over it)``, each pair
+counted as ``1 / efficiency`` (its wire bytes per byte of data)
 (DESIGN.md: a ring "runs at the pace of its most loaded link"). That is exactly what the
 flow model gives when the pairs start together and are symmetric, and an estimate
 otherwise.
@@ -11,6 +12,7 @@ otherwise.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -31,7 +33,9 @@ __all__ = [
     "reducing_switch",
 ]
 
-NodePair = tuple[str, str]
+#: Two nodes that communicate, then the nodes their route must pass in order (a plan's
+#: NICs and PXN proxy: :meth:`simcoll.plan.channels.Plan.waypoints`), if any.
+NodePair = tuple[str, ...]
 
 
 def hosts_of(topology: nx.DiGraph[str], nodes: Sequence[str]) -> list[list[int]]:
@@ -177,10 +181,19 @@ class Network:
         self.router = router if router is not None else Router(topology)
         self.protocol = protocol
         self.contention = contention
+        self._via: dict[NodePair, Route] = {}
 
     def route(self, pair: NodePair) -> Route:
-        """The route of one pair (cached by the router)."""
-        return self.router.route(*pair)
+        """The route of one pair, through its waypoints if it names any (cached)."""
+        if len(pair) == 2:
+            return self.router.route(*pair)
+        found = self._via.get(pair)
+        if found is None:
+            found = self._via[pair] = tuple(
+                link for a, b in itertools.pairwise(pair[:1] + pair[2:] + pair[1:2])
+                for link in self.router.route(a, b)
+            )  # fmt: skip
+        return found
 
     def latency_s(self, pair: NodePair) -> float:
         """Route latency of one pair, plus the protocol's step latency."""
@@ -193,7 +206,7 @@ class Network:
 
     def _endpoint(self, pair: NodePair) -> str | None:
         """``"nvls"`` or ``"collnet"`` for a pair with an in-network switch, as the engine."""
-        for node in pair:
+        for node in pair[:2]:
             kind = self.topology.nodes[node]["kind"]
             if kind is not NodeKind.GPU:
                 return "nvls" if kind is NodeKind.NVSWITCH else "collnet"
@@ -216,25 +229,51 @@ class Network:
                 load[link] += times
         return load
 
+    def wire_load(self, pairs: Iterable[NodePair]) -> dict[tuple[str, str], float]:
+        """What each link carries per byte of data that each of ``pairs`` moves: the sum
+        of ``1 / efficiency`` over the pairs routed over it (a pair's wire bytes are its
+        bytes over its efficiency, :meth:`efficiency`)."""
+        wire: dict[tuple[str, str], float] = {}
+        for pair, times in Counter(pairs).items():
+            per_byte = times / self.efficiency(pair)
+            for link in self.route(pair):
+                wire[link] = wire.get(link, 0.0) + per_byte
+        return wire
+
+    def pace(self, pair: NodePair, wire: dict[tuple[str, str], float]) -> float:
+        """The data rate of ``pair`` when every pair of a link moves data at one rate and
+        ``wire`` (:meth:`wire_load`) counts what they put on each: ``min over its links of
+        bandwidth / wire``; a pair of no link is not limited (``inf``)."""
+        edges = self.topology.edges
+        return min((float(edges[link]["bandwidth_bytes_per_s"]) / wire[link]
+                    for link in self.route(pair)), default=math.inf)  # fmt: skip
+
     def cost(
         self,
         pairs: Iterable[NodePair],
         *,
         share: bool = True,
         load: Counter[tuple[str, str]] | None = None,
+        wire: dict[tuple[str, str], float] | None = None,
     ) -> PatternCost:
         """Alpha, per-pair bandwidth and k_max of pairs that communicate at once.
 
-        ``load`` counts the pairs on each link when more pairs than these run at the same
-        time (the other hops of a pipelined chain); by default it is these pairs' own.
-        ``share=False`` ignores sharing even under contention (for textbook formulas that
-        already count a rank's several transfers themselves).
+        ``load`` counts the pairs on each link, and ``wire`` their wire bytes per byte of
+        data (:meth:`wire_load`), when more pairs than these run at the same time (the
+        other hops of a pipelined chain); by default they are these pairs' own. Under
+        contention every pair moves data at the pace of the link whose wire bytes take
+        longest, ``min over links of bandwidth / wire``: a link's pairs each put their
+        bytes over their own efficiency on it. ``share=False`` ignores sharing even under
+        contention (for textbook formulas that already count a rank's several transfers
+        themselves): the slowest link's bandwidth times the least efficiency.
         """
         pairs = list(pairs)
         if not pairs:
             return EMPTY
         if load is None:
             load = self.load(pairs)
+        if wire is None and share and self.contention:
+            wire = self.wire_load(pairs)
         pairs = list(dict.fromkeys(pairs))  # a pair repeated costs as once from here on
         links = {link for pair in pairs for link in self.route(pair)}
         alpha_s = max(self.latency_s(pair) for pair in pairs)
@@ -244,14 +283,15 @@ class Network:
         shared = share and self.contention
 
         def pace(link: tuple[str, str]) -> tuple[float, int, tuple[str, str]]:
-            count = load[link] if shared else 1
-            return float(edges[link]["bandwidth_bytes_per_s"]) / count, -load[link], link
+            per_byte = wire[link] if wire is not None and shared else 1.0
+            return float(edges[link]["bandwidth_bytes_per_s"]) / per_byte, -load[link], link
 
         bandwidth, _, busiest = min(pace(link) for link in links)
-        efficiency = min(self.efficiency(pair) for pair in pairs)
+        if not shared:
+            bandwidth *= min(self.efficiency(pair) for pair in pairs)
         return PatternCost(
             alpha_s=alpha_s,
-            bandwidth_bytes_per_s=bandwidth * efficiency,
+            bandwidth_bytes_per_s=bandwidth,
             k_max=max(load[link] for link in links),
             busiest_link=busiest,
         )

@@ -2,12 +2,15 @@ r"""Closed-form alpha-beta times of simcoll's algorithms, with alpha and B read 
 
 Each algorithm is costed from the pairs of ranks it makes talk at once (a *pattern*):
 alpha is the largest route latency among them (plus the protocol's step latency) and B the
-bandwidth one pair gets, ``min over links of bandwidth / load`` with ``load`` the number of
-the pattern's pairs routed over the link (see :func:`pattern_cost`). For a ring whose
-edges share links that is DESIGN.md's rule, ``T = 2(N-1)(alpha_max + k_max (M/N) / B)``:
-the ring runs at the pace of its most loaded link. (With links of unequal speed,
-``min bandwidth / load`` is the most loaded link's pace; it is ``B / k_max`` when they
-are equal.)
+bandwidth one pair gets, ``min over links of bandwidth / load`` with ``load`` the pattern's
+pairs routed over the link, each weighed by ``1 / efficiency`` (its wire bytes per byte;
+see :func:`pattern_cost`). For a ring whose edges share links alike that is DESIGN.md's
+rule, ``T = 2(N-1)(alpha_max + k_max (M/N) / B)``: the ring runs at the pace of its most
+loaded link (``B / k_max`` when the links are equal). A plan's ring edges take the plan's
+NICs (and PXN proxy), as the flow model routes them. Where a ring's pairs are loaded
+unevenly (a random placement, hashed ECMP), each pair moves at the pace of its own busiest
+link, and the ring takes the longer of its two cycles: round the ring at the pairs' mean
+alpha and tau, and its busiest pair's chunks back to back (:func:`_uneven_rings`).
 
 Notation: n ranks, S = ``size_bytes`` (nccl-tests convention: the whole buffer for
 all-gather and reduce-scatter), k = ``n_chunks``, W = ``max_in_flight``, tau the time one
@@ -50,7 +53,10 @@ the unpaced store took tau. The NVLS all-reduce is the exception to exactness: i
 legs share every link (the reduce leg at B n / (n + 1), the store at B / (n + 1)), and
 the form is an upper estimate, within tau of the flow model where the window hides the
 latency (exact from 3 chunks on 4 GPUs or more), so within 1 % from 64 chunks.
-Otherwise alpha_max and the busiest link make them an estimate from above for rings.
+Otherwise they are estimates; for rings loaded unevenly, of the flow model's time where
+the busiest pair binds (exact on NCCL's plan over hashed ECMP at 1 GiB,
+``tests/prediction/test_closed_form.py``), from below or above where the cycle round the
+ring does.
 
 Textbook formulas for the algorithms with several peers per rank, summed over the
 algorithm's steps, each step costed as its own pattern (a step that crosses the network
@@ -107,7 +113,7 @@ Protocol (SHArP)", COMHPC 2016.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import networkx as nx
@@ -166,6 +172,8 @@ class _Call:
     ranks_per_switch: int = 0
     rings: tuple[tuple[int, ...], ...] = ()  # the channels' ring orders; () : rank order
     trees: tuple[Tree, ...] = ()  # the channels' trees; () : NCCL's double binary tree
+    #: per channel of ``rings`` or ``trees``: the nodes an edge's route passes (a plan's)
+    waypoints: tuple[Mapping[RankPair, tuple[str, ...]], ...] = ()
 
     @property
     def n(self) -> int:
@@ -174,6 +182,12 @@ class _Call:
     def node_pairs(self, pairs: Sequence[RankPair]) -> list[NodePair]:
         return [(self.nodes[a], self.nodes[b]) for a, b in pairs]
 
+    def channel_pairs(self, channel: int, pairs: Sequence[RankPair]) -> list[NodePair]:
+        """``pairs`` as channel ``channel`` of a plan routes them: through its NICs (and
+        PXN proxy) where the plan names them, as the flow model routes them."""
+        via = self.waypoints[channel] if channel < len(self.waypoints) else {}
+        return [(self.nodes[a], self.nodes[b], *via.get((a, b), ())) for a, b in pairs]
+
     def cost(self, pairs: Sequence[RankPair], *, share: bool = True) -> PatternCost:
         return self.net.cost(self.node_pairs(pairs), share=share)
 
@@ -181,8 +195,10 @@ class _Call:
         """A pipelined chain whose hop h is the node pairs ``hops[h]``, each moving
         ``bytes_per_pair`` in k chunks. Chunked, the hops run at once and share links;
         unchunked, one after another, each hop alone."""
-        load = self.net.load(pair for hop in hops for pair in hop) if self.k > 1 else None
-        costs = [self.net.cost(hop, load=load) for hop in hops]
+        every = [pair for hop in hops for pair in hop]
+        load = self.net.load(every) if self.k > 1 else None
+        wire = self.net.wire_load(every) if self.k > 1 and self.net.contention else None
+        costs = [self.net.cost(hop, load=load, wire=wire) for hop in hops]
         timing = [(cost.alpha_s, self.tau(bytes_per_pair / self.k, cost)) for cost in costs]
         return chain_of_hops_time_s(timing, self.k, self.window)
 
@@ -222,15 +238,44 @@ def _ring(steps_of: Callable[[int], int]) -> Formula:
         if c.n == 1:
             return 0.0
         if not c.rings:
-            cost = c.cost(_ring_pairs(range(c.n)))
+            pairs = c.node_pairs(_ring_pairs(range(c.n)))
+            cost = c.net.cost(pairs)
             tau = c.tau(c.size / (c.n * c.k), cost)
-            return pipeline_time_s(steps_of(c.n), c.k, cost.alpha_s, tau, c.window)
+            if not c.net.contention:
+                return pipeline_time_s(steps_of(c.n), c.k, cost.alpha_s, tau, c.window)
+            return _uneven_rings(c, [pairs], steps_of(c.n), c.size / (c.n * c.k))
         # a plan's channels: every channel's ring at once, each with 1/C of every block
-        cost = c.cost([pair for ring in c.rings for pair in _ring_pairs(ring)])
-        tau = c.size / (c.n * c.k * len(c.rings)) / cost.bandwidth_bytes_per_s
-        return pipeline_time_s(steps_of(c.n), c.k, cost.alpha_s, tau, c.window)
+        rings = [c.channel_pairs(ch, _ring_pairs(ring)) for ch, ring in enumerate(c.rings)]
+        return _uneven_rings(c, rings, steps_of(c.n), c.size / (c.n * c.k * len(c.rings)))
 
     return formula
+
+
+def _uneven_rings(c: _Call, rings: list[list[NodePair]], m: int, chunk_bytes: float) -> float:
+    """Rings that run at once, each of ``m`` steps of ``k`` chunks of ``chunk_bytes`` per
+    pair, their pairs sharing the links they cross.
+
+    Each pair moves at the pace of the most loaded link on its own route (every pair of a
+    link at one data rate, :meth:`~simcoll.models._net.Network.pace`), so its chunk takes
+    ``tau_p`` and its latency is ``alpha_p``. A ring's steps form a cycle: a rank sends a
+    step once it has the step before from its predecessor, so ``m`` steps take at least
+    the pipelined form at the ring's mean ``alpha`` and ``tau``; and each pair sends its
+    ``m k`` chunks one after another, so they take at least ``alpha_max + m k tau_max``
+    (its busiest pair, whose latency the others' slack hides). The ring takes the larger
+    (its dependency graph's two kinds of cycle, the whole ring and one connection); the
+    call, its slowest ring. Every pair alike (a symmetric ring), both are the pipelined
+    form at that pair's alpha and tau: exact against the flow model, as before; uneven,
+    an estimate (the flow model lets a pair that is not the busiest go faster)."""
+    wire = c.net.wire_load(pair for ring in rings for pair in ring)
+    slowest = 0.0
+    for ring in rings:
+        alphas = [c.net.latency_s(pair) for pair in ring]
+        taus = [chunk_bytes / c.net.pace(pair, wire) for pair in ring]
+        cycle = pipeline_time_s(m, c.k, sum(alphas) / len(ring), sum(taus) / len(ring),
+                                c.window)  # fmt: skip
+        connection = max(alphas) + m * c.k * max(taus)
+        slowest = max(slowest, cycle, connection)
+    return slowest
 
 
 def _ring_chain(first: int) -> Formula:
@@ -242,8 +287,8 @@ def _ring_chain(first: int) -> Formula:
         rings = c.rings or (tuple(range(n)),)
         starts = [ring.index(c.root) + first for ring in rings]
         hops = [
-            c.node_pairs([(ring[(s + h) % n], ring[(s + h + 1) % n])
-                          for ring, s in zip(rings, starts, strict=True)])
+            [pair for ch, (ring, s) in enumerate(zip(rings, starts, strict=True))
+             for pair in c.channel_pairs(ch, [(ring[(s + h) % n], ring[(s + h + 1) % n])])]
             for h in range(n - 1)
         ]  # fmt: skip
         return c.chain(hops, c.size / len(rings))
@@ -333,8 +378,10 @@ def _nvls_tree(c: _Call) -> float:
     switches = [reducing_switch(c.net.topology, [c.nodes[r] for r in server], c.algorithm)
                 for server in servers]  # fmt: skip
     heads = [[c.nodes[server[local]] for server in servers] for local in range(g)]
-    gpus_up = [(c.nodes[r], switches[j]) for j, server in enumerate(servers) for r in server]
-    to_heads = [(switches[j], heads[local][j]) for local in range(g) for j in range(len(servers))]
+    gpus_up: list[NodePair] = [(c.nodes[r], switches[j])
+                               for j, server in enumerate(servers) for r in server]  # fmt: skip
+    to_heads: list[NodePair] = [(switches[j], heads[local][j])
+                                for local in range(g) for j in range(len(servers))]  # fmt: skip
     up_levels: list[list[NodePair]] = []
     down_levels: list[list[NodePair]] = []
     for tree in double_binary_tree(len(servers)):
@@ -352,8 +399,9 @@ def _nvls_tree(c: _Call) -> float:
             for local in range(g):
                 up_levels[depth - at].append((heads[local][node], heads[local][parent]))
                 down_levels[at - 1].append((heads[local][parent], heads[local][node]))
-    hops = [gpus_up * (2 * g), to_heads * 2, *up_levels, *down_levels,
-            [(b, a) for a, b in to_heads] * 2, [(b, a) for a, b in gpus_up] * (2 * g)]  # fmt: skip
+    from_heads = [pair[::-1] for pair in to_heads]
+    hops = [gpus_up * (2 * g), to_heads * 2, *up_levels, *down_levels, from_heads * 2,
+            [pair[::-1] for pair in gpus_up] * (2 * g)]  # fmt: skip
     return c.chain(hops, c.size / (2 * g))
 
 
@@ -463,15 +511,15 @@ def _plan_trees(c: _Call) -> float:
     of every edge, up and down (an estimate: the fill is not simulated piece by piece)."""
     pairs = [
         pair
-        for tree in c.trees
+        for ch, tree in enumerate(c.trees)
         for rank, up in enumerate(tree.parent)
         if up >= 0
-        for pair in ((rank, up), (up, rank))
+        for pair in c.channel_pairs(ch, [(rank, up), (up, rank)])
     ]
     depth = max(tree.depth() for tree in c.trees)
     piece = c.size / (len(c.trees) * c.k)
-    cost = c.cost(pairs)  # pieces going up and coming down share the links
-    up = c.cost(pairs[::2])  # the first piece climbs an empty pipeline: up edges only
+    cost = c.net.cost(pairs)  # pieces going up and coming down share the links
+    up = c.net.cost(pairs[::2])  # the first piece climbs an empty pipeline: up edges only
     tau = piece / cost.bandwidth_bytes_per_s
     fill = piece / up.bandwidth_bytes_per_s
     return chain_time_s(2 * depth, 1, cost.alpha_s, fill, c.window) + (c.k - 1) * tau
@@ -672,6 +720,7 @@ def alphabeta_time_s(
     router: Router | None = None,
     rings: Sequence[Sequence[int]] = (),
     trees: Sequence[Tree] = (),
+    waypoints: Sequence[Mapping[RankPair, tuple[str, ...]]] = (),
     exact: bool = False,
 ) -> float:
     """Time of one collective call by the alpha-beta formula of its algorithm, in seconds.
@@ -710,6 +759,11 @@ def alphabeta_time_s(
         The tree of each channel (a plan's: a chain inside each server, a double binary
         tree across them); the tree all-reduce then runs every channel's tree at once
         with 1/C of the data each. Default: NCCL's double binary tree over the ranks.
+    waypoints
+        Per channel of ``rings`` or ``trees``: the nodes the route of an edge ``(src,
+        dst)`` passes, in order (a plan's NICs and PXN proxy,
+        :meth:`~simcoll.plan.channels.Plan.waypoints`), as the flow model routes it;
+        edges not named take the topology's own route.
     exact
         Refuse (:class:`NoClosedFormError`) where the formula is an estimate of the flow
         model's time rather than that time (:func:`inexact_reason`).
@@ -768,6 +822,7 @@ sharp, tree
         ranks_per_switch=ranks_per_switch,
         rings=tuple(tuple(ring) for ring in rings),
         trees=tuple(trees),
+        waypoints=tuple(waypoints),
     )
     for ring in call.rings:
         if sorted(ring) != list(range(n_ranks)):

@@ -183,6 +183,9 @@ def _formula(  # noqa: PLR0917 - one call of either model
             size_bytes, n_channels=params.get("n_channels", NCCL_DEFAULT_CHANNELS),
             rank_nodes=nodes, router=router,
         )  # fmt: skip
+    planned = plan is not None and name in ("ring", "tree")
+    waypoints = [{edge: hop.waypoints() for edge, hop in ch.net.items()}
+                 for ch in plan.channels] if plan is not None and planned else []  # fmt: skip
     return alphabeta_time_s(
         topology, collective, name, n_ranks, size_bytes, protocol=protocol, rank_nodes=nodes,
         router=router, n_channels=params.get("n_channels", 1),
@@ -191,6 +194,7 @@ def _formula(  # noqa: PLR0917 - one call of either model
         root=params.get("root", 0), ranks_per_switch=params.get("ranks_per_switch", 0),
         rings=[ch.ring for ch in plan.channels] if plan and name == "ring" else (),
         trees=[ch.tree for ch in plan.channels if ch.tree] if plan and name == "tree" else (),
+        waypoints=waypoints,
         exact=exact,
     )  # fmt: skip
 

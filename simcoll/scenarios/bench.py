@@ -223,6 +223,7 @@ def _predict_case(  # noqa: PLR0917 - a case's own description
     overrides: dict[str, str] | None = None,
     collective: str = "allreduce",
     extend_rings: bool = False,
+    model: str = "flow",
 ) -> BenchRow:
     """What ``simcoll predict`` runs (NCCL's plan and tuning, the file's routing unless
     ``routing``, bare links): the wall time a user waits. Busbw at the largest size.
@@ -234,7 +235,7 @@ def _predict_case(  # noqa: PLR0917 - a case's own description
     estimate_s = _predict_estimate(graph, collective, sizes_bytes, algorithm, protocol, placement)
     estimating_s = time.perf_counter() - started
     rows = predict(graph, collective, sizes_bytes, algorithm=algorithm, protocol=protocol,
-                   calibration=None, placement=placement).rows  # fmt: skip
+                   calibration=None, placement=placement, model=model).rows  # fmt: skip
     last = rows[-1]
     return BenchRow(
         estimate_s=estimate_s,
@@ -556,6 +557,24 @@ CASES: tuple[Case, ...] = (
             "simple",
             placement="random:1",
             extend_rings=True,
+        ),
+    ),
+    Case(
+        "ring-16384-random",
+        "predict --model analytical: ring all-reduce 1 GiB, simple, NCCL's plan, random "
+        "placement (seed 1), 2,048 A100 nodes on a 2:1 RoCE fat-tree routed by hashed ECMP "
+        "(over any schedule's transfers; the closed form with each pair at its busiest "
+        "link's pace, the flow model's time at 128 GPUs)",
+        300.0,
+        lambda: _predict_case(
+            "ring-16384-random",
+            "a100-roce-2to1.toml",
+            2048,
+            [GIB],
+            "ring",
+            "simple",
+            placement="random:1",
+            model="analytical",
         ),
     ),
     Case(

@@ -359,14 +359,32 @@ def test_a_badly_placed_ring_runs_at_the_pace_of_its_most_loaded_link():
 
 
 def test_in_order_placement_halves_the_bandwidth_term():
-    # In order the slowest ring edge gets the whole NIC: (alpha + 2 M/(N B)) vs
-    # (alpha + M/(N B)) per step, a ratio that tends to 2 for large M.
+    # In rank order two edges cross the servers, each with a NIC of its own (50 GB/s,
+    # alpha 3 us), and two stay inside one (NVSwitch, 100 GB/s, 0.4 us): an uneven ring.
+    # Each pair sends its 2 (N - 1) steps back to back, so the ring takes at least
+    # alpha_max + 6 M/(N B) (its slowest pair's bytes, the others' slack hiding the
+    # latency); and the steps go round the ring, so at least 6 (mean alpha + mean tau).
+    # Large M: the first, exactly what the flow model gives, against the interleaved
+    # ring's 6 (alpha + 2 M/(N B)): a ratio that tends to 2 from above.
     topo = two_by_two()
     size = 4 * 2**26
     bad = alphabeta_time_s(topo, "allreduce", "ring", 4, size, rank_nodes=INTERLEAVED)
-    good = alphabeta_time_s(topo, "allreduce", "ring", 4, size)
     step = (size / 4) / NIC
-    assert bad / good == pytest.approx((CROSS_ALPHA + 2 * step) / (CROSS_ALPHA + step), rel=REL)
+    expected = CROSS_ALPHA + 6 * step
+    assert_agree(topo, "allreduce", "ring", 4, size, expected)
+    assert bad / expected == pytest.approx(6 * (CROSS_ALPHA + 2 * step) / expected, rel=REL)
+    assert 2 < bad / expected < 2.01
+    # Small M: the cycle round the ring binds, 6 ((3 + 0.4) / 2 us + (step + step / 2) / 2),
+    # an estimate within 3.1 % of the flow model (which starts an intra-server step before
+    # the slow pair's latency has passed).
+    size = 4 * 10**5
+    step = (size / 4) / NIC
+    cycle = 6 * ((CROSS_ALPHA + INTRA_ALPHA) / 2 + (step + step / 2) / 2)
+    assert cycle > CROSS_ALPHA + 6 * step
+    analytic = alphabeta_time_s(topo, "allreduce", "ring", 4, size)
+    assert analytic == pytest.approx(cycle, rel=REL)
+    schedule = build_schedule("allreduce", "ring", n_ranks=4, size_bytes=size)
+    assert analytic == pytest.approx(simulate(topo, schedule).time_s, rel=0.031)
 
 
 # --- textbook algorithms --------------------------------------------------------------------

@@ -51,6 +51,7 @@ def test_the_suite_has_the_issue_cases() -> None:
         "ring-1024-ecmp",
         "nvls-tree-1024",
         "ring-1024-random",
+        "ring-16384-random",
         "ring-1024-random-ib",
         "tree-1024-nccl",
         "auto-128",
