@@ -504,25 +504,75 @@ def _double_binary_tree(c: _Call) -> float:
 
 
 def _plan_trees(c: _Call) -> float:
-    """A plan's trees, one per channel, each all-reducing 1/C of the buffer: k pieces up
-    the tree and down again, a chain of 2 D hops (D the deepest tree's depth), every
-    channel's edges at once sharing the links they cross. The first piece goes through
-    the 2 D hops at the pace of the up edges alone; each later one follows at the pace
-    of every edge, up and down (an estimate: the fill is not simulated piece by piece)."""
-    pairs = [
-        pair
-        for ch, tree in enumerate(c.trees)
-        for rank, up in enumerate(tree.parent)
-        if up >= 0
-        for pair in c.channel_pairs(ch, [(rank, up), (up, rank)])
-    ]
-    depth = max(tree.depth() for tree in c.trees)
+    """A plan's trees, one per channel, each all-reducing 1/C of the buffer in k pieces:
+    up the tree (a rank sends once every child's piece is in) and down again.
+
+    The first piece takes its tree's longest path, edge by edge at the edge's own latency
+    and pace, where the edges that move it at the same time share the links they cross:
+    going up, those of every channel whose senders stand as high above their leaves;
+    coming down, those whose receivers stand as deep below their root. Each later piece
+    follows at the pace of the busiest pair, every edge up and down sharing the links
+    (:meth:`~simcoll.models._net.Network.pace`), each pair's latency hidden behind the
+    window's pieces where they cover it. An estimate: the levels of different channels'
+    trees do not move in step in the flow model, and later pieces overtake the pace of
+    the first where the links allow."""
+    net = c.net
     piece = c.size / (len(c.trees) * c.k)
-    cost = c.net.cost(pairs)  # pieces going up and coming down share the links
-    up = c.net.cost(pairs[::2])  # the first piece climbs an empty pipeline: up edges only
-    tau = piece / cost.bandwidth_bytes_per_s
-    fill = piece / up.bandwidth_bytes_per_s
-    return chain_time_s(2 * depth, 1, cost.alpha_s, fill, c.window) + (c.k - 1) * tau
+    # per channel, each sending rank's up and down pair, and its step up and down
+    edges: list[tuple[int, NodePair, NodePair, int, int]] = []
+    for ch, tree in enumerate(c.trees):
+        height = dict.fromkeys(range(len(tree.parent)), 0)
+        order = tree.top_down()
+        for rank in reversed(order[1:]):
+            parent = tree.parent[rank]
+            height[parent] = max(height[parent], height[rank] + 1)
+        depth = {tree.root: 0}
+        for rank in order[1:]:
+            depth[rank] = depth[tree.parent[rank]] + 1
+        for rank in order[1:]:
+            up, down = c.channel_pairs(ch, [(rank, tree.parent[rank]), (tree.parent[rank], rank)])
+            edges.append((ch, up, down, height[rank], depth[rank]))
+    by_step: dict[tuple[str, int], list[NodePair]] = {}
+    for _, up, down, up_step, down_step in edges:
+        by_step.setdefault(("up", up_step), []).append(up)
+        by_step.setdefault(("down", down_step), []).append(down)
+    wires = {step: net.wire_load(pairs) for step, pairs in by_step.items()}
+    hop: dict[tuple[int, NodePair], float] = {}
+    for ch, up, down, up_step, down_step in edges:
+        for pair, step in ((up, ("up", up_step)), (down, ("down", down_step))):
+            hop[ch, pair] = net.latency_s(pair) + piece / _edge_pace(net, pair, wires[step])
+    first = 0.0
+    for ch, tree in enumerate(c.trees):
+        order = tree.top_down()
+        arrived = dict.fromkeys(range(len(tree.parent)), 0.0)  # every piece of its own
+        for rank in reversed(order[1:]):  # children before their parent
+            parent = tree.parent[rank]
+            (up,) = c.channel_pairs(ch, [(rank, parent)])
+            arrived[parent] = max(arrived[parent], arrived[rank] + hop[ch, up])
+        down_at = {tree.root: arrived[tree.root]}
+        for rank in order[1:]:  # parents before their children
+            (down,) = c.channel_pairs(ch, [(tree.parent[rank], rank)])
+            down_at[rank] = down_at[tree.parent[rank]] + hop[ch, down]
+        first = max(first, *down_at.values())
+    if c.k == 1:
+        return first
+    every = [pair for _, up, down, _, _ in edges for pair in (up, down)]
+    wire = net.wire_load(every) if net.contention else {}
+    w = min(c.window, c.k)
+
+    def behind(pair: NodePair) -> float:  # the later pieces on one pair, w in flight
+        alpha, tau = net.latency_s(pair), piece / _edge_pace(net, pair, wire)
+        return (c.k - 1) * tau + (c.k - 1) // w * max(0.0, alpha - (w - 1) * tau)
+
+    return first + max(behind(pair) for pair in every)
+
+
+def _edge_pace(net: Network, pair: NodePair, wire: dict[tuple[str, str], float]) -> float:
+    """A pair's pace: its busiest link's share under contention, else its route's
+    bottleneck at its efficiency (the ideal model)."""
+    if net.contention:
+        return net.pace(pair, wire)
+    return net.cost([pair], share=False).bandwidth_bytes_per_s
 
 
 def _fold(n: int) -> tuple[int, list[int]]:
