@@ -16,7 +16,9 @@ links unevenly as its pipeline fills (NVLS and NVLS-tree all-reduce, NCCL's tree
 whose steps overlap piece by piece (a stepwise algorithm cut into pieces by request) has
 no exact closed form there: it is costed on the flow model instead, its row says
 ``model = flow``, and :attr:`~simcoll.prediction.pipeline.Prediction.simulated` says
-which sizes and why. Across hosts the forms are estimates of the contention-free case.
+which sizes and why. Across hosts the forms are estimates: rings and trees take the
+plan's NICs and each pair's own pace (``python validation/analytical_matrix.py --across``
+compares them with the flow model).
 """
 
 from __future__ import annotations
