@@ -78,6 +78,7 @@ import numpy.typing as npt
 from simcoll.core.errors import TopologyError
 from simcoll.topology.schema import NodeKind
 from simcoll.topology.source_routes import Adjacency, routes_from
+from simcoll.topology.tiebreak import STEPS_PER_S as _FS_PER_S
 from simcoll.topology.tiebreak import hash_index, natural_key, rounded_s
 
 __all__ = [
@@ -569,11 +570,19 @@ class _Search:
     def _settle(self, v: str, candidates: list[str], depth: int) -> None:
         """Settle ``v`` at ``depth`` from its predecessors on the level before."""
         latency_s, link_s = self._latency_s, self._succ_latency_s
-        via = [(rounded_s(latency_s[u] + link_s[u][v]), u) for u in candidates]
-        best_s = min(t for t, _ in via)
-        preds = [u for t, u in via if t == best_s]
-        if len(preds) > 1:
-            preds.sort(key=self._key)
+        if len(candidates) == 1:  # most nodes of a fabric: no tie to break
+            (u,) = candidates
+            preds, best_s = candidates, rounded_s(latency_s[u] + link_s[u][v])
+        else:
+            try:  # rounded_s inlined: a validated topology's latencies are finite
+                via = [(round((latency_s[u] + link_s[u][v]) * _FS_PER_S) / _FS_PER_S, u)
+                       for u in candidates]  # fmt: skip
+            except (OverflowError, ValueError):
+                via = [(rounded_s(latency_s[u] + link_s[u][v]), u) for u in candidates]
+            best_s = min(t for t, _ in via)
+            preds = [u for t, u in via if t == best_s]
+            if len(preds) > 1:
+                preds.sort(key=self._key)
         self._preds[v] = preds
         self._latency_s[v] = best_s
         self._depth[v] = depth
