@@ -582,7 +582,11 @@ class _Search:
             best_s = min(t for t, _ in via)
             preds = [u for t, u in via if t == best_s]
             if len(preds) > 1:
-                preds.sort(key=self._key)
+                order = self._order
+                if all(u in order for u in preds):  # on a complete level: by rank there
+                    preds.sort(key=order.__getitem__)
+                else:
+                    preds.sort(key=self._key)
         self._preds[v] = preds
         self._latency_s[v] = best_s
         self._depth[v] = depth
@@ -598,13 +602,17 @@ class _Search:
     def _complete_next_level(self) -> bool:
         """Settle every node one hop beyond the last level; False if there is none."""
         candidates: dict[str, list[str]] = {}
+        # the successors in the graph's order, from plain dicts (networkx's views cost
+        # more per lookup, and a level of a large fabric looks up millions)
+        successors, depth_of, last = self._succ_latency_s, self._depth.get, self._level_depth
+        blocked, src = self._blocked, self._src
         for u in self._level:
-            if not self._expands(u):
+            if u in blocked and u != src:  # not self._expands(u)
                 continue
-            for v in self._graph.succ[u]:
+            for v in successors[u]:
                 # Nodes settled early (one level ahead, by route_to) are settled again,
                 # to the same result, so that they take their place in the level.
-                if self._depth.get(v, self._level_depth + 1) > self._level_depth:
+                if depth_of(v, last + 1) > last:
                     candidates.setdefault(v, []).append(u)
         for v, preds in candidates.items():
             self._settle(v, preds, self._level_depth + 1)
