@@ -61,7 +61,7 @@ from simcoll.topology._machine_box import (
 from simcoll.topology.builders import _check_size, _largest
 from simcoll.topology.schema import LinkKind, validate
 
-__all__ = ["ClosShape", "add_clos", "clos_links", "multi_plane"]
+__all__ = ["ClosShape", "add_clos", "clos_cluster", "clos_links", "multi_plane"]
 
 
 class ClosShape:
@@ -230,6 +230,37 @@ def multi_plane(
         for the servers, and a design past :data:`~simcoll.topology.builders.MAX_GPUS`
         GPUs or :data:`~simcoll.topology.builders.MAX_LINKS` links, before building.
     """
+    params = dict(locals())  # this builder's parameters, as given
+    return clos_cluster("multi_plane", per_nic_planes=True, **params)
+
+
+def clos_cluster(
+    name: str,
+    n_nodes: int,
+    *,
+    per_nic_planes: bool,
+    gpus_per_node: int,
+    nvlinks_per_gpu: int,
+    nvlink_bandwidth_bytes_per_s: float,
+    nvlink_latency_s: float,
+    nvls: bool,
+    nics_per_node: int,
+    nic_bandwidth_bytes_per_s: float,
+    nic_latency_s: float,
+    pcie_bandwidth_bytes_per_s: float,
+    pcie_latency_s: float,
+    leaf_down_ports: int,
+    oversubscription: float,
+    levels: int,
+    leaves_per_pod: int,
+    core_oversubscription: float,
+    fabric_latency_s: float,
+    fabric_link_kind: LinkKind,
+    sharp: bool,
+) -> nx.DiGraph[str]:
+    """The servers of :func:`~simcoll.topology.clusters.fat_tree` and :func:`multi_plane`
+    (their parameters) on one Clos of every NIC, or with ``per_nic_planes`` on one Clos
+    per NIC index (``plane<i>.``); the design's size is checked before anything is built."""
     check_count(n_nodes, "n_nodes")
     box = machine_box(
         gpus_per_node=gpus_per_node,
@@ -252,23 +283,24 @@ def multi_plane(
         core_oversubscription=core_oversubscription,
     )
     check_bool(sharp, "sharp")
+    planes = nics_per_node if per_nic_planes else 1
     counts = {"n_nodes": n_nodes, "gpus_per_node": gpus_per_node}
     _check_size(
         gpus=n_nodes * gpus_per_node,
         links=server_links(n_nodes, gpus_per_node, nics_per_node)
-        + nics_per_node * clos_links(shape, n_nodes),
+        + planes * clos_links(shape, n_nodes * nics_per_node // planes),
         field=_largest(counts),
     )
-    graph: nx.DiGraph[str] = nx.DiGraph(name=f"multi_plane_{n_nodes}x{gpus_per_node}")
+    graph: nx.DiGraph[str] = nx.DiGraph(name=f"{name}_{n_nodes}x{gpus_per_node}")
     nics = add_machines(graph, box, n_nodes)
     edges: Edges = []
-    for plane in range(nics_per_node):
+    for plane in range(planes):
         add_clos(
             graph,
             edges,
-            nics[plane::nics_per_node],
+            nics[plane::planes],
             shape,
-            prefix=f"plane{plane}.",
+            prefix=f"plane{plane}." if per_nic_planes else "",
             nic_link=nic_link,
             fabric_link=fabric_link,
             sharp=sharp,

@@ -34,7 +34,7 @@ from simcoll.topology._machine_box import (
     uplinks,
 )
 from simcoll.topology.builders import _check_size, _largest, _link_attrs
-from simcoll.topology.clos import ClosShape, add_clos, clos_links, multi_plane, server_links
+from simcoll.topology.clos import clos_cluster, multi_plane
 from simcoll.topology.schema import LinkKind, NodeKind, validate
 
 __all__ = ["BUILDERS", "dragonfly", "fat_tree", "multi_plane", "rail_optimized", "torus"]
@@ -149,50 +149,8 @@ def fat_tree(
     >>> g.out_degree("leaf0"), g.out_degree("spine0"), g.edges["gpu0", "node0.nvsw"]["kind"]
     (64, 2, <LinkKind.NVLINK: 'nvlink'>)
     """
-    check_count(n_nodes, "n_nodes")
-    box = machine_box(
-        gpus_per_node=gpus_per_node,
-        nvlinks_per_gpu=nvlinks_per_gpu,
-        nvlink_bandwidth_bytes_per_s=nvlink_bandwidth_bytes_per_s,
-        nvlink_latency_s=nvlink_latency_s,
-        nvls=nvls,
-        nics_per_node=nics_per_node,
-        pcie_bandwidth_bytes_per_s=pcie_bandwidth_bytes_per_s,
-        pcie_latency_s=pcie_latency_s,
-    )
-    nic_link, fabric_link = fabric_links(
-        fabric_link_kind, nic_bandwidth_bytes_per_s, nic_latency_s, fabric_latency_s
-    )
-    shape = ClosShape(
-        levels=levels,
-        leaf_down_ports=leaf_down_ports,
-        oversubscription=oversubscription,
-        leaves_per_pod=leaves_per_pod,
-        core_oversubscription=core_oversubscription,
-    )
-    check_bool(sharp, "sharp")
-    counts = {"n_nodes": n_nodes, "gpus_per_node": gpus_per_node}
-    _check_size(
-        gpus=n_nodes * gpus_per_node,
-        links=server_links(n_nodes, gpus_per_node, nics_per_node)
-        + clos_links(shape, n_nodes * nics_per_node),
-        field=_largest(counts),
-    )
-    graph: nx.DiGraph[str] = nx.DiGraph(name=f"fat_tree_{n_nodes}x{gpus_per_node}")
-    nics = add_machines(graph, box, n_nodes)
-    edges: Edges = []
-    add_clos(
-        graph,
-        edges,
-        nics,
-        shape,
-        prefix="",
-        nic_link=nic_link,
-        fabric_link=fabric_link,
-        sharp=sharp,
-    )
-    graph.add_edges_from(edges)
-    return validate(graph)
+    params = dict(locals())  # this builder's parameters, as given
+    return clos_cluster("fat_tree", per_nic_planes=False, **params)
 
 
 def rail_optimized(
