@@ -38,7 +38,7 @@ from simcoll.output.results import Row
 from simcoll.plan.channels import Plan
 from simcoll.plan.tuning import protocol_allowed
 from simcoll.prediction.choices import algorithm_params
-from simcoll.prediction.nccl_choice import nccl_choice
+from simcoll.prediction.nccl_choice import costed_channels, nccl_choice
 from simcoll.prediction.simulated import (
     Setup,
     built_chunks,
@@ -54,9 +54,6 @@ __all__ = ["CLOSED_FORM_MODELS", "closed_form_rows"]
 
 #: Models that cost a call by formula (:mod:`simcoll.models`) instead of simulating it.
 CLOSED_FORM_MODELS = ("analytical", "nccl")
-#: NCCL picks its channel count per machine; 16 is what it uses for large messages on
-#: an 8-GPU NVSwitch node (the ``nccl`` model needs one: per-channel caps apply).
-NCCL_DEFAULT_CHANNELS = 16
 
 
 def closed_form_rows(
@@ -126,6 +123,8 @@ def _fastest(
             reason = ""
             try:
                 knobs, used = _knobs(picked, name, proto, size, chosen)
+                if setup.model == "nccl":  # the channels its pick was costed with
+                    knobs["n_channels"] = costed_channels(picked)
                 if setup.model == "analytical":  # the pieces the flow model cuts
                     asked = knobs if used is not None else chosen
                     knobs["n_chunks"] = built_chunks(picked, name, size, asked, used)
@@ -182,7 +181,7 @@ def _formula(  # noqa: PLR0917 - one call of either model
     if model == "nccl":
         return nccl_time_s(
             topology, collective, name, _nccl_protocol(protocol), n_ranks,
-            size_bytes, n_channels=params.get("n_channels", NCCL_DEFAULT_CHANNELS),
+            size_bytes, n_channels=params["n_channels"],
             rank_nodes=nodes, router=router,
         )  # fmt: skip
     planned = plan is not None and name in ("ring", "tree")

@@ -20,7 +20,12 @@ from simcoll.models.nccl import NCCL_ALGORITHMS, nccl_time_s
 from simcoll.plan.tuning import protocol_allowed
 from simcoll.prediction.simulated import Setup
 
-__all__ = ["P2P_LL_THRESHOLD_BYTES", "nccl_choice"]
+__all__ = ["NCCL_DEFAULT_CHANNELS", "P2P_LL_THRESHOLD_BYTES", "costed_channels", "nccl_choice"]
+
+#: NCCL picks its channel count per machine; 16 is what it uses for large messages on
+#: an 8-GPU NVSwitch node (``--model nccl`` searches no plan, and its per-channel caps
+#: need a count).
+NCCL_DEFAULT_CHANNELS = 16
 
 
 #: NCCL runs a point-to-point operation of at most this many bytes per peer with LL, a
@@ -49,7 +54,7 @@ def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
     n = len(setup.nodes)
     if not any(setup.collective in NCCL_ALGORITHMS.get(name, frozenset()) for name in setup.names):
         return _p2p(setup, size_bytes)
-    channels = setup.knobs.channels(setup.plan.n_channels if setup.plan else 1)
+    channels = costed_channels(setup)
     best: tuple[float, str, Protocol | None] | None = None
     refusal: ConfigError | None = None
     for name in _runnable(setup):
@@ -63,7 +68,7 @@ def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
             costed = "simple" if proto is None or proto.name == "none" else proto.name
             try:
                 time_s = nccl_time_s(setup.topology, setup.collective, name, costed, n,
-                                     size_bytes, n_channels=max(2, channels),
+                                     size_bytes, n_channels=channels,
                                      rank_nodes=setup.nodes, router=setup.router)  # fmt: skip
             except ConfigError as error:
                 refusal = error
@@ -75,6 +80,33 @@ def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
             f"NCCL's model costs none of {', '.join(setup.names)} for {setup.collective.value}"
         )
     return replace(setup, names=[best[1]], protocols=[best[2]])
+
+
+def costed_channels(setup: Setup) -> int:
+    """The channels NCCL's model costs a call of ``setup`` with, for its pick and for
+    ``--model nccl``'s time alike: the user's ``n_channels`` as asked; else the plan's
+    (with no plan, :data:`NCCL_DEFAULT_CHANNELS` for ``--model nccl``, which searches
+    none, and the one ring in rank order otherwise) clamped by the knobs
+    (``NCCL_MIN_CTAS``...), and at least 2 (NCCL runs NVLS on 2 channels or more).
+
+    >>> from simcoll.plan.tuning import NcclKnobs
+    >>> from simcoll.topology import switch_star
+    >>> star = switch_star(4, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
+    >>> setup = Setup(star, Collective.ALLREDUCE, ["ring"], [None], "nccl", ())
+    >>> costed_channels(setup), costed_channels(replace(setup, knobs=NcclKnobs(min_channels=24)))
+    (16, 24)
+    >>> flow, asked = replace(setup, model="flow"), replace(setup, params={"n_channels": 4})
+    >>> costed_channels(flow), costed_channels(asked)
+    (2, 4)
+    """
+    asked = (setup.params or {}).get("n_channels")
+    if asked:
+        return int(asked)
+    if setup.plan is not None:
+        planned = setup.plan.n_channels
+    else:
+        planned = NCCL_DEFAULT_CHANNELS if setup.model == "nccl" else 1
+    return max(2, setup.knobs.channels(planned))
 
 
 def _runnable(setup: Setup) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from simcoll.plan.tuning import NcclKnobs
 from simcoll.prediction import predict
 from simcoll.topology.io import load
 
@@ -104,3 +105,31 @@ def test_a_named_protocol_is_nccl_proto() -> None:
     (simple,) = predict(a100, "allreduce", [4 * 2**20], protocol="simple").rows
     assert picked.protocol == "LL"
     assert (simple.algorithm, simple.protocol) == ("ring", "simple")
+
+
+@pytest.mark.parametrize("ctas", [{}, {"min_channels": 24}, {"max_channels": 2}])
+def test_nccls_model_picks_the_fastest_of_the_times_it_prints(ctas: dict[str, int]) -> None:
+    # `--model nccl` costed its pick with 2 channels and printed the pick's time with 16:
+    # on 4 DGX H100 it ran NVLS-tree at 2-16 MiB and the ring at 32 MiB, each slower by
+    # its own printed time than the tree with LL128 it passed over. Each size's row must
+    # be the least of the times the same model prints for every (algorithm, protocol)
+    # named one by one: with NCCL's 16 channels, NCCL_MIN_CTAS=24 and NCCL_MAX_CTAS=2.
+    knobs = NcclKnobs(**ctas)
+    fabric = load("topologies/h100-ib-fat-tree.toml", {"n_nodes": "4"})
+    sizes = [2**20, 2**21, 2**23, 2**24, 2**25, 2**26]
+    picked = predict(fabric, "allreduce", sizes, model="nccl", knobs=knobs).rows
+    named = {
+        (name, proto): predict(fabric, "allreduce", sizes, algorithm=name, protocol=proto,
+                               model="nccl", knobs=knobs).rows
+        for name in ("ring", "tree", "nvls_tree") for proto in ("LL", "LL128", "simple")
+        if name != "nvls_tree" or proto == "simple"
+    }  # fmt: skip
+    for i, row in enumerate(picked):
+        fastest = min(rows[i].time_s for rows in named.values())
+        assert row.time_s == pytest.approx(fastest, rel=1e-12), row.size_bytes
+        assert named[row.algorithm, row.protocol][i].time_s == pytest.approx(row.time_s)
+    # the knob reaches the printed time: 2 channels are held to 2 x the per-channel caps
+    # (tree LL128 29.0 GB/s busbw each on 4 nodes, against 345 for all 16 channels)
+    if ctas.get("max_channels"):
+        default = predict(fabric, "allreduce", sizes, model="nccl").rows
+        assert all(a.time_s > b.time_s for a, b in zip(picked, default, strict=True))
