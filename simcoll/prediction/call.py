@@ -43,7 +43,6 @@ from simcoll.plan.placement import map_ranks, nvls_tree_servers
 from simcoll.plan.search import search_plan
 from simcoll.plan.tuning import NcclKnobs, protocols_for, runnable_with
 from simcoll.prediction.choices import candidates, default_algorithm
-from simcoll.prediction.closed_form import CLOSED_FORM_MODELS
 from simcoll.prediction.nccl_choice import nccl_choice
 from simcoll.prediction.simulated import (
     Choice,
@@ -170,7 +169,7 @@ def call_setup(
         if chosen.source == "rank order":  # no servers: the textbook ring
             chosen = None
     return Setup(machine.topology, c, names, protocols, model, nodes, params, chosen, knobs,
-                 placement, None if model in CLOSED_FORM_MODELS else machine.router,
+                 placement, machine.router,
                  by_nccl=by_nccl, calibration=machine.calibration)  # fmt: skip
 
 

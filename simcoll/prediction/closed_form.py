@@ -70,7 +70,7 @@ def closed_form_rows(
     The analytical model costs the schedule the flow model would build, so it refuses
     what the flow model refuses: a size too small to cut into its pieces raises the
     builder's :class:`ScheduleError`, or, given ``skipped``, is listed there with why."""
-    router = Router(setup.topology)
+    router = setup.router or Router(setup.topology)
     rows: list[Row] = []
     simulated: list[tuple[int, str]] = []
     for size in sizes_bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -11,7 +12,7 @@ import networkx as nx
 import pytest
 
 from simcoll.core.errors import TopologyError
-from simcoll.topology import routing
+from simcoll.topology import load, routing
 from simcoll.topology.builders import full_mesh, ring, switch_star
 from simcoll.topology.routing import (
     Router,
@@ -145,6 +146,16 @@ def _grid() -> nx.DiGraph[str]:
     return grid
 
 
+def _uneven_leaves_and_spines() -> nx.DiGraph[str]:
+    """3 leaves of 2 GPUs under 3 spines, each leaf-spine cable 0, 1 or 2 us: a GPU's
+    routes past its leaf (its gateway) tie on hops and differ in latency."""
+    graph = _leaves_and_spines(n_leaves=3, gpus_per_leaf=2, n_spines=3)
+    for leaf, spine in itertools.product(range(3), range(3)):
+        for u, v in ((f"leaf{leaf}", f"spine{spine}"), (f"spine{spine}", f"leaf{leaf}")):
+            graph.edges[u, v]["latency_s"] = ((leaf + 2 * spine) % 3) * 1e-6
+    return graph
+
+
 @pytest.mark.parametrize(
     "make",
     [
@@ -152,6 +163,7 @@ def _grid() -> nx.DiGraph[str]:
         pytest.param(lambda: ring(9, **LINK), id="ring9"),
         pytest.param(lambda: switch_star(5, **LINK), id="star5"),
         pytest.param(_grid, id="grid3x4"),
+        pytest.param(_uneven_leaves_and_spines, id="leaf-spine"),
     ],
 )
 def test_router_agrees_with_the_rule_on_every_pair(make: Callable[[], nx.DiGraph[str]]) -> None:
@@ -224,18 +236,17 @@ def test_routes_are_cached(counting: type[_CountingSearch]) -> None:
 def test_routes_through_a_big_switch_do_not_search_every_port(
     counting: type[_CountingSearch],
 ) -> None:
-    # Every GPU is two levels from gpu0, settled backwards from its single predecessor
-    # "sw", itself settled from gpu0: for a few destinations no level is ever completed,
-    # level 2 never built. Asked for all of them (an all-to-all), the source completes its
-    # search once, level by level ({sw}, every GPU, then nothing): 3 levels, not one
-    # search of every port per route.
+    # Every GPU is two levels from gpu0, through "sw", the only node of gpu0's first
+    # level: its gateway. gpu0's search completes that one level ({sw}); each route past
+    # it is the search from sw's, which settles each GPU backwards from its single
+    # predecessor sw and never builds a level. Asked for every destination (an
+    # all-to-all), still one level in all, not one search of every port per route.
     n = 512
     router = Router(switch_star(n, **LINK))
     for dst in range(1, n):
         assert router.route("gpu0", f"gpu{dst}") == (("gpu0", "sw"), ("sw", f"gpu{dst}"))
-        if dst < 31:
-            assert counting.levels_completed == []
-    assert len(counting.levels_completed) == 3
+    assert counting.levels_completed == [1]
+    assert counting.created == ["gpu0", "sw"]
 
 
 def test_leaf_spine_route_expands_only_the_source_side(
@@ -472,3 +483,27 @@ def test_dmodk_sends_each_port_of_a_leaf_down_from_spine_port_mod_k(n_spines: in
         for src in (0, 5, 2 * gpus_per_leaf + 3):
             edges = router.route(f"gpu{src}", f"gpu{dst}")
             assert edges[2] == (f"spine{port % n_spines}", "leaf1")
+
+
+@pytest.mark.parametrize("rule", ["ecmp", "dmodk", "lowest_ids"])
+def test_a_gpus_routes_past_its_leaf_are_those_of_a_search_of_its_own(
+    rule: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A GPU's routes past its leaf switch are read from one search from that leaf,
+    # shared by every GPU behind it, with the GPU's own pick (ECMP's hash of the pair,
+    # d-mod-k's port). On a three-tier Clos (2 pods of DGX H100 servers: GPU, NVSwitch
+    # and NIC, leaf, aggregation, core) they must be the routes of each GPU's own search
+    # (no gateway looked for), hop for hop, for 800 random pairs.
+    def routes(gateway_levels: int) -> list[tuple[tuple[str, str], ...]]:
+        monkeypatch.setattr(routing, "_GATEWAY_LEVELS", gateway_levels)
+        graph = load("topologies/h100-3tier-clos.toml")
+        graph.graph["routing"] = rule
+        gpus = sorted(n for n, a in graph.nodes.items() if a["kind"] is NodeKind.GPU)
+        pick = random.Random(7)
+        pairs = [(pick.choice(gpus), pick.choice(gpus)) for _ in range(800)]
+        router = Router(graph)
+        return [router.route(a, b) for a, b in pairs]
+
+    shared = routes(routing._GATEWAY_LEVELS)
+    assert routes(0) == shared
+    assert max(len(r) for r in shared) == 8  # gpu, nic, leaf, agg, core, and back down
