@@ -247,7 +247,8 @@ def _predict_case(  # noqa: PLR0917 - a case's own description
         events=0,
         sim_time_ms=sum(row.time_s for row in rows) * 1e3,
         busbw_GBps=last.busbw_bytes_per_s / 1e9,
-        path=f"predict: {last.algorithm}/{last.protocol}, routing {last.routing}",
+        path=f"predict: {last.algorithm}/{last.protocol}, "
+        + (f"routing {last.routing}" if last.routing else f"model {last.model}"),
     )
 
 
@@ -574,6 +575,38 @@ CASES: tuple[Case, ...] = (
             "ring",
             "simple",
             placement="random:1",
+            model="analytical",
+        ),
+    ),
+    Case(
+        "allreduce-65536-3tier",
+        "predict --model analytical: NCCL's default all-reduce 1 GiB (its pick: NVLS-tree), "
+        "8,192 DGX H100 on the 3-tier NDR Clos at its largest (h100-3tier-clos, 64 pods; "
+        "the closed form, 1.7 % from the flow model at 1,024 GPUs)",
+        120.0,
+        lambda: _predict_case(
+            "allreduce-65536-3tier",
+            "h100-3tier-clos.toml",
+            8192,
+            [GIB],
+            "nccl",
+            "auto",
+            model="analytical",
+        ),
+    ),
+    Case(
+        "allreduce-131072-multiplane",
+        "predict --model analytical: NCCL's default all-reduce 1 GiB (its pick: NVLS-tree), "
+        "16,384 DGX H100 on 8 planes of 3-tier NDR Clos (h100-multi-plane; target also "
+        "< 16 GiB)",
+        300.0,
+        lambda: _predict_case(
+            "allreduce-131072-multiplane",
+            "h100-multi-plane.toml",
+            16384,
+            [GIB],
+            "nccl",
+            "auto",
             model="analytical",
         ),
     ),

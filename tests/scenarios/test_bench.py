@@ -52,6 +52,8 @@ def test_the_suite_has_the_issue_cases() -> None:
         "nvls-tree-1024",
         "ring-1024-random",
         "ring-16384-random",
+        "allreduce-65536-3tier",
+        "allreduce-131072-multiplane",
         "ring-1024-random-ib",
         "tree-1024-nccl",
         "auto-128",
