@@ -51,7 +51,7 @@ fast path gives what the general path gives (``tests/sim/test_symmetry.py``; and
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import networkx as nx
@@ -87,8 +87,10 @@ from simcoll.sim.routes import (
 from simcoll.topology import Router
 
 __all__ = [
+    "PROBE_ABOVE",
     "SymmetricSchedule",
     "representatives_of",
+    "ring_pairs",
     "ring_periods",
     "ring_symmetric",
     "simulate_ring_fast",
@@ -297,33 +299,13 @@ def ring_symmetric(
     >>> ring_symmetric("allgather", 4, 64, period_ranks=2, rings=[(0, 3, 2, 1)]) is None
     False
     """
-    coll = Collective(collective)
-    if coll.value not in RING_COLLECTIVES:
-        raise ConfigError(
-            f"no symmetric ring for {collective!r}; valid: {', '.join(RING_COLLECTIVES)}"
-        )
+    head = _ring_head(collective, n_ranks, size_bytes, n_channels, n_chunks, max_in_flight,
+                      period_ranks, rings, round_up_pieces=round_up_pieces)  # fmt: skip
+    if head is None:
+        return None
+    coll, orders, maps, piece_sizes, rounded = head
     n, g = n_ranks, period_ranks
-    if g < 1 or n % g:
-        raise ConfigError(f"period_ranks {g} does not divide {n} ranks")
-    orders = np.array(
-        [tuple(range(n))] * n_channels if rings is None else [tuple(r) for r in rings],
-        dtype=np.int64,
-    )
-    if len(orders) != n_channels:
-        raise ConfigError(f"{len(orders)} rings for {n_channels} channels")
-    maps = _channel_maps(orders, g)
-    if maps is None:
-        return None
-    ring_blocks = n if coll is Collective.ALLREDUCE else 1
-    pieces_per_block = ring_blocks * n_channels * n_chunks
-    _check_header(coll, n, size_bytes, pieces_per_block, 0, max_in_flight)
-    block_bytes = coll.block_bytes(size_bytes, n)
-    piece_sizes = split_bytes(block_bytes, pieces_per_block)
-    rounded = len(set(piece_sizes)) > 1
-    if rounded and (not round_up_pieces or min(piece_sizes) * ROUND_UP_TOLERANCE < 1):
-        return None
-    if rounded:
-        piece_sizes = [piece_sizes[0]] * pieces_per_block
+    pieces_per_block = len(piece_sizes)
     ring = orders[0]
     position = np.empty(n, dtype=np.int64)
     position[ring] = np.arange(n)
@@ -385,6 +367,120 @@ def ring_symmetric(
         period_ranks=g,
         channel_copies=n_channels,
         dep_shift=_frozen(dep_shift),
+        channel_maps=_frozen(maps),
+        rounded_up=rounded,
+    )
+
+
+def _ring_head(  # noqa: PLR0917 - ring_symmetric's arguments
+    collective: str,
+    n_ranks: int,
+    size_bytes: int,
+    n_channels: int,
+    n_chunks: int,
+    max_in_flight: int,
+    period_ranks: int,
+    rings: Sequence[Sequence[int]] | None,
+    *,
+    round_up_pieces: bool,
+) -> tuple[Collective, IntArray, IntArray, list[int], bool] | None:
+    """What :func:`ring_symmetric` checks before it builds: the collective, the channels'
+    rings, their maps, the piece sizes (rounded up where allowed) and whether they were;
+    None where the symmetry or the pieces do not hold."""
+    coll = Collective(collective)
+    if coll.value not in RING_COLLECTIVES:
+        raise ConfigError(
+            f"no symmetric ring for {collective!r}; valid: {', '.join(RING_COLLECTIVES)}"
+        )
+    n, g = n_ranks, period_ranks
+    if g < 1 or n % g:
+        raise ConfigError(f"period_ranks {g} does not divide {n} ranks")
+    orders = np.array(
+        [tuple(range(n))] * n_channels if rings is None else [tuple(r) for r in rings],
+        dtype=np.int64,
+    )
+    if len(orders) != n_channels:
+        raise ConfigError(f"{len(orders)} rings for {n_channels} channels")
+    maps = _channel_maps(orders, g)
+    if maps is None:
+        return None
+    ring_blocks = n if coll is Collective.ALLREDUCE else 1
+    pieces_per_block = ring_blocks * n_channels * n_chunks
+    _check_header(coll, n, size_bytes, pieces_per_block, 0, max_in_flight)
+    piece_sizes = split_bytes(coll.block_bytes(size_bytes, n), pieces_per_block)
+    rounded = len(set(piece_sizes)) > 1
+    if rounded and (not round_up_pieces or min(piece_sizes) * ROUND_UP_TOLERANCE < 1):
+        return None
+    if rounded:
+        piece_sizes = [piece_sizes[0]] * pieces_per_block
+    return coll, orders, maps, piece_sizes, rounded
+
+
+def ring_pairs(
+    collective: str,
+    n_ranks: int,
+    size_bytes: int,
+    *,
+    n_channels: int = 1,
+    n_chunks: int = 1,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    period_ranks: int = 1,
+    rings: Sequence[Sequence[int]] | None = None,
+    round_up_pieces: bool = False,
+) -> SymmetricSchedule | None:
+    """The ring of :func:`ring_symmetric` reduced to the pairs it sends over: each
+    representative rank's one send to its successor (an all-gather's first step), with the
+    same channel maps; None where :func:`ring_symmetric` gives None.
+
+    :func:`symmetric_routes` reads of a schedule only its (channel, source, destination)
+    pairs, so its verdict on this is its verdict on the ring. This costs ``period_ranks``
+    transfers where the ring's representatives are 2 (N - 1) x pieces x ``period_ranks``:
+    at 1,024 GPUs placed at random (period N, the channel copies) 16 M transfers and some
+    200 MiB, built only to be found not exact.
+
+    >>> ring = [(0, 3, 2, 1, 4, 7, 6, 5)]  # unchanged by a shift of 4 ranks
+    >>> probe = ring_pairs("allreduce", 8, 2**20, period_ranks=4, rings=ring)
+    >>> probe.representatives.src.tolist(), probe.representatives.dst.tolist()
+    ([0, 1, 2, 3], [3, 4, 1, 2])
+    >>> whole = ring_symmetric("allreduce", 8, 2**20, period_ranks=4, rings=ring)
+    >>> whole.representatives.n_transfers
+    56
+    """
+    head = _ring_head(collective, n_ranks, size_bytes, n_channels, n_chunks, max_in_flight,
+                      period_ranks, rings, round_up_pieces=round_up_pieces)  # fmt: skip
+    if head is None:
+        return None
+    _, orders, maps, _, rounded = head
+    n, g = n_ranks, period_ranks
+    ring = orders[0]
+    position = np.empty(n, dtype=np.int64)
+    position[ring] = np.arange(n)
+    src = np.arange(g, dtype=np.int64)
+    rep = Schedule(
+        collective=Collective.ALLGATHER,
+        algorithm="ring",
+        n_ranks=n,
+        size_bytes=n,
+        root=0,
+        piece_bytes=_frozen(np.ones(n, dtype=np.int64)),
+        pieces_per_block=1,
+        src=_frozen(src),
+        dst=_frozen(ring[(position[src] + 1) % n]),
+        op=_frozen(np.full(g, _OP_CODES[Op.COPY], dtype=np.int64)),
+        channel=_frozen(np.zeros(g, dtype=np.int64)),
+        pieces_indptr=_frozen(np.arange(g + 1)),
+        pieces=_frozen(src.copy()),
+        deps_indptr=_frozen(np.zeros(g + 1, dtype=np.int64)),
+        deps=_frozen(np.zeros(0, dtype=np.int64)),
+        max_in_flight=max_in_flight,
+        params={"n_channels": n_channels, "period_ranks": g},
+    )
+    _check_transfers(rep)
+    return SymmetricSchedule(
+        representatives=rep,
+        period_ranks=g,
+        channel_copies=n_channels,
+        dep_shift=_frozen(np.zeros(0, dtype=np.int64)),
         channel_maps=_frozen(maps),
         rounded_up=rounded,
     )
@@ -716,18 +812,24 @@ def simulate_ring_fast(
     if exact.get(shape) in periods:
         periods.remove(exact[shape])
         periods.insert(0, exact[shape])
+    nodes = plan.rank_nodes if plan is not None else map_ranks(topology, n_ranks)
+
+    def shaped(
+        build: Callable[..., SymmetricSchedule | None], period: int
+    ) -> SymmetricSchedule | None:
+        return build(collective, n_ranks, size_bytes, n_channels=n_channels, n_chunks=n_chunks,
+                     max_in_flight=max_in_flight, period_ranks=period, rings=rings,
+                     round_up_pieces=round_up_pieces)  # fmt: skip
+
     for period in periods:
-        sym = ring_symmetric(
-            collective,
-            n_ranks,
-            size_bytes,
-            n_channels=n_channels,
-            n_chunks=n_chunks,
-            max_in_flight=max_in_flight,
-            period_ranks=period,
-            rings=rings,
-            round_up_pieces=round_up_pieces,
-        )
+        if representatives_of(collective, n_ranks, n_chunks, period) > PROBE_ABOVE:
+            # many representatives: first the verdict on their pairs alone
+            probe = shaped(ring_pairs, period)
+            if probe is None or not symmetric_routes(
+                topology, probe, nodes, protocol, router, plan, known
+            ):
+                continue
+        sym = shaped(ring_symmetric, period)
         if sym is None:
             continue  # the rings are not symmetric under this period: try a longer one
         result = simulate_symmetric(topology, sym, model=model, protocol=protocol,
@@ -736,6 +838,11 @@ def simulate_ring_fast(
             exact[shape] = period
             return result, sym
     return None
+
+
+#: Rings of more representatives than this are first judged on their pairs alone
+#: (:func:`ring_pairs`), and built only where the routes are exact.
+PROBE_ABOVE = 1 << 16
 
 
 def ring_periods(collective: str, n_ranks: int, n_chunks: int, n_channels: int) -> list[int]:

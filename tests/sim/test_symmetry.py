@@ -383,3 +383,50 @@ def test_nccl_rings_on_planes_are_exact_on_the_symmetric_path(
     assert schedule.n_transfers == 2 * (n - 1) * n * 16 * 2 == sym.n_transfers
     full = simulate(topology, schedule, rank_nodes=plan.rank_nodes, plan=plan)
     _assert_same(topology, fast, full)
+
+
+@pytest.mark.parametrize("case", ["ecmp", "dmodk", "random", "plan"])
+def test_a_ring_judged_on_its_pairs_is_judged_as_the_whole_ring(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The route verdict reads a ring's (channel, source, destination) pairs only, so a
+    # ring with many representatives is judged on ring_pairs (one send per representative
+    # rank) and built only where that verdict is exact: at 1,024 GPUs placed at random
+    # the whole ring of period N was 16 M transfers, built to be found not exact. Judged
+    # on its pairs (PROBE_ABOVE 0) or whole (no probe), the fast path must find the same
+    # period and the same times, and build no ring its pairs found not exact.
+    from simcoll.plan.search import search_plan  # noqa: PLC0415
+    from simcoll.sim import symmetry  # noqa: PLC0415
+
+    plan = None
+    if case in ("ecmp", "dmodk"):
+        topology, n, channels = _rail(8, 4, case), 64, 2
+    else:
+        topology = load(TOPOLOGIES / "h100-ib-fat-tree.toml", {"n_nodes": "4"})
+        plan = search_plan(topology, placement="random:2" if case == "random" else "linear")
+        n, channels = plan.n_ranks, 16
+    size = n * channels * 2 * 2**12
+    built: list[int] = []
+    whole = symmetry.ring_symmetric
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(kwargs["period_ranks"])
+        return whole(*args, **kwargs)
+
+    monkeypatch.setattr(symmetry, "ring_symmetric", counted)
+    results = {}
+    for probe_above in (10**12, 0):
+        monkeypatch.setattr(symmetry, "PROBE_ABOVE", probe_above)
+        built.clear()
+        results[probe_above] = simulate_ring_fast(
+            topology, "allreduce", n, size, n_channels=channels, n_chunks=2, plan=plan
+        )
+        judged = list(built)
+    assert (results[0] is None) == (results[10**12] is None)
+    if results[0] is not None:
+        (fast, sym), (whole_fast, whole_sym) = results[0], results[10**12]
+        assert sym.period_ranks == whole_sym.period_ranks
+        assert fast.time_s == whole_fast.time_s
+        assert judged == [sym.period_ranks]  # only the exact period was built
+    else:
+        assert judged == []
