@@ -30,7 +30,16 @@ import networkx as nx
 
 from simcoll.core.errors import TopologyError
 
-__all__ = ["check_reachability"]
+__all__ = ["Unreachable", "check_reachability"]
+
+
+class Unreachable(TopologyError):  # noqa: N818 - a TopologyError, named for its case
+    """No path joins GPU ``src`` to GPU ``dst`` (by the rule of the module docstring)."""
+
+    def __init__(self, message: str, *, src: str, dst: str, source: str | None) -> None:
+        super().__init__(message, source=source, field=src)
+        self.src = src
+        self.dst = dst
 
 
 def check_reachability(graph: nx.DiGraph[str], by_rank: list[str], source: str | None) -> None:
@@ -231,8 +240,9 @@ def _reach(graph: nx.DiGraph[str], start: str, blocked: set[str], *, reverse: bo
 def _raise_unreachable(
     src: str, src_rank: int, dst: str, dst_rank: int, source: str | None
 ) -> None:
-    raise TopologyError(
+    raise Unreachable(
         f"GPU {src!r} (rank {src_rank}) cannot reach GPU {dst!r} (rank {dst_rank})",
+        src=src,
+        dst=dst,
         source=source,
-        field=src,
     )

@@ -9,6 +9,7 @@ import pytest
 
 from simcoll.core.errors import ConfigError, TopologyError
 from simcoll.topology import load
+from simcoll.topology.reach import parted
 from simcoll.topology.routing import Router
 from simcoll.topology.whatif import degrade, fail
 
@@ -160,3 +161,35 @@ def test_failing_a_whole_plane_leaves_the_others_and_pxn() -> None:
 def test_a_pattern_that_names_nothing_says_patterns_work() -> None:
     with pytest.raises(ConfigError, match=r"'spine\*' names no link: .*patterns: plane3"):
         degrade(load(DGX_A100), "spine*", 0.5)
+
+
+def test_cutting_a_plane_into_pods_parts_servers_of_different_pods() -> None:
+    # 2 planes of 2-tier Clos (leaves of 2 NICs, 2 spines), 4 servers of 2 GPUs: servers
+    # 0-1 under leaf 0 of each plane, 2-3 under leaf 1. Failing every spine of both planes
+    # leaves each leaf's servers alone: gpu0 (server 0) can no longer reach gpu4 (server
+    # 2), nor gpu4 gpu0, by any plane or through any GPU. One plane's spines alone: the
+    # other plane (and PXN) joins them all.
+    from simcoll.topology.clos import multi_plane  # noqa: PLC0415
+
+    graph = multi_plane(4, gpus_per_node=2, nics_per_node=2, levels=2, leaf_down_ports=2, **BOX)
+    assert len(fail(graph, "plane0.spine*")) < len(graph)  # accepted
+    with pytest.raises(TopologyError) as cut:
+        fail(graph, "plane*.spine*")
+    assert str(cut.value) == (
+        "--fail plane*.spine*: gpu0 and gpu4 can no longer reach each other (the fabric is cut)"
+    )
+
+
+def test_a_one_way_cut_says_which_way() -> None:
+    # The same fabric with only the links down from plane 0's and plane 1's spines to
+    # leaf 1 failed: servers 2-3 still send up to every spine, but nothing comes down to
+    # them: gpu0 can no longer reach gpu4, and gpu4 still reaches gpu0.
+    from simcoll.topology.clos import multi_plane  # noqa: PLC0415
+
+    graph = multi_plane(4, gpus_per_node=2, nics_per_node=2, levels=2, leaf_down_ports=2, **BOX)
+    down = [(u, v) for u, v in graph.edges if "spine" in u and v.endswith("leaf1")]
+    graph.remove_edges_from(down)
+    gpus = [f"gpu{r}" for r in range(8)]
+    found = parted(graph, gpus)
+    assert found is not None
+    assert str(found) == "gpu0 can no longer reach gpu4 (the fabric is cut)"
