@@ -30,7 +30,7 @@ import networkx as nx
 
 from simcoll.core.errors import TopologyError
 
-__all__ = ["Unreachable", "check_reachability"]
+__all__ = ["Unreachable", "check_reachability", "first_unreachable"]
 
 
 class Unreachable(TopologyError):  # noqa: N818 - a TopologyError, named for its case
@@ -44,6 +44,14 @@ class Unreachable(TopologyError):  # noqa: N818 - a TopologyError, named for its
 
 def check_reachability(graph: nx.DiGraph[str], by_rank: list[str], source: str | None) -> None:
     """Raise on the first GPU pair, in (source rank, destination rank) order, with no path."""
+    try:
+        first_unreachable(graph, by_rank, source)
+    except Unreachable as cut:
+        raise TopologyError(cut.message, source=cut.source, field=cut.field) from None
+
+
+def first_unreachable(graph: nx.DiGraph[str], by_rank: list[str], source: str | None) -> None:
+    """:func:`check_reachability`, raising :class:`Unreachable`, which names the pair."""
     root = by_rank[0]
     forward = nx.descendants(graph, root)
     for rank, node in enumerate(by_rank[1:], start=1):

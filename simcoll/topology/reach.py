@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from simcoll.core.errors import TopologyError
-from simcoll.topology.gpu_reach import Unreachable, check_reachability
+from simcoll.topology.gpu_reach import Unreachable, first_unreachable
 from simcoll.topology.routing import Router
 
 __all__ = ["Parting", "parted"]
@@ -64,7 +64,7 @@ def parted(graph: nx.DiGraph[str], gpus: Sequence[str]) -> Parting | None:
     if len(gpus) < 2 or _joined(graph, gpus):
         return None
     try:
-        check_reachability(graph, list(gpus), None)
+        first_unreachable(graph, list(gpus), None)
     except Unreachable as cut:
         a, b = cut.src, cut.dst
     else:
