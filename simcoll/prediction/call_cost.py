@@ -48,8 +48,8 @@ from simcoll.sim.channel_symmetry import channel_symmetric
 from simcoll.sim.oneshot import OneShot
 from simcoll.sim.routes import route_pair
 from simcoll.sim.symmetry import (
-    ring_pairs,
     ring_periods,
+    ring_symmetric,
     symmetric_routes,
 )
 from simcoll.topology import Router
@@ -283,9 +283,9 @@ def _ring_periods(  # noqa: PLR0917 - one choice's facts, and the cache
     checked = 0
     for period in ring_periods(c, n, chunks, channels):
         # the verdict reads the ring's pairs alone: built as such, not as the whole ring
-        sym = ring_pairs(c, n, size_bytes, n_channels=channels, n_chunks=chunks,
-                         period_ranks=period, round_up_pieces=True,
-                         rings=None if used is None else used.rings)  # fmt: skip
+        sym = ring_symmetric(c, n, size_bytes, n_channels=channels, n_chunks=chunks,
+                             period_ranks=period, round_up_pieces=True, pairs_only=True,
+                             rings=None if used is None else used.rings)  # fmt: skip
         if sym is None:
             continue
         checked += 1

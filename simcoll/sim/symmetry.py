@@ -51,7 +51,7 @@ fast path gives what the general path gives (``tests/sim/test_symmetry.py``; and
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import networkx as nx
@@ -90,7 +90,6 @@ __all__ = [
     "PROBE_ABOVE",
     "SymmetricSchedule",
     "representatives_of",
-    "ring_pairs",
     "ring_periods",
     "ring_symmetric",
     "simulate_ring_fast",
@@ -277,6 +276,7 @@ def ring_symmetric(
     period_ranks: int = 1,
     rings: Sequence[Sequence[int]] | None = None,
     round_up_pieces: bool = False,
+    pairs_only: bool = False,
 ) -> SymmetricSchedule | None:
     """The ring schedule of :mod:`simcoll.algorithms.ring`, as representatives.
 
@@ -298,6 +298,22 @@ def ring_symmetric(
     12
     >>> ring_symmetric("allgather", 4, 64, period_ranks=2, rings=[(0, 3, 2, 1)]) is None
     False
+
+    ``pairs_only`` reduces it to the pairs it sends over: each representative rank's one
+    send to its successor (an all-gather's first step), with the same channel maps and
+    the same refusals. :func:`symmetric_routes` reads only a schedule's (channel, source,
+    destination) pairs, so its verdict on that is its verdict on the ring, for
+    ``period_ranks`` transfers instead of 2 (N - 1) x pieces x ``period_ranks`` (at 1,024
+    GPUs placed at random, period N: 16 M transfers and some 200 MiB, built only to be
+    found not exact).
+
+    >>> ring = [(0, 3, 2, 1, 4, 7, 6, 5)]  # unchanged by a shift of 4 ranks
+    >>> pairs = ring_symmetric("allreduce", 8, 2**20, period_ranks=4, rings=ring, pairs_only=True)
+    >>> pairs.representatives.src.tolist(), pairs.representatives.dst.tolist()
+    ([0, 1, 2, 3], [3, 4, 1, 2])
+    >>> whole = ring_symmetric("allreduce", 8, 2**20, period_ranks=4, rings=ring)
+    >>> whole.representatives.n_transfers
+    56
     """
     head = _ring_head(collective, n_ranks, size_bytes, n_channels, n_chunks, max_in_flight,
                       period_ranks, rings, round_up_pieces=round_up_pieces)  # fmt: skip
@@ -309,6 +325,8 @@ def ring_symmetric(
     ring = orders[0]
     position = np.empty(n, dtype=np.int64)
     position[ring] = np.arange(n)
+    if pairs_only:
+        return _ring_pairs(ring, position, g, maps, max_in_flight, rounded=rounded)
     n_steps = n - 1
     if coll is Collective.ALLREDUCE:
         phases = [(Op.REDUCE, -1), (Op.COPY, 0)]
@@ -416,45 +434,17 @@ def _ring_head(  # noqa: PLR0917 - ring_symmetric's arguments
     return coll, orders, maps, piece_sizes, rounded
 
 
-def ring_pairs(
-    collective: str,
-    n_ranks: int,
-    size_bytes: int,
+def _ring_pairs(
+    ring: IntArray,
+    position: IntArray,
+    period: int,
+    maps: IntArray,
+    max_in_flight: int,
     *,
-    n_channels: int = 1,
-    n_chunks: int = 1,
-    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-    period_ranks: int = 1,
-    rings: Sequence[Sequence[int]] | None = None,
-    round_up_pieces: bool = False,
-) -> SymmetricSchedule | None:
-    """The ring of :func:`ring_symmetric` reduced to the pairs it sends over: each
-    representative rank's one send to its successor (an all-gather's first step), with the
-    same channel maps; None where :func:`ring_symmetric` gives None.
-
-    :func:`symmetric_routes` reads of a schedule only its (channel, source, destination)
-    pairs, so its verdict on this is its verdict on the ring. This costs ``period_ranks``
-    transfers where the ring's representatives are 2 (N - 1) x pieces x ``period_ranks``:
-    at 1,024 GPUs placed at random (period N, the channel copies) 16 M transfers and some
-    200 MiB, built only to be found not exact.
-
-    >>> ring = [(0, 3, 2, 1, 4, 7, 6, 5)]  # unchanged by a shift of 4 ranks
-    >>> probe = ring_pairs("allreduce", 8, 2**20, period_ranks=4, rings=ring)
-    >>> probe.representatives.src.tolist(), probe.representatives.dst.tolist()
-    ([0, 1, 2, 3], [3, 4, 1, 2])
-    >>> whole = ring_symmetric("allreduce", 8, 2**20, period_ranks=4, rings=ring)
-    >>> whole.representatives.n_transfers
-    56
-    """
-    head = _ring_head(collective, n_ranks, size_bytes, n_channels, n_chunks, max_in_flight,
-                      period_ranks, rings, round_up_pieces=round_up_pieces)  # fmt: skip
-    if head is None:
-        return None
-    _, orders, maps, _, rounded = head
-    n, g = n_ranks, period_ranks
-    ring = orders[0]
-    position = np.empty(n, dtype=np.int64)
-    position[ring] = np.arange(n)
+    rounded: bool,
+) -> SymmetricSchedule:
+    """``ring_symmetric(..., pairs_only=True)``: one send per representative rank."""
+    n, g = len(ring), period
     src = np.arange(g, dtype=np.int64)
     rep = Schedule(
         collective=Collective.ALLGATHER,
@@ -473,13 +463,13 @@ def ring_pairs(
         deps_indptr=_frozen(np.zeros(g + 1, dtype=np.int64)),
         deps=_frozen(np.zeros(0, dtype=np.int64)),
         max_in_flight=max_in_flight,
-        params={"n_channels": n_channels, "period_ranks": g},
+        params={"n_channels": len(maps), "period_ranks": g},
     )
     _check_transfers(rep)
     return SymmetricSchedule(
         representatives=rep,
         period_ranks=g,
-        channel_copies=n_channels,
+        channel_copies=len(maps),
         dep_shift=_frozen(np.zeros(0, dtype=np.int64)),
         channel_maps=_frozen(maps),
         rounded_up=rounded,
@@ -814,22 +804,21 @@ def simulate_ring_fast(
         periods.insert(0, exact[shape])
     nodes = plan.rank_nodes if plan is not None else map_ranks(topology, n_ranks)
 
-    def shaped(
-        build: Callable[..., SymmetricSchedule | None], period: int
-    ) -> SymmetricSchedule | None:
-        return build(collective, n_ranks, size_bytes, n_channels=n_channels, n_chunks=n_chunks,
-                     max_in_flight=max_in_flight, period_ranks=period, rings=rings,
-                     round_up_pieces=round_up_pieces)  # fmt: skip
+    def shaped(period: int, *, pairs_only: bool = False) -> SymmetricSchedule | None:
+        return ring_symmetric(collective, n_ranks, size_bytes, n_channels=n_channels,
+                              n_chunks=n_chunks, max_in_flight=max_in_flight,
+                              period_ranks=period, rings=rings,
+                              round_up_pieces=round_up_pieces, pairs_only=pairs_only)  # fmt: skip
 
     for period in periods:
         if representatives_of(collective, n_ranks, n_chunks, period) > PROBE_ABOVE:
             # many representatives: first the verdict on their pairs alone
-            probe = shaped(ring_pairs, period)
+            probe = shaped(period, pairs_only=True)
             if probe is None or not symmetric_routes(
                 topology, probe, nodes, protocol, router, plan, known
             ):
                 continue
-        sym = shaped(ring_symmetric, period)
+        sym = shaped(period)
         if sym is None:
             continue  # the rings are not symmetric under this period: try a longer one
         result = simulate_symmetric(topology, sym, model=model, protocol=protocol,
@@ -841,7 +830,7 @@ def simulate_ring_fast(
 
 
 #: Rings of more representatives than this are first judged on their pairs alone
-#: (:func:`ring_pairs`), and built only where the routes are exact.
+#: (``ring_symmetric(..., pairs_only=True)``), and built only where the routes are exact.
 PROBE_ABOVE = 1 << 16
 
 
