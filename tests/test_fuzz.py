@@ -1203,7 +1203,8 @@ EXACT = [
         "topology",
         _edited(H100, "[params]", '"a\\nb" = 1\n[params]'),
         "topology/case.toml: 'a\\nb': unknown key; valid keys: schema, builder, description, "
-        "calibration, gpu_memory_bandwidth, host_memory_bandwidth, gpu, params, routing, transport",
+        "calibration, calibration_when, gpu_memory_bandwidth, host_memory_bandwidth, gpu, "
+        "params, routing, transport",
         id="bug: line break in a key",
     ),
     pytest.param(

@@ -171,18 +171,13 @@ MACHINES = [
             "efficiency.net,step_latency_s.net",
         ],
     ),
+    # The RTX 4090's links are fitted on p2pBandwidthLatencyTest's copies between its GPU
+    # pairs, in closed form (simcoll.calibrate.p2p_matrix), and predict NCCL's all-reduce
+    # over the same path: P2P on with the P2P driver, staged through host memory without.
     Machine(
         "rtx4090",
         "topologies/pcie-8x-rtx4090.toml",
-        fit_on=_table(
-            "nccl_allreduce_8xRTX4090_pcie_noP2P_chlc",
-            "--collective",
-            "allreduce",
-            "--ranks",
-            "8",
-            "--algorithm",
-            "ring",
-        ),
+        fit_on=_table("p2p_matrices_8xRTX4090_pcie_P2Pdriver_chlc", "--set", "p2p=true"),
         predict=[
             _table(
                 "nccl_allreduce_8xRTX4090_pcie_P2Pdriver_chlc",
@@ -194,6 +189,22 @@ MACHINES = [
                 "8",
             ),
         ],
+        fit=[],
+    ),
+    Machine(
+        "rtx4090-staged",
+        "topologies/pcie-8x-rtx4090.toml",
+        fit_on=_table("p2p_matrices_8xRTX4090_pcie_noP2P_chlc"),
+        predict=[
+            _table(
+                "nccl_allreduce_8xRTX4090_pcie_noP2P_chlc",
+                "--collective",
+                "allreduce",
+                "--ranks",
+                "8",
+            ),
+        ],
+        fit=[],
     ),
 ]
 

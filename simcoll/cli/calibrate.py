@@ -36,6 +36,7 @@ from simcoll.calibrate.fit import (
 )
 from simcoll.calibrate.gloo import BACKENDS, Recipe, default_protocol, recipe_for
 from simcoll.calibrate.measurements import MeasurementSet, sidecar_path
+from simcoll.calibrate.p2p_matrix import fit_p2p, is_p2p_log, read_p2p_matrices
 from simcoll.calibrate.read import read_measurements
 from simcoll.calibrate.residuals import max_abs_error, median_abs_error
 from simcoll.cli._args import (
@@ -49,6 +50,7 @@ from simcoll.cli._args import (
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_RANKS
+from simcoll.core.shipped import find
 from simcoll.core.units import format_duration
 from simcoll.output.folder import OutputFolder
 from simcoll.output.progress import Progress
@@ -67,7 +69,9 @@ __all__ = ["add_calibrate", "add_compare"]
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("measurements", nargs="+", metavar="MEASUREMENTS",
-                   help="measurement CSV files (with sidecar JSON) or nccl-tests logs")  # fmt: skip
+                   help="measurement CSV files (with sidecar JSON) or nccl-tests logs; for "
+                   "calibrate, also one p2pBandwidthLatencyTest output (CUDA sample), whose GPU "
+                   "pairs' copies give the links' efficiency and bandwidth")  # fmt: skip
     p.add_argument("--topology", required=True, metavar="TOPOLOGY",
                    help="topology TOML the runs were made on")  # fmt: skip
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
@@ -109,10 +113,15 @@ def add_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
         "latency per link kind, step latency per class, launch cost per call) to measured "
         "times by least squares on log(simulated/measured), and write them with their "
         "provenance and residuals to a params TOML for `simcoll compare --params` and "
-        "`simcoll predict --params`.",
-        epilog="example (shipped measurements and topologies are found by name): simcoll "
+        "`simcoll predict --params`. Given a p2pBandwidthLatencyTest output instead, fit "
+        "the links' efficiency per class and bandwidth per kind to its GPU pairs' copies "
+        "(P2P=Enabled matrices where the topology has p2p = true, else P2P=Disabled; "
+        "bidirectional first), in closed form.",
+        epilog="examples (shipped measurements and topologies are found by name): simcoll "
         "calibrate nccl_allreduce_8xA100_nvswitch_superbench --topology dgx-a100 "
-        "--collective allreduce -o a100.params.toml",
+        "--collective allreduce -o a100.params.toml; simcoll calibrate "
+        "p2p_matrices_8xRTX4090_pcie_P2Pdriver_chlc --topology pcie-8x-rtx4090 --set p2p=true "
+        "-o rtx4090-p2p.params.toml (a p2pBandwidthLatencyTest run)",
     )
     _common(p)
     p.add_argument("-o", "--output", required=True, metavar="PARAMS.toml",
@@ -242,6 +251,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     # say so before the fit (minutes), not after it
     check_output(args.output, mark=PARAMS_MARK.encode(), inputs=_input_files(args), what="-o")
     _check_writable(args.output)
+    p2p_logs = [m for m in args.measurements if is_p2p_log(find(m, "measurements"))]
+    if p2p_logs:
+        return _calibrate_p2p(args, p2p_logs)
     groups = [g.strip() for g in args.fit.split(",") if g.strip()]
     if not groups:
         raise ConfigError(f"names no parameter group; valid: {', '.join(ALL_GROUPS)}",
@@ -321,6 +333,70 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The options that choose how calls are simulated: none applies to a P2P matrix.
+_CALL_OPTIONS: dict[str, tuple[str, object]] = {
+    "--backend": ("backend", None), "--algorithm": ("algorithm", None),
+    "--protocol": ("protocol", None), "--nccl": ("nccl", []),
+    "--collective": ("collective", None), "--ranks": ("ranks", None),
+    "--in-place": ("in_place", False), "--model": ("model", "flow"),
+    "--fit": ("fit", ",".join(PARAMETER_GROUPS)),
+    "--regimes": ("regimes", "latency,middle,bandwidth"),
+}  # fmt: skip
+
+
+def _calibrate_p2p(args: argparse.Namespace, p2p_logs: list[str]) -> int:
+    """``simcoll calibrate`` of a ``p2pBandwidthLatencyTest`` output: the link
+    parameters its GPU pairs' copies give (:mod:`simcoll.calibrate.p2p_matrix`)."""
+    if len(args.measurements) > 1:
+        raise ConfigError(f"{p2p_logs[0]}: a p2pBandwidthLatencyTest output is calibrated "
+                          "alone: one such file, and no measured calls beside it")  # fmt: skip
+    for flag, (name, default) in _CALL_OPTIONS.items():
+        if getattr(args, name) != default:
+            raise ConfigError("chooses how measured calls are simulated; a "
+                              "p2pBandwidthLatencyTest output holds none", field=flag)  # fmt: skip
+    topology = load(args.topology, parse_overrides(args.set))
+    matrices = read_p2p_matrices(find(p2p_logs[0], "measurements"))
+    fitted = fit_p2p(topology, matrices)
+    errors = [p.relative_error for p in fitted.pairs]
+    provenance = {
+        "command": shlex.join(["simcoll", *sys.argv[1:]]),
+        "inputs": [matrices.source],
+        "topology": str(args.topology),
+        "overrides": list(args.set),
+        "matrix": fitted.matrix,
+        "points": len(fitted.pairs),
+        "fitted": [*(f"efficiency.{c}" for c in fitted.efficiency),
+                   *(f"link_bandwidth_bytes_per_s.{k}" for k in fitted.link_bandwidth_bytes_per_s)],
+        "not_identifiable": fitted.not_identifiable,
+        "median_abs_error": median_abs_error(errors),
+        "max_abs_error": max_abs_error(errors),
+    }  # fmt: skip
+    calibration = Calibration(efficiency=fitted.efficiency,
+                              link_bandwidth_bytes_per_s=fitted.link_bandwidth_bytes_per_s,
+                              provenance=provenance)  # fmt: skip
+    rows = [{"source": Path(matrices.source).name, "src_gpu": p.src_gpu, "dst_gpu": p.dst_gpu,
+             "links": "+".join(p.kinds), "measured_GBps": p.measured_bytes_per_s / 1e9,
+             "simulated_GBps": p.simulated_bytes_per_s / 1e9, "error": p.relative_error}
+            for p in fitted.pairs]  # fmt: skip
+    out_dir = Path(args.output).resolve().parent
+    bases = [os.path.relpath(Path(b).resolve(), out_dir) for b in args.base]
+    if bases:
+        _held(args.base)  # read now: a bad base is said before the file is written
+    write_calibration(args.output, calibration, rows, base=bases)
+    print(f"fitted on {len(fitted.pairs)} GPU pairs of {fitted.matrix} (each way):")
+    for cls, value in fitted.efficiency.items():
+        print(f"  efficiency.{cls} = {value:.6g}")
+    for kind, value in fitted.link_bandwidth_bytes_per_s.items():
+        print(f"  link_bandwidth_bytes_per_s.{kind} = {value:.6g} ({value / 1e9:.2f} GB/s)")
+    if fitted.not_identifiable:
+        print("  not binding on any pair (left as the topology has them): "
+              + ", ".join(fitted.not_identifiable))  # fmt: skip
+    print(f"  |error| median {100 * median_abs_error(errors):.1f} %, "
+          f"max {100 * max_abs_error(errors):.1f} %")  # fmt: skip
+    print(f"simcoll: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def _check_writable(path: str) -> None:
     """Create and remove a scratch file beside ``path``, as writing it will: a folder
     that takes no file (``/proc``, read-only, not ours) is said before the fit, not
@@ -382,6 +458,7 @@ def _sections(calibration: Calibration) -> dict[str, Any]:
         "protocol_efficiency": dict(calibration.protocol_efficiency),
         "step_latency_s": dict(calibration.step_latency_s),
         "link_latency_s": dict(calibration.link_latency_s),
+        "link_bandwidth_bytes_per_s": dict(calibration.link_bandwidth_bytes_per_s),
         "launch_s": calibration.launch_s,
         "floor_s": calibration.floor_s,
     }

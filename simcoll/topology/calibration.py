@@ -17,6 +17,12 @@ parameter, each a physical cause that calibration can fit:
 - ``link_latency_s[kind]``: the latency of one link of that kind, replacing the topology
   file's value (an emulated link whose delay could not be applied, a cable longer than the
   spec sheet's).
+- ``link_bandwidth_bytes_per_s[kind]``: the bandwidth of every link of that kind, replacing
+  the topology file's, where a path moves data below its wire for a reason of its own (PCIe
+  peer-to-peer between two CPU sockets: the root complexes forward it at less than the
+  socket link carries), as ``simcoll calibrate`` fits it from a ``p2pBandwidthLatencyTest``
+  log (:mod:`simcoll.calibrate.p2p_matrix`). The rate is the link's, shared by the flows
+  that cross it.
 - ``protocol_efficiency[protocol]``: a factor on one NCCL protocol's data fraction (LL,
   LL128, simple), for what a protocol loses beyond its line format (NCCL caps LL and
   LL128 bandwidth per channel, ``llMaxBw`` in ``src/graph/tuning.cc``).
@@ -96,7 +102,13 @@ _SECTIONS = {
     "protocol_efficiency": PROTOCOL_NAMES,
     "step_latency_s": LINK_CLASSES,
     "link_latency_s": _LINK_KINDS,
+    "link_bandwidth_bytes_per_s": _LINK_KINDS,
 }
+#: The sections of per-kind values (not per class).
+_PER_KIND = ("link_latency_s", "link_bandwidth_bytes_per_s")
+#: The largest link bandwidth a params file may give: a petabyte per second, some 1,000
+#: times an NVLink 5 GPU's.
+MAX_BANDWIDTH_BYTES_PER_S = 1e15
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,7 @@ class Calibration:
     efficiency: Mapping[str, float] = field(default_factory=dict)
     step_latency_s: Mapping[str, float] = field(default_factory=dict)
     link_latency_s: Mapping[str, float] = field(default_factory=dict)
+    link_bandwidth_bytes_per_s: Mapping[str, float] = field(default_factory=dict)
     protocol_efficiency: Mapping[str, float] = field(default_factory=dict)
     launch_s: float = 0.0
     provenance: Mapping[str, Any] = field(default_factory=dict)
@@ -140,14 +153,24 @@ class Calibration:
         return Protocol(name, efficiency, step, by_class, by_endpoint)
 
     def apply(self, topology: nx.DiGraph[str]) -> nx.DiGraph[str]:
-        """A copy of ``topology`` whose links of calibrated kinds have the fitted latency."""
-        if not self.link_latency_s:
+        """A copy of ``topology`` whose links of calibrated kinds have the fitted latency
+        and bandwidth.
+
+        >>> from simcoll.topology import switch_star
+        >>> star = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6)
+        >>> g = Calibration(link_bandwidth_bytes_per_s={"nvlink": 5e8}).apply(star)
+        >>> sorted({a["bandwidth_bytes_per_s"] for _, _, a in g.edges(data=True)})
+        [500000000.0]
+        """
+        if not self.link_latency_s and not self.link_bandwidth_bytes_per_s:
             return topology
         graph = topology.copy()
         for _, _, attrs in graph.edges(data=True):
             kind = attrs["kind"].value
             if kind in self.link_latency_s:
                 attrs["latency_s"] = self.link_latency_s[kind]
+            if kind in self.link_bandwidth_bytes_per_s:
+                attrs["bandwidth_bytes_per_s"] = self.link_bandwidth_bytes_per_s[kind]
         return graph
 
     @property
@@ -182,6 +205,7 @@ class Calibration:
             efficiency=sections["efficiency"],
             step_latency_s=sections["step_latency_s"],
             link_latency_s=sections["link_latency_s"],
+            link_bandwidth_bytes_per_s=sections["link_bandwidth_bytes_per_s"],
             protocol_efficiency=sections["protocol_efficiency"],
             launch_s=float(values.get("launch_s", 0.0)),
             floor_s=float(values.get("floor_s", 0.0)),
@@ -203,8 +227,8 @@ def foreign_parameters(calibration: Calibration, topology: nx.DiGraph[str]) -> l
     """
     kinds = {attrs["kind"].value for _, _, attrs in topology.edges(data=True)}
     classes = {link_class([kind]) for kind in kinds}
-    per_link = [(f"{section}.{key}", key in (kinds if section == "link_latency_s" else classes))
-                for section in ("efficiency", "step_latency_s", "link_latency_s")
+    per_link = [(f"{section}.{key}", key in (kinds if section in _PER_KIND else classes))
+                for section in ("efficiency", "step_latency_s", *_PER_KIND)
                 for key in getattr(calibration, section)]  # fmt: skip
     if not per_link or any(applies for _, applies in per_link):
         return []
@@ -248,6 +272,11 @@ def _check(section: str, key: str, value: object, valid: tuple[str, ...]) -> Non
             "its wire",
             field=where,
         )
+    if section == "link_bandwidth_bytes_per_s":
+        if not 0 < value <= MAX_BANDWIDTH_BYTES_PER_S:
+            raise ConfigError(f"must be a bandwidth in (0, {MAX_BANDWIDTH_BYTES_PER_S:g}] bytes/s, "
+                              f"got {value!r}", field=where)  # fmt: skip
+        return
     if not section.endswith("efficiency") and not 0 <= value <= MAX_PARAM_S:
         raise ConfigError(f"must be a time in [0, {MAX_PARAM_S:g}] s, got {value!r}",
                           field=where)  # fmt: skip
@@ -298,6 +327,7 @@ def read_calibration(path: str | Path, *, _seen: tuple[str, ...] = ()) -> Calibr
             efficiency=sections["efficiency"],
             step_latency_s=sections["step_latency_s"],
             link_latency_s=sections["link_latency_s"],
+            link_bandwidth_bytes_per_s=sections["link_bandwidth_bytes_per_s"],
             protocol_efficiency=sections["protocol_efficiency"],
             launch_s=document.get("launch_s", 0.0),
             floor_s=document.get("floor_s", 0.0),
@@ -399,6 +429,11 @@ def write_calibration(
         "# efficiency: data fraction of the wire per link class (x the protocol's own);",
         "# step_latency_s: added to every transfer over that class (not LL, LL128 over net), s;",
         "# link_latency_s: replaces the topology's latency of every link of that kind, seconds;",
+        *(
+            ["# link_bandwidth_bytes_per_s: replaces the bandwidth of every link of that kind;"]
+            if calibration.link_bandwidth_bytes_per_s
+            else []
+        ),
         "# protocol_efficiency: factor on an NCCL protocol's data fraction;",
         "# launch_s: added once to every collective call, seconds;",
         "# floor_s: the least time of a call timed back to back (0-byte calls), seconds.",
@@ -420,6 +455,8 @@ def write_calibration(
         "",
     ]
     for section in _SECTIONS:
+        if section == "link_bandwidth_bytes_per_s" and not calibration.link_bandwidth_bytes_per_s:
+            continue  # written where fitted: every other params file stays as it was
         lines.append(f"[{section}]")
         lines += [f"{key} = {_toml(value)}" for key, value in getattr(calibration, section).items()]
         lines.append("")

@@ -69,8 +69,9 @@ _POSITION = re.compile(
     r"^(?P<message>.*) \(at (?:line (?P<line>\d+), column (?P<column>\d+)|end of document)\)$"
 )
 
-_BUILDER_KEYS = ("schema", "builder", "description", "calibration", "gpu_memory_bandwidth",
-                 "host_memory_bandwidth", "gpu", "params", "routing", "transport")  # fmt: skip
+_BUILDER_KEYS = ("schema", "builder", "description", "calibration", "calibration_when",
+                 "gpu_memory_bandwidth", "host_memory_bandwidth", "gpu", "params", "routing",
+                 "transport")  # fmt: skip
 _EXPLICIT_KEYS = ("schema", "description", "calibration", "gpu_memory_bandwidth",
                   "host_memory_bandwidth", "gpu", "p2p", "routing", "transport", "nodes",
                   "links")  # fmt: skip
@@ -150,9 +151,10 @@ def load(path: str | Path, overrides: Mapping[str, str] | None = None) -> nx.DiG
     graph.graph["description"] = _description(document, source, overrides)
     graph = validated(graph, source=source)  # once: builders validate what they return
     graph = _with_hardware(graph, document, transport, source)
-    if "calibration" in document:
-        graph.graph["calibration"] = _calibration(document["calibration"], source, Path(path))
-        graph.graph["calibration_file"] = str(Path(path).parent / document["calibration"])
+    named, field = _calibration_named(document, overrides, source)
+    if named is not None:
+        graph.graph["calibration"] = _calibration(named, source, Path(path), field)
+        graph.graph["calibration_file"] = str(Path(path).parent / str(named))
     elif "hardware_params" in graph.graph:  # an imported machine: its hardware's parameters
         calibration, file = hardware_calibration(graph.graph["hardware_params"])
         graph.graph["calibration"], graph.graph["calibration_file"] = calibration, str(file)
@@ -245,9 +247,12 @@ def source_files(path: str | Path, overrides: Mapping[str, str] | None = None) -
         files.append(Path(path).parent / named)
         if "calibration" not in document:
             files += [f for params in hardware_files() for f in (params, *_base_files(params))]
-    if isinstance(document.get("calibration"), str):
-        params = Path(path).parent / document["calibration"]
-        files += [params, *_base_files(params)]
+    when = document.get("calibration_when")
+    named = [document.get("calibration"), *(when.values() if isinstance(when, dict) else [])]
+    for name in named:
+        if isinstance(name, str):
+            params = Path(path).parent / name
+            files += [params, *_base_files(params)]
     return files
 
 
@@ -436,17 +441,47 @@ def _value_text(value: object) -> str:
     return str(value)
 
 
-def _calibration(value: object, source: str, path: Path) -> Calibration:
-    """The params file the topology file's ``calibration`` key names (relative to it):
-    the parameters fitted on measurements of the machine, used unless ``--params`` says
-    otherwise."""
+def _calibration(value: object, source: str, path: Path, field: str) -> Calibration:
+    """The params file the topology file's ``calibration`` key (or the entry ``field`` of
+    ``calibration_when``) names, relative to it: the parameters fitted on measurements of
+    the machine, used unless ``--params`` says otherwise."""
     if not isinstance(value, str) or not value:
         message = f"must name a params file (relative to the topology file), got {describe(value)}"
-        raise ConfigError(message, source=source, field="calibration")
+        raise ConfigError(message, source=source, field=field)
     try:
         return read_calibration(path.parent / value)
     except ConfigError as error:  # one line: the topology's key, then the params file's
-        raise ConfigError(str(error), source=source, field="calibration") from None
+        raise ConfigError(str(error), source=source, field=field) from None
+
+
+def _calibration_named(
+    document: dict[str, Any], overrides: Mapping[str, str] | None, source: str
+) -> tuple[object, str]:
+    """The params file the machine as built takes, and the key that names it: the entry of
+    ``[calibration_when]`` whose ``"name=value"`` the built parameters match (``--set``
+    over ``[params]``: ``"p2p=true"``, a machine whose links another fit describes),
+    else ``calibration`` (None: neither)."""
+    when = document.get("calibration_when", {})
+    if not isinstance(when, dict):
+        raise ConfigError(f"must be a table of \"name=value\" = params file, got "
+                          f"{describe(when)}", source=source, field="calibration_when")  # fmt: skip
+    params = document.get("params")
+    values = {**(params if isinstance(params, dict) else {}), **(overrides or {})}
+    matched = []
+    for condition, named in when.items():
+        field = f'calibration_when."{condition}"'
+        name, equals, value = condition.partition("=")
+        if not equals or name.strip() not in values:
+            raise ConfigError(f"must be \"name=value\" with a name of [params] (valid: "
+                              f"{', '.join(values)})", source=source, field=field)  # fmt: skip
+        if _value_text(values[name.strip()]).lower() == _value_text(value.strip()).lower():
+            matched.append((named, field))
+    if len(matched) > 1:
+        raise ConfigError(f"{matched[0][1]} and {matched[1][1]} both hold for this machine; "
+                          "one params file describes it", source=source)  # fmt: skip
+    if matched:
+        return matched[0]
+    return document.get("calibration"), "calibration"
 
 
 def _memory_bandwidth(value: object, source: str, field: str) -> float:

@@ -350,7 +350,7 @@ def test_unknown_key_in_toml(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     line = error_line(capsys, "predict", path, "--collective", "allreduce")
     assert line == (
         f"simcoll: error: {path}: colour: unknown key; valid keys: "
-        "schema, builder, description, calibration, gpu_memory_bandwidth, "
+        "schema, builder, description, calibration, calibration_when, gpu_memory_bandwidth, "
         "host_memory_bandwidth, gpu, params, routing, transport"
     )
 

@@ -86,6 +86,12 @@ WHY = (
         ("[efficiency\n", "p.toml: not valid TOML: Expected ']' at the end of a table "
          "declaration (at line 1, column 12)"),
         ("efficiency = 3\n", "p.toml: efficiency: must be a table of numbers"),
+        ("[link_bandwidth_bytes_per_s]\ncpu_link = 0\n", "p.toml: link_bandwidth_bytes_per_s."
+         "cpu_link: must be a bandwidth in (0, 1e+15] bytes/s, got 0"),
+        ("[link_bandwidth_bytes_per_s]\npcie = 1e16\n", "p.toml: link_bandwidth_bytes_per_s."
+         "pcie: must be a bandwidth in (0, 1e+15] bytes/s, got 1e+16"),
+        ("[link_bandwidth_bytes_per_s]\nnet = 5e9\n", "p.toml: link_bandwidth_bytes_per_s.net: "
+         "unknown key; valid: nvlink, pcie, cpu_link, ib, ethernet"),
     ],
 )  # fmt: skip
 def test_bad_params_file_is_one_line(tmp_path, text, message):
@@ -94,6 +100,21 @@ def test_bad_params_file_is_one_line(tmp_path, text, message):
     with pytest.raises(ConfigError) as info:
         read_calibration(path)
     assert str(info.value).replace(str(tmp_path) + "/", "") == message
+
+
+def test_a_fitted_link_bandwidth_replaces_its_kinds_links_and_round_trips(tmp_path):
+    star = switch_star(2, link_bandwidth_bytes_per_s=1e9, link_latency_s=1e-6,
+                       link_kind=LinkKind.ETHERNET, switch_kind=NodeKind.SWITCH)  # fmt: skip
+    cal = Calibration(link_bandwidth_bytes_per_s={"ethernet": 2.5e8})
+    out = cal.apply(star)
+    assert {d["bandwidth_bytes_per_s"] for *_, d in out.edges(data=True)} == {2.5e8}
+    assert {d["bandwidth_bytes_per_s"] for *_, d in star.edges(data=True)} == {1e9}
+    assert Calibration(link_bandwidth_bytes_per_s={"nvlink": 1.0}).apply(star).edges == star.edges
+    back = read_calibration(write_calibration(tmp_path / "p.toml", cal))
+    assert back.values == {"link_bandwidth_bytes_per_s.ethernet": 2.5e8}
+    # a file that fits none keeps the layout every params file had before the section
+    plain = write_calibration(tmp_path / "q.toml", Calibration(efficiency={"net": 0.5}))
+    assert "link_bandwidth" not in plain.read_text()
 
 
 def test_missing_params_file(tmp_path):

@@ -76,3 +76,50 @@ def test_a_bad_calibration_in_node_link_json_is_one_line() -> None:
     with pytest.raises(ConfigError, match=expected) as error:
         from_node_link(data, source="x.json")
     assert "\n" not in str(error.value)
+
+
+WHEN = STAR.format(value='"bare.toml"') + "[calibration_when]\n{entries}"
+
+
+def _when(tmp_path: Path, entries: str) -> Path:
+    (tmp_path / "bare.toml").write_text("schema = 1\n[efficiency]\nnvlink = 0.5\n")
+    (tmp_path / "fast.toml").write_text("schema = 1\n[efficiency]\nnvlink = 0.9\n")
+    path = tmp_path / "star.toml"
+    path.write_text(WHEN.format(entries=entries))
+    return path
+
+
+def test_a_machine_built_otherwise_takes_the_params_file_its_parameters_name(
+    tmp_path: Path,
+) -> None:
+    # A params file describes the machine as built: the RTX 4090 box with P2P on moves its
+    # data by another path than with it off, and its own fit says how fast.
+    path = _when(tmp_path, '"link_bandwidth=200 GB/s" = "fast.toml"\n')
+    assert load(path).graph["calibration"].efficiency == {"nvlink": 0.5}
+    chosen = load(path, {"link_bandwidth": "200 GB/s"})
+    assert chosen.graph["calibration"].efficiency == {"nvlink": 0.9}
+    assert chosen.graph["calibration_file"] == str(tmp_path / "fast.toml")
+    numbers = _when(tmp_path, '"n_gpus=4.0" = "fast.toml"\n')  # the file's own n_gpus, 4
+    assert load(numbers).graph["calibration"].efficiency == {"nvlink": 0.9}
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        ('"bandwidth=1" = "fast.toml"\n', 'calibration_when."bandwidth=1": must be "name=value" '
+         "with a name of [params] (valid: n_gpus, link_bandwidth, link_latency)"),
+        ('"n_gpus" = "fast.toml"\n', 'calibration_when."n_gpus": must be "name=value"'),
+        ('"n_gpus=4" = 7\n', 'calibration_when."n_gpus=4": must name a params file'),
+        ('"n_gpus=4" = "missing.toml"\n',
+         'calibration_when."n_gpus=4": {dir}/missing.toml: no such params file'),
+        ('"n_gpus=4" = "fast.toml"\n"link_latency=1 us" = "fast.toml"\n',
+         'calibration_when."n_gpus=4" and calibration_when."link_latency=1 us" both hold for '
+         "this machine; one params file describes it"),
+    ],
+)  # fmt: skip
+def test_a_bad_calibration_when_is_one_line(tmp_path: Path, entries: str, message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load(_when(tmp_path, entries))
+    text = str(error.value)
+    assert "\n" not in text
+    assert text.startswith(f"{tmp_path}/star.toml: " + message.format(dir=tmp_path))

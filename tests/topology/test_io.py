@@ -265,7 +265,8 @@ BAD_FILES = [
          f"params.extra: unknown parameter of builder 'switch_star'; valid: {VALID_KEYS}"),
     _bad("unknown-top-level-key", "schema = 1\n", "schema = 1\ncolour = 'red'\n",
          "colour: unknown key; valid keys: schema, builder, description, calibration, "
-         "gpu_memory_bandwidth, host_memory_bandwidth, gpu, params, routing, transport"),
+         "calibration_when, gpu_memory_bandwidth, host_memory_bandwidth, gpu, params, routing, "
+         "transport"),
     _bad("unknown-builder", '"switch_star"', '"star"',
          f"builder: unknown builder 'star'; valid: {BUILDER_NAMES}"),
     _bad("missing-builder", 'builder = "switch_star"\n', "",
