@@ -29,9 +29,14 @@ once, as they do (each direction moves half the printed value). With P2P on the 
 pairs crossing the same link at once get, which the fitted link's rate, shared by its
 flows, assumes.
 
-The files read are the sample's own output (its stdout, as ``tee`` saves it) and the
-CSV transcription of ``validation/data/public`` (``phase,matrix,src_gpu,dst_gpu,value``,
-one phase of one driver per row; a file of several phases must be cut to one).
+The files read are the sample's own output (its stdout, as ``tee`` saves it), the CSV
+transcription of ``validation/data/public`` (``phase,matrix,src_gpu,dst_gpu,value``, one
+phase of one driver per row; a file of several phases must be cut to one), and the output
+of NVIDIA's ``nvbandwidth``, whose one-way GPU-to-GPU tests
+(``device_to_device_memcpy_{read,write}_{ce,sm}``) are read as P2P=Enabled copies one
+way: a write moves the data from the row's GPU to the column's, a read from the column's
+to the row's (the tests' code: a read runs on the destination GPU). Its bidirectional and
+multi-node tests are not read.
 
 >>> text = '''Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)
 ...    D\\D     0      1
@@ -76,6 +81,7 @@ from simcoll.topology.schema import gpu_nodes
 __all__ = [
     "BINDING_TOLERANCE",
     "CSV_HEADER",
+    "NVBANDWIDTH_TESTS",
     "P2PFit",
     "P2PMatrices",
     "PairRate",
@@ -93,12 +99,21 @@ FloatArray = npt.NDArray[np.float64]
 BINDING_TOLERANCE = 0.05
 #: The header of the CSV transcription (``validation/data/public``).
 CSV_HEADER = ("phase", "matrix", "src_gpu", "dst_gpu", "value")
+#: nvbandwidth's one-way GPU-to-GPU tests, the way each moves data (``"read"``: column to
+#: row), as :func:`fit_p2p` prefers them after the sample's matrices.
+NVBANDWIDTH_TESTS = {
+    "device_to_device_memcpy_write_ce": "write",
+    "device_to_device_memcpy_read_ce": "read",
+    "device_to_device_memcpy_write_sm": "write",
+    "device_to_device_memcpy_read_sm": "read",
+}
 #: The bandwidth matrices, in the order :func:`fit_p2p` prefers them, by P2P on or off.
 _PREFERRED = {
     True: (
         "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)",
         "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)",
         "Unidirectional P2P=Enabled Bandwidth Matrix (GB/s)",  # older samples' title
+        *NVBANDWIDTH_TESTS,
     ),
     False: (
         "Bidirectional P2P=Disabled Bandwidth Matrix (GB/s)",
@@ -106,6 +121,7 @@ _PREFERRED = {
     ),
 }
 _TITLE = re.compile(r"^(Unidirectional|Bidirectional) P2P=(Enabled|Disabled) Bandwidth.*\(GB/s\)$")
+_RUNNING = re.compile(r"^Running (\w+)\.$")
 _NUMBER = re.compile(r"^[0-9]+(\.[0-9]*)?$")
 
 
@@ -153,7 +169,8 @@ class P2PFit:
 
 def is_p2p_log(path: str | Path) -> bool:
     """Whether ``path`` holds ``p2pBandwidthLatencyTest`` matrices (its output, or the
-    CSV transcription): what ``simcoll calibrate`` reads as one, not as measured calls."""
+    CSV transcription) or ``nvbandwidth``'s GPU-to-GPU ones: what ``simcoll calibrate``
+    reads as such, not as measured calls."""
     try:
         head = read_input_text(path, missing="no such file")[:65536]
     except ConfigError:
@@ -161,12 +178,18 @@ def is_p2p_log(path: str | Path) -> bool:
     lines = head.splitlines()
     if lines and tuple(c.strip() for c in lines[0].split(",")) == CSV_HEADER:
         return True
-    return any(_TITLE.match(line.strip()) for line in lines)
+    return any(_TITLE.match(line.strip()) or _nvbandwidth_test(line) for line in lines)
+
+
+def _nvbandwidth_test(line: str) -> str | None:
+    """The nvbandwidth test a ``Running NAME.`` line starts, if it is one read here."""
+    found = _RUNNING.match(line.strip())
+    return found[1] if found and found[1] in NVBANDWIDTH_TESTS else None
 
 
 def read_p2p_matrices(path: str | Path) -> P2PMatrices:
-    """The bandwidth matrices of a ``p2pBandwidthLatencyTest`` output or its CSV
-    transcription.
+    """The bandwidth matrices of a ``p2pBandwidthLatencyTest`` output, its CSV
+    transcription, or an ``nvbandwidth`` output.
 
     Raises
     ------
@@ -176,7 +199,7 @@ def read_p2p_matrices(path: str | Path) -> P2PMatrices:
         of different sizes, a rate that is not positive, a CSV of several phases.
     """
     source = str(path)
-    text = read_input_text(path, missing="no such p2pBandwidthLatencyTest file")
+    text = read_input_text(path, missing="no such p2pBandwidthLatencyTest or nvbandwidth file")
     first = text.splitlines()[0] if text.strip() else ""
     if tuple(c.strip() for c in first.split(",")) == CSV_HEADER:
         return _parse_csv(text, source)
@@ -184,13 +207,18 @@ def read_p2p_matrices(path: str | Path) -> P2PMatrices:
 
 
 def parse_p2p_log(text: str, *, source: str) -> P2PMatrices:
-    """The bandwidth matrices printed by ``p2pBandwidthLatencyTest`` (see the module)."""
+    """The bandwidth matrices printed by ``p2pBandwidthLatencyTest`` or ``nvbandwidth``
+    (see the module)."""
     matrices: dict[str, FloatArray] = {}
     lines = text.splitlines()
     i = 0
     while i < len(lines):
         title = lines[i].strip()
         i += 1
+        test = _nvbandwidth_test(title)
+        if test is not None:
+            i = _nvbandwidth_matrix(lines, i, test, matrices, source)
+            continue
         if not _TITLE.match(title):
             continue
         if i >= len(lines) or not lines[i].split()[:1] == ["D\\D"]:
@@ -209,6 +237,33 @@ def parse_p2p_log(text: str, *, source: str) -> P2PMatrices:
             i += 1
         _add(matrices, title, rows, columns, source)
     return _checked(matrices, source)
+
+
+def _nvbandwidth_matrix(
+    lines: list[str], i: int, test: str, matrices: dict[str, FloatArray], source: str
+) -> int:
+    """Read the matrix of nvbandwidth's ``test`` from line ``i`` (its title, then GPU
+    numbers, then a row per GPU with ``N/A`` on the diagonal) into ``matrices``, as data
+    moves (row to column); the line after it."""
+    if i + 1 >= len(lines) or not lines[i].strip().startswith("memcpy"):
+        raise ConfigError(f"line {i + 1}: expected the title 'memcpy ... bandwidth (GB/s)' of "
+                          f"{test}", source=source)  # fmt: skip
+    columns = lines[i + 1].split()
+    i += 2
+    rows: list[list[float]] = []
+    while i < len(lines) and lines[i].split()[:1] == [str(len(rows))]:
+        cells = lines[i].split()[1:]
+        if len(cells) != len(columns) or len(rows) >= len(cells) or cells[len(rows)] != "N/A":
+            raise ConfigError(f"line {i + 1}: row {len(rows)} of {test} does not follow its "
+                              f"header ({len(columns)} GPUs, N/A on the diagonal)",
+                              source=source)  # fmt: skip
+        rows.append([np.nan if k == len(rows) else _rate(cell, source, i + 1)
+                     for k, cell in enumerate(cells)])  # fmt: skip
+        i += 1
+    _add(matrices, test, rows, columns, source)
+    if NVBANDWIDTH_TESTS[test] == "read":
+        matrices[test] = matrices[test].T.copy()
+    return i
 
 
 def _parse_csv(text: str, source: str) -> P2PMatrices:
@@ -274,8 +329,9 @@ def _add(
 
 def _checked(matrices: dict[str, FloatArray], source: str) -> P2PMatrices:
     if not matrices:
-        raise ConfigError("no bandwidth matrix of p2pBandwidthLatencyTest (a line such as "
-                          f"'{_PREFERRED[True][0]}')", source=source)  # fmt: skip
+        raise ConfigError("no GPU-to-GPU bandwidth matrix of p2pBandwidthLatencyTest or "
+                          f"nvbandwidth (a line such as '{_PREFERRED[True][0]}' or 'Running "
+                          f"{next(iter(NVBANDWIDTH_TESTS))}.')", source=source)  # fmt: skip
     sizes = {len(m) for m in matrices.values()}
     if len(sizes) > 1 or min(sizes) < 2:
         raise ConfigError(f"matrices of {sorted(sizes)} GPUs: one run measures one set of two "

@@ -70,8 +70,9 @@ __all__ = ["add_calibrate", "add_compare"]
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("measurements", nargs="+", metavar="MEASUREMENTS",
                    help="measurement CSV files (with sidecar JSON) or nccl-tests logs; for "
-                   "calibrate, also one p2pBandwidthLatencyTest output (CUDA sample), whose GPU "
-                   "pairs' copies give the links' efficiency and bandwidth")  # fmt: skip
+                   "calibrate, also one p2pBandwidthLatencyTest (CUDA sample) or nvbandwidth "
+                   "output, whose GPU pairs' copies give the links' efficiency and "
+                   "bandwidth")  # fmt: skip
     p.add_argument("--topology", required=True, metavar="TOPOLOGY",
                    help="topology TOML the runs were made on")  # fmt: skip
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
@@ -113,7 +114,8 @@ def add_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
         "latency per link kind, step latency per class, launch cost per call) to measured "
         "times by least squares on log(simulated/measured), and write them with their "
         "provenance and residuals to a params TOML for `simcoll compare --params` and "
-        "`simcoll predict --params`. Given a p2pBandwidthLatencyTest output instead, fit "
+        "`simcoll predict --params`. Given a p2pBandwidthLatencyTest or nvbandwidth output "
+        "instead, fit "
         "the links' efficiency per class and bandwidth per kind to its GPU pairs' copies "
         "(P2P=Enabled matrices where the topology has p2p = true, else P2P=Disabled; "
         "bidirectional first), in closed form.",
@@ -348,12 +350,12 @@ def _calibrate_p2p(args: argparse.Namespace, p2p_logs: list[str]) -> int:
     """``simcoll calibrate`` of a ``p2pBandwidthLatencyTest`` output: the link
     parameters its GPU pairs' copies give (:mod:`simcoll.calibrate.p2p_matrix`)."""
     if len(args.measurements) > 1:
-        raise ConfigError(f"{p2p_logs[0]}: a p2pBandwidthLatencyTest output is calibrated "
+        raise ConfigError(f"{p2p_logs[0]}: a matrix of GPU pairs' copies is calibrated "
                           "alone: one such file, and no measured calls beside it")  # fmt: skip
     for flag, (name, default) in _CALL_OPTIONS.items():
         if getattr(args, name) != default:
-            raise ConfigError("chooses how measured calls are simulated; a "
-                              "p2pBandwidthLatencyTest output holds none", field=flag)  # fmt: skip
+            raise ConfigError("chooses how measured calls are simulated; a matrix of GPU "
+                              "pairs' copies holds none", field=flag)  # fmt: skip
     topology = load(args.topology, parse_overrides(args.set))
     matrices = read_p2p_matrices(find(p2p_logs[0], "measurements"))
     fitted = fit_p2p(topology, matrices)

@@ -19,6 +19,7 @@ from simcoll.core.errors import ConfigError
 from simcoll.core.units import GB, us
 from simcoll.prediction import predict
 from simcoll.topology.calibration import read_calibration
+from simcoll.topology.io import load
 from simcoll.topology.machines import pcie_tree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,7 +113,8 @@ def test_the_csv_transcription_is_read_one_run_at_a_time(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("no matrices here\n", "no bandwidth matrix of p2pBandwidthLatencyTest"),
+        ("no matrices here\n",
+         "no GPU-to-GPU bandwidth matrix of p2pBandwidthLatencyTest or nvbandwidth"),
         (f"{BI_ON}\n     0 900.00  40.00\n", "line 2: expected the header 'D\\\\D 0 1 ...'"),
         (f"{BI_ON}\n   D\\D     0      1\n     0 900.00  40.00\n     1  40.00\n",
          "line 4: row 1 of .* does not follow its header"),
@@ -188,8 +190,6 @@ def test_calibrate_writes_them_and_a_ring_then_moves_at_the_socket_links_rate(tm
     # crosses a link 2(n-1)/n times, so busbw tends to the slowest link's data rate, the
     # socket link's 24 GB/s x 0.75 = 18 GB/s; at 1 GiB the hops' latencies (microseconds
     # against ~90 ms) take under 0.1 % of it.
-    from simcoll.topology.io import load  # noqa: PLC0415 - with the file's settings
-
     topology = load(RTX, {"n_gpus": "4", "p2p": "true", "pcie_bandwidth": "32 GB/s"})
     row = predict(topology, "allreduce", [2**30], algorithm="ring", protocol="simple",
                   calibration=cal).rows[0]  # fmt: skip
@@ -216,3 +216,63 @@ def test_calibrate_refuses_call_options_and_other_files_beside_a_matrix(
     assert main(["calibrate", str(log), nccl, *options]) == 2
     assert "is calibrated alone" in capsys.readouterr().err
     assert not out.exists()
+
+
+NVBANDWIDTH = """nvbandwidth Version: v0.7
+Device 0: NVIDIA H100 80GB HBM3
+Device 1: NVIDIA H100 80GB HBM3
+Device 2: NVIDIA H100 80GB HBM3
+
+Running device_to_device_memcpy_read_ce.
+memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)
+          0         1         2
+0       N/A    300.00    310.00
+1    320.00       N/A    330.00
+2    340.00    350.00       N/A
+
+SUM device_to_device_memcpy_read_ce 1950.00
+
+Running device_to_device_bidirectional_memcpy_read_ce.
+memcpy CE GPU(row) <-> GPU(column) bandwidth (GB/s)
+          0         1         2
+0       N/A    290.00    290.00
+1    290.00       N/A    290.00
+2    290.00    290.00       N/A
+"""
+
+
+def test_nvbandwidths_one_way_copies_are_read_as_the_data_moves():
+    # A read runs on the destination: row 0, column 1 is GPU 1's data read by GPU 0, so
+    # the rate from GPU 1 to GPU 0. The bidirectional test is not read.
+    m = parse_p2p_log(NVBANDWIDTH, source="nvb.txt")
+    assert list(m.matrices) == ["device_to_device_memcpy_read_ce"]
+    grid = m.matrices["device_to_device_memcpy_read_ce"]
+    assert grid[1, 0] == 300.0
+    assert grid[0, 1] == 320.0
+    assert grid[2, 1] == 330.0
+    assert np.isnan(grid[2, 2])
+    written = NVBANDWIDTH.replace("read_ce", "write_ce")
+    assert parse_p2p_log(written, source="nvb.txt").matrices[
+        "device_to_device_memcpy_write_ce"][0, 1] == 300.0  # fmt: skip
+
+
+def test_a_malformed_nvbandwidth_matrix_is_one_line():
+    broken = NVBANDWIDTH.replace("1    320.00       N/A", "1    320.00    100.00")
+    with pytest.raises(ConfigError, match=r"^nvb\.txt: line 10: row 1 of "
+                       r"device_to_device_memcpy_read_ce does not follow its header "
+                       r"\(3 GPUs, N/A on the diagonal\)$"):  # fmt: skip
+        parse_p2p_log(broken, source="nvb.txt")
+
+
+def test_azures_nvbandwidth_on_an_h100_server_gives_nvlink_its_copies_rate():
+    # ND H100 v5's expected nvbandwidth output (validation/data/public): every pair's
+    # copy crosses two 450 GB/s NVLink links through the NVSwitch, so NVLink's efficiency
+    # is the median copy rate over 450 GB/s, the value the H100 hardware file states from
+    # "about 370 GB/s" (370 / 449.94) within 0.3 %.
+    path = REPO / "validation/data/public/nvbandwidth_d2d_read_ce_8xH100_ndv5_azurenhc.txt"
+    m = read_p2p_matrices(path)
+    values = m.matrices["device_to_device_memcpy_read_ce"]
+    rates = values[~np.isnan(values)]
+    fitted = fit_p2p(load(str(REPO / "topologies/dgx-h100.toml")), m)
+    assert fitted.efficiency == {"nvlink": pytest.approx(float(np.median(rates)) / 450)}
+    assert fitted.efficiency["nvlink"] == pytest.approx(370 / 449.94, rel=3e-3)
