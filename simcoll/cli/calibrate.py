@@ -54,6 +54,7 @@ from simcoll.core.shipped import find
 from simcoll.core.units import format_duration
 from simcoll.output.folder import OutputFolder
 from simcoll.output.progress import Progress
+from simcoll.plan.placement import map_ranks
 from simcoll.plan.tuning import NcclKnobs, parse_nccl_knobs
 from simcoll.topology.calibration import (
     PARAMS_MARK,
@@ -211,6 +212,56 @@ def _check_ranks(args: argparse.Namespace, topology: nx.DiGraph[str], runs: Meas
     why = too_few_gpus(args.topology, _overrides(args), topology, n_ranks)
     if why:
         raise ConfigError(f"runs on {why}", source=runs.source)
+    _check_hosts(args, topology, runs)
+
+
+def _check_hosts(args: argparse.Namespace, topology: nx.DiGraph[str], runs: MeasurementSet) -> None:
+    """Refuse an nccl-tests log whose ranks sat on servers otherwise than the simulation
+    puts them (rank r on the topology's GPU r): 2 servers of 4 ranks each, simulated as one
+    full server of 8, time another machine. The log's ``#  Rank ... on HOST`` lines say
+    where each rank ran; the hint gives the ``--set`` that builds servers of that size,
+    where the file's builder takes it (tried before it is suggested)."""
+    hosts = [d.get("host") for d in sorted(runs.metadata.get("devices", []),
+                                           key=lambda d: d.get("rank", 0))]  # fmt: skip
+    if not hosts or None in hosts:
+        return
+    measured = _host_sequence(hosts)
+    simulated = _host_sequence([topology.nodes[g].get("host")
+                                for g in map_ranks(topology, len(hosts))])  # fmt: skip
+    if measured == simulated:
+        return
+    per_host = [measured.count(h) for h in range(max(measured) + 1)]
+    shape = (
+        f"{len(per_host)} host{'s' * (len(per_host) != 1)} of {per_host[0]}"
+        if len(set(per_host)) == 1
+        else f"hosts of {', '.join(map(str, per_host))}"
+    )
+    placed = [simulated.count(h) for h in range(max(simulated) + 1)]
+    hint = "; give a topology whose servers hold the ranks as the run did"
+    contiguous = measured == sorted(measured) and len(set(per_host)) == 1
+    size = {"n_nodes": str(len(per_host)), "gpus_per_node": str(per_host[0])}
+    for extra in ({}, {"nics_per_node": str(per_host[0])}) if contiguous else ():
+        tried = {**_overrides(args), **size, **extra}
+        try:  # suggest only what loads and places the ranks as the run did
+            built = load(args.topology, tried)
+            fits = _host_sequence([built.nodes[g].get("host")
+                                   for g in map_ranks(built, len(hosts))]) == measured  # fmt: skip
+        except SimcollError:
+            fits = False
+        if fits:
+            sets = " ".join(f"--set {k}={v}" for k, v in {**size, **extra}.items())
+            hint = f"; pass {sets} (servers of the run's size)"
+            break
+    raise ConfigError(f"its {len(hosts)} ranks ran on {shape} (its 'Rank ... on HOST' lines); "
+                      f"{args.topology} puts them on {len(placed)} server"
+                      f"{'s' * (len(placed) != 1)} of {', '.join(map(str, placed))}{hint}",
+                      source=runs.source)  # fmt: skip
+
+
+def _host_sequence(hosts: list[object]) -> list[int]:
+    """Each rank's host as the order in which hosts first appear: ``[0, 0, 1, 1]``."""
+    first: dict[object, int] = {}
+    return [first.setdefault(h, len(first)) for h in hosts]
 
 
 def _points(sets: list[MeasurementSet], in_place: bool) -> list[FitPoint]:

@@ -212,3 +212,50 @@ def test_the_help_examples_run_from_any_folder(command, tmp_path, monkeypatch, c
         words = example.split(" (")[0].split(" ")
         assert words[0] == command
         assert main(words) == 0, capsys.readouterr().err
+
+
+def _log_on(hosts: list[str], path: Path) -> Path:
+    """An nccl-tests log of a 2-size all-reduce whose rank r ran on ``hosts[r]``."""
+    from simcoll.calibrate.measurements import Measurement  # noqa: PLC0415
+    from simcoll.calibrate.nccltests.write import LogHeader, format_log  # noqa: PLC0415
+
+    n = len(hosts)
+    rows = [(Measurement(collective="allreduce", n_ranks=n, size_bytes=s, time_s=s / 2e11,
+                         in_place=False),
+             Measurement(collective="allreduce", n_ranks=n, size_bytes=s, time_s=s / 2e11,
+                         in_place=True))
+            for s in (2**26, 2**27)]  # fmt: skip
+    text = format_log(rows, collective="allreduce", n_ranks=n,
+                      header=LogHeader(hosts=tuple(dict.fromkeys(hosts)), n_gpus=1))  # fmt: skip
+    lines = text.splitlines() if isinstance(text, str) else list(text)
+    rank_lines = [i for i, line in enumerate(lines) if re.match(r"#\s+Rank\s+\d", line)]
+    for rank, i in enumerate(rank_lines):  # each rank on the host asked for
+        lines[i] = re.sub(r" on +\S+ ", f" on {hosts[rank]:>10} ", lines[i])
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_log_whose_ranks_sat_on_other_servers_than_simulated_is_refused(tmp_path, capsys):
+    # 2 servers of 4 ranks each (mpirun -N 4) timed on a topology whose 8 ranks fill one
+    # 8-GPU server is another machine: said in one line, with the --set that builds the
+    # run's servers where the file's builder takes it.
+    log = _log_on(["a"] * 4 + ["b"] * 4, tmp_path / "nccl_allreduce_2x4.log")
+    fat_tree = str(REPO / "topologies/h100-ib-fat-tree.toml")
+    assert main(["compare", str(log), "--topology", fat_tree, "--set", "n_nodes=2"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"simcoll: error: {log}: its 8 ranks ran on 2 hosts of 4 (its 'Rank ... on "
+                   f"HOST' lines); {fat_tree} puts them on 1 server of 8; pass --set n_nodes=2 "
+                   "--set gpus_per_node=4 --set nics_per_node=4 (servers of the run's "
+                   "size)\n")  # fmt: skip
+    settings = ["--set", "n_nodes=2", "--set", "gpus_per_node=4", "--set", "nics_per_node=4"]
+    assert main(["compare", str(log), "--topology", fat_tree, *settings]) == 0
+    capsys.readouterr()
+    # ranks dealt round-robin over the hosts: no --set of server size places them so
+    dealt = _log_on(["a", "b"] * 4, tmp_path / "nccl_allreduce_dealt.log")
+    assert main(["compare", str(dealt), "--topology", fat_tree, *settings]) == 2
+    assert "give a topology whose servers hold the ranks as the run did" in capsys.readouterr().err
+    # the shipped 2-server log places as simulated
+    shipped = (
+        REPO / "validation/data/nccl-tests-logs/nccl_allreduce_2x8xH100_ndr_nccltests309_qoofyk.log"
+    )
+    assert main(["compare", str(shipped), "--topology", fat_tree, "--set", "n_nodes=2"]) == 0
