@@ -107,11 +107,12 @@ class Diagnosis:
 
 def what_ifs(
     topology: nx.DiGraph[str], n_ranks: int, knobs: NcclKnobs | None = None, *,
-    nccl: bool = True,
+    nccl: bool = True, placement: str = "linear",
 ) -> list[WhatIf]:  # fmt: skip
-    """The what-ifs that can change runs on the first ``n_ranks`` GPUs (linear placement,
-    as ``compare`` simulates them) of ``topology``, the healthy design first; NCCL's
-    channels only for runs of NCCL (``nccl``; gloo has none).
+    """The what-ifs that can change runs of ``n_ranks`` ranks placed by ``placement`` (as
+    ``compare`` simulates them: linear, or K on each server as the run's log says) on
+    ``topology``, the healthy design first; NCCL's channels only for runs of NCCL
+    (``nccl``; gloo has none).
 
     >>> from simcoll.topology import load
     >>> [w.name for w in what_ifs(load("topologies/h100-ib-fat-tree.toml", {"n_nodes": "8"}), 64)]
@@ -121,7 +122,7 @@ def what_ifs(
     ['healthy', "gpu0's links at 1/2 speed", "gpu0's links at 1/4 speed", 'half the channels']
     """
     knobs = knobs or NcclKnobs()
-    gpus = place_ranks(topology, n_ranks, "linear")
+    gpus = place_ranks(topology, n_ranks, placement)
     hosts = [topology.nodes[g].get("host") for g in gpus]
     found = [WhatIf("healthy", "the design as given", topology, knobs)]
     kinds = {attrs["kind"] for _, _, attrs in topology.edges(data=True)}
@@ -189,38 +190,60 @@ def diagnose(
     calibration: Calibration | None = None,
     progress: Callable[[], None] | None = None,
     workers: int = 1,
+    skipped: list[tuple[str, str]] | None = None,
 ) -> list[Diagnosis]:
     """Every candidate simulated at ``points`` (as ``compare`` simulates them), ranked by
     :func:`rank`; ``workers`` forked processes simulate that many candidates at once
-    (``progress`` is then called for a candidate's sizes when it is done)."""
+    (``progress`` is then called for a candidate's sizes when it is done). A fault that
+    cannot be simulated (the plan finds no route for it) is left out and named, with why,
+    in ``skipped``; the healthy design's failure is raised."""
     options = {"recipe": recipe, "protocol": protocol, "model": model,
                "calibration": calibration}  # fmt: skip
     if workers <= 1 or len(candidates) <= 1:
-        return rank([(w, compare(w.topology, points, knobs=w.knobs, progress=progress,
-                                 **options)) for w in candidates])  # type: ignore[arg-type]  # fmt: skip
-    sizes = simulations([p for p in points if p.size_bytes > 0], recipe)
-    _WORK.update(candidates=candidates, points=points, options=options)
+        results = [_compared(w, points, progress, options) for w in candidates]
+    else:
+        sizes = simulations([p for p in points if p.size_bytes > 0], recipe)
+        _WORK.update(candidates=candidates, points=points, options=options)
+        results = []
+        try:
+            with multiprocessing.get_context("fork").Pool(min(workers, len(candidates))) as pool:
+                for found in pool.imap(_compare_one, range(len(candidates))):
+                    results.append(found)
+                    for _ in range(sizes if progress else 0):
+                        progress()  # type: ignore[misc]
+        finally:
+            _WORK.clear()
     simulated = []
-    try:
-        with multiprocessing.get_context("fork").Pool(min(workers, len(candidates))) as pool:
-            for w, compared in zip(candidates, pool.imap(_compare_one, range(len(candidates))),
-                                   strict=True):  # fmt: skip
-                simulated.append((w, compared))
-                for _ in range(sizes if progress else 0):
-                    progress()  # type: ignore[misc]
-    finally:
-        _WORK.clear()
+    for w, found in zip(candidates, results, strict=True):
+        if isinstance(found, str):
+            if w.name == "healthy":
+                raise SimcollError(found)
+            if skipped is not None:
+                skipped.append((w.name, found))
+            continue
+        simulated.append((w, found))
     return rank(simulated)
+
+
+def _compared(
+    what_if: WhatIf, points: Sequence[FitPoint], progress: Callable[[], None] | None,
+    options: dict[str, Any],
+) -> list[ComparedPoint] | str:  # fmt: skip
+    """``what_if`` compared at ``points``, or why it cannot be simulated."""
+    try:
+        return compare(what_if.topology, points, knobs=what_if.knobs, progress=progress,
+                       **options)  # fmt: skip
+    except SimcollError as error:
+        return str(error)
 
 
 #: What the forked workers of :func:`diagnose` simulate (inherited, not pickled).
 _WORK: dict[str, Any] = {}
 
 
-def _compare_one(index: int) -> list[ComparedPoint]:
+def _compare_one(index: int) -> list[ComparedPoint] | str:
     work = _WORK
-    what_if = work["candidates"][index]
-    return compare(what_if.topology, work["points"], knobs=what_if.knobs, **work["options"])
+    return _compared(work["candidates"][index], work["points"], None, work["options"])
 
 
 def rank(simulated: Sequence[tuple[WhatIf, Sequence[ComparedPoint]]]) -> list[Diagnosis]:

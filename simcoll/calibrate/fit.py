@@ -62,6 +62,7 @@ from simcoll.calibrate.measurements import MAX_TIME_S
 from simcoll.calibrate.residuals import time_error
 from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.protocols import link_class
+from simcoll.plan.placement import place_ranks
 from simcoll.plan.tuning import NcclKnobs
 from simcoll.prediction import predict
 from simcoll.prediction.call import Machine, call_setup
@@ -114,6 +115,9 @@ class FitPoint:
     #: nccl-tests' in-place half: the call copies nothing from input to output
     #: (:meth:`~simcoll.core.collectives.Collective.local_copy_bytes`).
     in_place: bool = False
+    #: Where the ranks ran (:func:`~simcoll.plan.placement.place_ranks`): ``linear``, or
+    #: ``per-server:K`` for a run of K ranks on each server.
+    placement: str = "linear"
 
 
 @dataclass(frozen=True)
@@ -173,13 +177,15 @@ def simulate_points(
     ``progress`` is called once per distinct size simulated (:func:`simulations`);
     ``knobs`` are the NCCL settings the runs were made with (``--nccl``)."""
     out = [math.nan] * len(points)
-    for (collective, n_ranks, chosen, in_place), members in _groups(points, recipe).items():
+    for (collective, n_ranks, chosen, in_place, placement), members in _groups(
+        points, recipe
+    ).items():
         sizes = sorted({points[i].size_bytes for i in members})
         rows = predict(
             topology, collective, sizes, algorithm=chosen.algorithm, protocol=protocol,
             model=model, n_ranks=n_ranks, params=dict(chosen.params) or None,
             calibration=calibration, skip_too_small=True, in_place=in_place,
-            progress=progress, knobs=knobs,
+            progress=progress, knobs=knobs, placement=placement,
         ).rows  # fmt: skip
         by_size = {row.size_bytes: row.time_s for row in rows}
         for i in members:
@@ -189,13 +195,14 @@ def simulate_points(
 
 def _groups(
     points: Sequence[FitPoint], recipe: Model
-) -> dict[tuple[str, int, Recipe, bool], list[int]]:
+) -> dict[tuple[str, int, Recipe, bool, str], list[int]]:
     """The points each ``predict`` call of :func:`simulate_points` covers."""
-    groups: dict[tuple[str, int, Recipe, bool], list[int]] = defaultdict(list)
+    groups: dict[tuple[str, int, Recipe, bool, str], list[int]] = defaultdict(list)
     for i, p in enumerate(points):
         found = recipe(p.collective, p.n_ranks, p.size_bytes)
         chosen = Recipe(found) if isinstance(found, str) else found
-        groups[chosen.simulate_as or p.collective, p.n_ranks, chosen, p.in_place].append(i)
+        key = (chosen.simulate_as or p.collective, p.n_ranks, chosen, p.in_place, p.placement)
+        groups[key].append(i)
     return groups
 
 
@@ -221,11 +228,13 @@ def estimate_points(
     machine = Machine.of(topology, calibration)
     costs = CallCosts()
     seconds = 0.0
-    for (collective, n_ranks, chosen, _), members in _groups(points, recipe).items():
+    for (collective, n_ranks, chosen, _, placement), members in _groups(points, recipe).items():
         try:
-            setup = call_setup(machine, collective, machine.gpus(n_ranks),
+            gpus = place_ranks(machine.topology, n_ranks, placement)
+            setup = call_setup(machine, collective, gpus,
                                algorithm=chosen.algorithm, protocol=protocol, model=model,
-                               params=dict(chosen.params) or None, knobs=knobs)  # fmt: skip
+                               params=dict(chosen.params) or None, knobs=knobs,
+                               placement=placement)  # fmt: skip
         except SimcollError:
             continue  # the simulation says why
         for size in sorted({points[i].size_bytes for i in members}):

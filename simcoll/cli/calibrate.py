@@ -10,6 +10,7 @@ import re
 import shlex
 import sys
 import tempfile
+from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ from simcoll.core.shipped import find
 from simcoll.core.units import format_duration
 from simcoll.output.folder import OutputFolder
 from simcoll.output.progress import Progress
-from simcoll.plan.placement import map_ranks
+from simcoll.plan.placement import map_ranks, place_ranks
 from simcoll.plan.tuning import NcclKnobs, parse_nccl_knobs
 from simcoll.topology.calibration import (
     PARAMS_MARK,
@@ -212,24 +213,27 @@ def _check_ranks(args: argparse.Namespace, topology: nx.DiGraph[str], runs: Meas
     why = too_few_gpus(args.topology, _overrides(args), topology, n_ranks)
     if why:
         raise ConfigError(f"runs on {why}", source=runs.source)
-    _check_hosts(args, topology, runs)
+    runs.metadata["placement"] = _placement_of(args, topology, runs)
 
 
-def _check_hosts(args: argparse.Namespace, topology: nx.DiGraph[str], runs: MeasurementSet) -> None:
-    """Refuse an nccl-tests log whose ranks sat on servers otherwise than the simulation
-    puts them (rank r on the topology's GPU r): 2 servers of 4 ranks each, simulated as one
-    full server of 8, time another machine. The log's ``#  Rank ... on HOST`` lines say
-    where each rank ran; the hint gives the ``--set`` that builds servers of that size,
-    where the file's builder takes it (tried before it is suggested)."""
-    hosts = [d.get("host") for d in sorted(runs.metadata.get("devices", []),
-                                           key=lambda d: d.get("rank", 0))]  # fmt: skip
+def _placement_of(args: argparse.Namespace, topology: nx.DiGraph[str], runs: MeasurementSet) -> str:
+    """Where the runs' ranks go (:func:`~simcoll.plan.placement.place_ranks`), as an
+    nccl-tests log says they ran (its ``#  Rank ... on HOST device D`` lines): rank r on
+    the topology's GPU r where that puts them on the same servers; K on each server
+    (``per-server:K``) where the run started K a server on devices 0..K-1 (``mpirun -N K``
+    on servers bigger than the job), said on stderr. Any other layout is refused in one
+    line (2 servers of 4 ranks simulated as one full server of 8 time another machine),
+    with the ``--set`` that builds servers of the run's size where the file's builder takes
+    it (tried before it is suggested)."""
+    devices = sorted(runs.metadata.get("devices", []), key=lambda d: d.get("rank", 0))
+    hosts = [d.get("host") for d in devices]
     if not hosts or None in hosts:
-        return
+        return "linear"
     measured = _host_sequence(hosts)
     simulated = _host_sequence([topology.nodes[g].get("host")
                                 for g in map_ranks(topology, len(hosts))])  # fmt: skip
     if measured == simulated:
-        return
+        return "linear"
     per_host = [measured.count(h) for h in range(max(measured) + 1)]
     shape = (
         f"{len(per_host)} host{'s' * (len(per_host) != 1)} of {per_host[0]}"
@@ -239,6 +243,17 @@ def _check_hosts(args: argparse.Namespace, topology: nx.DiGraph[str], runs: Meas
     placed = [simulated.count(h) for h in range(max(simulated) + 1)]
     hint = "; give a topology whose servers hold the ranks as the run did"
     contiguous = measured == sorted(measured) and len(set(per_host)) == 1
+    local = [d.get("device") for d in devices] == [r % per_host[0] for r in range(len(hosts))]
+    placement = f"per-server:{per_host[0]}"
+    if contiguous and local:
+        with suppress(SimcollError):  # K larger than a server: refused below
+            gpus = place_ranks(topology, len(hosts), placement)
+            if _host_sequence([topology.nodes[g].get("host") for g in gpus]) == measured:
+                print(f"simcoll: note: {runs.source}: its {len(hosts)} ranks ran on {shape} "
+                      f"(its 'Rank ... on HOST' lines): simulated so, on the first "
+                      f"{per_host[0]} GPUs of each server ({placement})",
+                      file=sys.stderr)  # fmt: skip
+                return placement
     size = {"n_nodes": str(len(per_host)), "gpus_per_node": str(per_host[0])}
     for extra in ({}, {"nics_per_node": str(per_host[0])}) if contiguous else ():
         tried = {**_overrides(args), **size, **extra}
@@ -266,7 +281,15 @@ def _host_sequence(hosts: list[object]) -> list[int]:
 
 def _points(sets: list[MeasurementSet], in_place: bool) -> list[FitPoint]:
     points = [
-        FitPoint(m.collective, m.n_ranks, m.size_bytes, m.time_s, source, in_place=m.in_place)
+        FitPoint(
+            m.collective,
+            m.n_ranks,
+            m.size_bytes,
+            m.time_s,
+            source,
+            in_place=m.in_place,
+            placement=str(s.metadata.get("placement", "linear")),
+        )
         for s in sets
         for source in [Path(s.source).name]
         for m in s.rows
@@ -564,19 +587,24 @@ def _run_compare(args: argparse.Namespace, out: OutputFolder | None) -> int:
                           "this process", field="--workers")  # fmt: skip
     candidates = [WhatIf("healthy", "", topology, knobs)]
     if args.diagnose and shown:
-        candidates = what_ifs(
-            topology, max(p.n_ranks for p in shown), knobs, nccl=backend == "nccl"
-        )
+        widest = max(shown, key=lambda p: p.n_ranks)
+        candidates = what_ifs(topology, widest.n_ranks, knobs, nccl=backend == "nccl",
+                              placement=widest.placement)  # fmt: skip
     _say_estimate("compare", topology, shown, calibration, recipe, protocol, args.model,
                   knobs=knobs, what_ifs=len(candidates))  # fmt: skip
     bar = Progress(sys.stderr, simulations(shown, recipe) * len(candidates), "sizes",
                    tty_only=True)  # fmt: skip
+    skipped: list[tuple[str, str]] = []
     try:
         ranked = diagnose(candidates, points, recipe=recipe, protocol=protocol,
                           model=args.model, calibration=calibration, progress=bar.advance,
-                          workers=args.workers or os.cpu_count() or 1)  # fmt: skip
+                          workers=args.workers or os.cpu_count() or 1,
+                          skipped=skipped)  # fmt: skip
     finally:
         bar.close()
+    for name, why in skipped:
+        print(f"simcoll: note: what-if {name!r} left out: it cannot be simulated ({why})",
+              file=sys.stderr)  # fmt: skip
     compared = list(next(d for d in ranked if d.what_if.name == "healthy").points)
     if not compared:
         raise ConfigError(f"{sets[0].source}: no point could be simulated")

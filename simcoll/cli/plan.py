@@ -16,7 +16,7 @@ from simcoll.core.limits import MAX_RANKS
 from simcoll.core.units import format_bytes
 from simcoll.plan.channels import Plan, ring_plan
 from simcoll.plan.nccl_log import format_plan, log_plan, read_nccl_log
-from simcoll.plan.placement import place_ranks
+from simcoll.plan.placement import per_server_ranks, place_ranks
 from simcoll.plan.search import search_plan
 from simcoll.plan.tuning import parse_nccl_knobs, tune_call
 from simcoll.prediction import predict
@@ -59,7 +59,8 @@ def add_plan(sub: SubParsers) -> None:
                       "(repeatable)")  # fmt: skip
     show.add_argument("--ranks", type=positive_int_at_most(MAX_RANKS), metavar="N",
                       help="number of ranks (default: every GPU)")  # fmt: skip
-    show.add_argument("--placement", default="linear", metavar="linear|random[:SEED]|FILE",
+    show.add_argument("--placement", default="linear",
+                      metavar="linear|random[:SEED]|per-server:K|FILE",
                       help="which GPU each rank runs on (as for predict; default "
                       "linear)")  # fmt: skip
     show.add_argument("--plan", default="nccl", metavar="nccl|rank|LOG",
@@ -73,7 +74,7 @@ def add_plan(sub: SubParsers) -> None:
 def _show(args: argparse.Namespace) -> int:
     topology = load(args.topology, parse_overrides(args.set))
     knobs = parse_nccl_knobs(args.nccl)
-    n = args.ranks or len(gpu_nodes(topology))
+    n = args.ranks or per_server_ranks(topology, args.placement) or len(gpu_nodes(topology))
     if args.plan == "nccl":
         nodes = place_ranks(topology, n, args.placement)
         plan = search_plan(topology, nodes, placement=args.placement)

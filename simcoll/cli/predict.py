@@ -31,7 +31,7 @@ from simcoll.output.progress import Progress
 from simcoll.output.results import Row, format_side_by_side, format_table, to_csv, to_json
 from simcoll.plan.channels import Plan
 from simcoll.plan.nccl_log import log_plan, read_nccl_log
-from simcoll.plan.placement import place_ranks
+from simcoll.plan.placement import per_server_ranks, place_ranks
 from simcoll.plan.tuning import parse_nccl_knobs
 from simcoll.prediction import predict
 from simcoll.prediction.choices import DEFAULT_ALGORITHM, candidates, default_algorithm
@@ -102,13 +102,17 @@ def add_predict(sub: SubParsers) -> None:
         "--ranks",
         type=positive_int_at_most(MAX_RANKS),
         metavar="N",
-        help="number of ranks (default: every GPU of the topology), placed by --placement",
+        help="number of ranks (default: every GPU of the topology, or K per server with "
+        "--placement per-server:K), placed by --placement",
     )
-    p.add_argument("--placement", default="linear", metavar="linear|random[:SEED]|FILE",
+    p.add_argument("--placement", default="linear",
+                   metavar="linear|random[:SEED]|per-server:K|FILE",
                    help="which GPU each rank runs on: 'linear' (default: rank r on GPU r), "
                    "'random' or 'random:SEED' (a seeded random choice of GPUs, as a "
-                   "scheduler that ignores the network would make), or a file naming one "
-                   "GPU per line (a node id such as gpu12, or its number)")  # fmt: skip
+                   "scheduler that ignores the network would make), 'per-server:K' (K ranks "
+                   "on each server, on its first K GPUs, as mpirun -N K starts a job smaller "
+                   "than its servers), or a file naming one GPU per line (a node id such as "
+                   "gpu12, or its number)")  # fmt: skip
     p.add_argument("--plan", default="nccl", metavar="nccl|rank|LOG",
                    help="the rings, trees and NICs of each channel: 'nccl' (default: what "
                    "NCCL's graph search builds for this topology and placement), 'rank' "
@@ -227,7 +231,8 @@ def _predict(args: argparse.Namespace) -> int:
     for sizes_note in size_notes(args.sizes):
         print(f"simcoll: note: {sizes_note}", file=sys.stderr)
     topology = load(args.topology, parse_overrides(args.set))
-    n_ranks = args.ranks or len(gpu_nodes(topology))
+    n_ranks = (args.ranks or per_server_ranks(topology, args.placement)
+               or len(gpu_nodes(topology)))  # fmt: skip
     too_many = too_few_gpus(args.topology, parse_overrides(args.set), topology, n_ranks)
     if too_many:
         raise ConfigError(f"--ranks: {too_many}")

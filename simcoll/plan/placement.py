@@ -22,6 +22,7 @@ __all__ = [
     "gpus_per_host",
     "map_ranks",
     "nvls_tree_servers",
+    "per_server_ranks",
     "place_ranks",
     "ranks_per_reducing_switch",
     "switch_endpoints",
@@ -103,9 +104,11 @@ def gpus_per_host(
 
 
 #: The placements :func:`place_ranks` takes besides a file: ``linear`` (rank r on the GPU
-#: whose ``rank`` is r) and ``random`` or ``random:SEED`` (a seeded random choice of GPUs).
-PLACEMENTS = ("linear", "random", "random:SEED")
+#: whose ``rank`` is r), ``random`` or ``random:SEED`` (a seeded random choice of GPUs) and
+#: ``per-server:K`` (K ranks on each server, on its first K GPUs, as ``mpirun -N K``).
+PLACEMENTS = ("linear", "random", "random:SEED", "per-server:K")
 _RANDOM = re.compile(r"^random(?::(?P<seed>-?\d+))?$")
+_PER_SERVER = re.compile(r"^per-server:(?P<k>-?\d+)$")
 #: Placement files are small; a bigger file is refused before it is read.
 MAX_PLACEMENT_FILE_BYTES = 4 * 2**20
 
@@ -118,14 +121,20 @@ def place_ranks(
     ``linear``: rank r on the GPU whose ``rank`` attribute is r (:func:`map_ranks`).
     ``random`` or ``random:SEED``: ``n_ranks`` GPUs drawn without replacement, in random
     order, by numpy's ``default_rng(SEED)`` (SEED 0 by default), as a scheduler that does
-    not care where a job lands would. Anything else is a file: one GPU per line for ranks
-    0, 1, ..., each a GPU node id (``gpu12``) or the GPU's ``rank`` number; ``#`` starts
-    a comment. Its first ``n_ranks`` GPUs are used.
+    not care where a job lands would. ``per-server:K``: K ranks on each server in turn (its
+    GPUs of the K lowest ranks), as ``mpirun -N K`` starts a job smaller than its servers
+    (:func:`per_server_ranks` ranks at most). Anything else is a file: one GPU per line for
+    ranks 0, 1, ..., each a GPU node id (``gpu12``) or the GPU's ``rank`` number; ``#``
+    starts a comment. Its first ``n_ranks`` GPUs are used.
 
     >>> from simcoll.topology import switch_star
     >>> star = switch_star(8, link_bandwidth_bytes_per_s=1e9, link_latency_s=0.0)
     >>> place_ranks(star, 3), place_ranks(star, 3, "random:1")
     (('gpu0', 'gpu1', 'gpu2'), ('gpu5', 'gpu0', 'gpu1'))
+    >>> from simcoll.topology import load
+    >>> two = load("topologies/h100-ib-fat-tree.toml", {"n_nodes": "2"})  # 8 GPUs a server
+    >>> place_ranks(two, 4, "per-server:2")
+    ('gpu0', 'gpu1', 'gpu8', 'gpu9')
 
     Raises
     ------
@@ -137,6 +146,13 @@ def place_ranks(
     nodes = map_ranks(topology, n_ranks)  # checks n_ranks against the GPUs
     if placement == "linear":
         return nodes
+    per_server = _PER_SERVER.match(placement)
+    if per_server is not None:
+        servers = _per_server(topology, int(per_server["k"]))
+        if n_ranks > len(servers):
+            raise ConfigError(f"{placement} holds {len(servers)} ranks on these servers, fewer "
+                              f"than the {n_ranks} asked for", field="--placement")  # fmt: skip
+        return servers[:n_ranks]
     match = _RANDOM.match(placement)
     gpus = gpu_nodes(topology)
     if match is not None:
@@ -146,6 +162,32 @@ def place_ranks(
         chosen = np.random.default_rng(seed).permutation(len(gpus))[:n_ranks]
         return tuple(gpus[int(i)] for i in chosen)
     return _placement_file(Path(placement), gpus, n_ranks)
+
+
+def per_server_ranks(topology: nx.DiGraph[str], placement: str) -> int | None:
+    """How many ranks ``per-server:K`` holds on ``topology`` (K on every server), or None
+    for another placement: the ranks a call has where none are asked for.
+
+    Raises
+    ------
+    ConfigError
+        On K below 1 or above a server's GPUs.
+    """
+    found = _PER_SERVER.match(placement)
+    return None if found is None else len(_per_server(topology, int(found["k"])))
+
+
+def _per_server(topology: nx.DiGraph[str], per_server: int) -> tuple[str, ...]:
+    """The first ``per_server`` GPUs (by rank) of every server (``host``), servers in
+    the order of their first GPU."""
+    servers: dict[object, list[str]] = {}
+    for gpu in map_ranks(topology, len(gpu_nodes(topology))):
+        servers.setdefault(topology.nodes[gpu].get("host"), []).append(gpu)
+    smallest = min(len(gpus) for gpus in servers.values())
+    if not 1 <= per_server <= smallest:
+        raise ConfigError(f"per-server:{per_server}: K must be 1 to {smallest}, the GPUs of "
+                          "the smallest server", field="--placement")  # fmt: skip
+    return tuple(gpu for gpus in servers.values() for gpu in gpus[:per_server])
 
 
 def _placement_file(path: Path, gpus: list[str], n_ranks: int) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from simcoll.core.errors import ScheduleError, SimcollError
 from simcoll.core.limits import MAX_RANKS, check_count, check_size_bytes
 from simcoll.output.results import Row
 from simcoll.plan.channels import Plan
-from simcoll.plan.placement import place_ranks
+from simcoll.plan.placement import per_server_ranks, place_ranks
 from simcoll.plan.tuning import NcclKnobs
 from simcoll.prediction.call import DEFAULTS, Machine, call_setup, decide, finished
 from simcoll.prediction.closed_form import CLOSED_FORM_MODELS, closed_form_rows
@@ -158,7 +158,10 @@ def _place(
     """The GPU of every rank: the plan's, or ``placement`` of ``n_ranks`` (all GPUs)."""
     if isinstance(plan, Plan):
         return plan.rank_nodes
-    n = len(gpu_nodes(topology)) if n_ranks is None else check_count(n_ranks, "n_ranks", MAX_RANKS)
+    if n_ranks is None:  # every GPU, or K a server
+        n = per_server_ranks(topology, placement) or len(gpu_nodes(topology))
+    else:
+        n = check_count(n_ranks, "n_ranks", MAX_RANKS)
     return place_ranks(topology, n, placement)
 
 

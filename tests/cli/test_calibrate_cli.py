@@ -9,6 +9,7 @@ times written in the tests: ``2 x 0.2 ms + size / (efficiency x 125e6 B/s)``.
 
 from __future__ import annotations
 
+import csv
 import re
 import tomllib
 from pathlib import Path
@@ -235,27 +236,42 @@ def _log_on(hosts: list[str], path: Path) -> Path:
     return path
 
 
-def test_a_log_whose_ranks_sat_on_other_servers_than_simulated_is_refused(tmp_path, capsys):
-    # 2 servers of 4 ranks each (mpirun -N 4) timed on a topology whose 8 ranks fill one
-    # 8-GPU server is another machine: said in one line, with the --set that builds the
-    # run's servers where the file's builder takes it.
+def test_a_log_is_simulated_on_the_servers_its_ranks_ran_on(tmp_path, capsys):
+    # 2 servers of 4 ranks each (mpirun -N 4): on a topology of 8-GPU servers the ranks go
+    # on the first 4 GPUs of each (per-server:4), as predict --placement per-server:4 puts
+    # them, and stderr says so; simulated as one full server of 8 they would time another
+    # machine.
+    from simcoll.prediction import predict  # noqa: PLC0415
+    from simcoll.topology import load  # noqa: PLC0415
+
     log = _log_on(["a"] * 4 + ["b"] * 4, tmp_path / "nccl_allreduce_2x4.log")
     fat_tree = str(REPO / "topologies/h100-ib-fat-tree.toml")
-    assert main(["compare", str(log), "--topology", fat_tree, "--set", "n_nodes=2"]) == 2
+    out = tmp_path / "cmp"
+    args = ["compare", str(log), "--topology", fat_tree, "--set", "n_nodes=2", "--out", str(out)]
+    assert main(args) == 0
     err = capsys.readouterr().err
-    assert err == (f"simcoll: error: {log}: its 8 ranks ran on 2 hosts of 4 (its 'Rank ... on "
-                   f"HOST' lines); {fat_tree} puts them on 1 server of 8; pass --set n_nodes=2 "
-                   "--set gpus_per_node=4 --set nics_per_node=4 (servers of the run's "
-                   "size)\n")  # fmt: skip
-    settings = ["--set", "n_nodes=2", "--set", "gpus_per_node=4", "--set", "nics_per_node=4"]
-    assert main(["compare", str(log), "--topology", fat_tree, *settings]) == 0
-    capsys.readouterr()
-    # ranks dealt round-robin over the hosts: no --set of server size places them so
-    dealt = _log_on(["a", "b"] * 4, tmp_path / "nccl_allreduce_dealt.log")
-    assert main(["compare", str(dealt), "--topology", fat_tree, *settings]) == 2
-    assert "give a topology whose servers hold the ranks as the run did" in capsys.readouterr().err
-    # the shipped 2-server log places as simulated
-    shipped = (
-        REPO / "validation/data/nccl-tests-logs/nccl_allreduce_2x8xH100_ndr_nccltests309_qoofyk.log"
+    note = (f"simcoll: note: {log}: its 8 ranks ran on 2 hosts of 4 (its 'Rank ... on HOST' "
+            "lines): simulated so, on the first 4 GPUs of each server (per-server:4)")  # fmt: skip
+    assert note in err
+    with (out / "points.csv").open() as handle:
+        simulated = {int(r["size_bytes"]): float(r["simulated_s"]) for r in csv.DictReader(handle)}
+    rows = predict(load(fat_tree, {"n_nodes": "2"}), "allreduce", sorted(simulated),
+                   placement="per-server:4").rows  # fmt: skip
+    assert {r.size_bytes: r.time_s for r in rows} == pytest.approx(simulated, rel=1e-12)
+    # one 8-GPU server cannot hold 2 servers' ranks; ranks dealt round-robin over the hosts
+    # fit no such placement: both refused in one line
+    dgx = str(REPO / "topologies/dgx-h100.toml")
+    assert main(["compare", str(log), "--topology", dgx]) == 2
+    assert capsys.readouterr().err == (
+        f"simcoll: error: {log}: its 8 ranks ran on 2 hosts of 4 (its 'Rank ... on HOST' "
+        f"lines); {dgx} puts them on 1 server of 8; give a topology whose servers hold the "
+        "ranks as the run did\n"
     )
+    dealt = _log_on(["a", "b"] * 4, tmp_path / "nccl_allreduce_dealt.log")
+    assert main(["compare", str(dealt), "--topology", fat_tree, "--set", "n_nodes=2"]) == 2
+    assert "ran on 2 hosts of 4" in capsys.readouterr().err
+    # the shipped 2-server log places as simulated, with no note
+    logs = REPO / "validation/data/nccl-tests-logs"
+    shipped = logs / "nccl_allreduce_2x8xH100_ndr_nccltests309_qoofyk.log"
     assert main(["compare", str(shipped), "--topology", fat_tree, "--set", "n_nodes=2"]) == 0
+    assert "note" not in capsys.readouterr().err

@@ -90,3 +90,35 @@ def test_random_placement_is_reproducible_and_a_permutation() -> None:
     assert place_ranks(star, 16, "random") == place_ranks(star, 16, "random:0")
     with pytest.raises(ConfigError, match=r"GPUs"):
         place_ranks(star, 17, "random:1")
+
+
+def test_per_server_places_k_ranks_on_each_server_in_turn():
+    from simcoll.plan.placement import per_server_ranks  # noqa: PLC0415
+    from simcoll.topology import load  # noqa: PLC0415
+
+    two = load("topologies/h100-ib-fat-tree.toml", {"n_nodes": "2"})  # 2 servers of 8 GPUs
+    # by hand: GPUs are numbered server by server, 8 each; 3 a server are 0-2 and 8-10
+    assert place_ranks(two, 6, "per-server:3") == ("gpu0", "gpu1", "gpu2", "gpu8", "gpu9", "gpu10")
+    assert place_ranks(two, 4, "per-server:3") == ("gpu0", "gpu1", "gpu2", "gpu8")
+    assert per_server_ranks(two, "per-server:3") == 6
+    assert per_server_ranks(two, "linear") is None
+    for placement, message in [
+        ("per-server:0", "per-server:0: K must be 1 to 8, the GPUs of the smallest server"),
+        ("per-server:9", "per-server:9: K must be 1 to 8"),
+    ]:
+        with pytest.raises(ConfigError, match=f"^--placement: {message}"):
+            place_ranks(two, 2, placement)
+    with pytest.raises(ConfigError, match=r"^--placement: per-server:2 holds 4 ranks on these "
+                       r"servers, fewer than the 6 asked for$"):  # fmt: skip
+        place_ranks(two, 6, "per-server:2")
+
+
+def test_predict_runs_k_ranks_a_server_where_none_are_asked_for(capsys):
+    from simcoll.cli import main  # noqa: PLC0415
+
+    topology = str(Path(__file__).resolve().parents[2] / "topologies/h100-ib-fat-tree.toml")
+    assert main(["predict", topology, "--set", "n_nodes=2", "--placement", "per-server:4",
+                 "--collective", "allreduce", "--sizes", "1M", "--format", "csv"]) == 0  # fmt: skip
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    fields = dict(zip(header.split(","), row.split(","), strict=True))
+    assert (fields["n_ranks"], fields["placement"]) == ("8", "per-server:4")  # 2 servers x 4
