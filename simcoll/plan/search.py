@@ -398,8 +398,9 @@ def _preferred_nics(
             if inside[gpu]:
                 hops[gpu, nic] = inside[gpu].get(nic, far)
                 continue
-            try:
+            try:  # a channel's NIC sends from its GPU and receives into it: both ways
                 hops[gpu, nic] = len(router.route(gpu, nic))
+                router.route(nic, gpu)
             except TopologyError:
                 hops[gpu, nic] = far
     order: list[str] = []
@@ -407,6 +408,8 @@ def _preferred_nics(
     near: set[str] = set()
     for gpu in server.gpus:
         nearest = min(hops[gpu, nic] for nic in nics)
+        if nearest >= far:
+            continue  # no NIC of its own, none it can receive from: it takes no channel's
         local = tuple(nic for nic in nics if hops[gpu, nic] == nearest)
         near.update(local)
         pick = local[turn.get(local, 0) % len(local)]
@@ -433,6 +436,7 @@ def _many_servers(
     if n_search == 0:  # servers without NICs: the rank order across them
         ring = tuple(r for s in servers for r in s.ranks)
         return (Channel(ring, _chain_tree(ring)),)
+    _check_stranded(servers, [nics for nics, _, _ in nic_lists])
     fabric = _fabric(topology, first.gpus)
     intra_rings = None
     if fabric == "nvlink":
@@ -485,6 +489,15 @@ def _many_servers(
             tree_net[heads[up], head] = NetHop(nic_up, nic_k)
         channels.append(Channel(ring, rank_tree, tree_net))
     return tuple(channels)
+
+
+def _check_stranded(servers: Sequence[_Server], nics: Sequence[list[str]]) -> None:
+    """Refuse a server none of whose GPUs of the job reaches a NIC both ways (its own
+    NICs cut, the others behind GPUs that are not the job's)."""
+    for server, found in zip(servers, nics, strict=True):
+        if not found:
+            raise TopologyError(f"no GPU of the job on server {server.name} has a NIC it can "
+                                "send by and receive from")  # fmt: skip
 
 
 def _nic_gbps(topology: nx.DiGraph[str], nic: str) -> float:

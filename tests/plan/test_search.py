@@ -11,6 +11,7 @@ from simcoll.core.checks import check_schedule
 from simcoll.core.errors import ConfigError
 from simcoll.plan.channels import NetHop, Plan
 from simcoll.plan.search import search_plan
+from simcoll.prediction import predict
 from simcoll.topology import LinkKind, load
 from simcoll.topology.builders import ring
 from simcoll.topology.clusters import fat_tree
@@ -150,3 +151,20 @@ def test_every_plan_computes_its_collective(
     schedule = build_schedule(collective, algorithm, plan.using(3), n_ranks=n,
                               size_bytes=n * 3 * 2 * 64)  # fmt: skip
     check_schedule(schedule)
+
+
+def test_a_job_on_part_of_a_server_whose_nic_is_down_enters_by_its_other_gpus_nics() -> None:
+    # 4 ranks a server of 2 DGX H100, node0's gpu0 without its NIC: gpu0 can send through
+    # a neighbour's NIC (PXN) but no NIC of node0 writes into it except through a GPU that
+    # is not the job's, so node0's channels enter and leave by the NICs of gpu1-3; the plan
+    # once took node0.nic4, which reaches gpu0 only through gpu4, and the run failed.
+    from simcoll.plan.placement import place_ranks  # noqa: PLC0415
+    from simcoll.topology.whatif import fail  # noqa: PLC0415
+
+    topology = fail(load("topologies/h100-ib-fat-tree.toml", {"n_nodes": "2"}), "node0.nic0")
+    plan = search_plan(topology, place_ranks(topology, 8, "per-server:4"))
+    node0 = {hop.recv_nic for c in plan.channels for (_, dst), hop in c.net.items() if dst < 4}
+    node0 |= {hop.send_nic for c in plan.channels for (src, _), hop in c.net.items() if src < 4}
+    assert node0 == {"node0.nic1", "node0.nic2", "node0.nic3"}
+    row = predict(topology, "allreduce", [2**26], placement="per-server:4").rows[0]
+    assert row.n_ranks == 8
