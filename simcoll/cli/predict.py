@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ from simcoll.core.errors import ConfigError, SimcollError
 from simcoll.core.files import check_output
 from simcoll.core.limits import MAX_CHANNELS, MAX_CHUNKS, MAX_IN_FLIGHT, MAX_RANKS, MAX_TRANSFERS
 from simcoll.core.sizes import DTYPE_BYTES, REDOPS, align_size_bytes, parse_sizes, size_notes
-from simcoll.core.units import format_bandwidth, format_bytes
+from simcoll.core.units import format_bandwidth, format_bytes, format_duration
 from simcoll.output.progress import Progress
 from simcoll.output.results import Row, format_side_by_side, format_table, to_csv, to_json
 from simcoll.plan.channels import Plan
@@ -283,6 +284,19 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+#: A simulation expected to take longer than this (wall seconds) is said on stderr first.
+SAY_EXPECTED_AFTER_S = 10.0
+
+
+def _say_expected(what: str, seconds: float) -> None:
+    """Say on stderr how long simulating ``what`` is expected to take, where it is long
+    enough for a user to wonder (:data:`SAY_EXPECTED_AFTER_S`)."""
+    if seconds > SAY_EXPECTED_AFTER_S:
+        print(f"simcoll: note: simulating {what} is expected to take about "
+              f"{format_duration(seconds)} (an estimate; Ctrl-C stops it)",
+              file=sys.stderr)  # fmt: skip
+
+
 def _every(
     topology: nx.DiGraph[str],
     collective: Collective,
@@ -309,6 +323,7 @@ def _every(
                         skip_too_small=skip,
                         in_place=in_place,
                         progress=bar.advance,
+                        estimate=partial(_say_expected, f"{collective.value} ({name})"),
                         **call,
                     )
                 )

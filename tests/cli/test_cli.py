@@ -872,3 +872,33 @@ def test_plot_refuses_an_unknown_y() -> None:
 
     with pytest.raises(ValueError, match="y must be one of busbw, algbw, time, got 'speed'"):
         plot_vs_size([], "x.png", title="t", y="speed")
+
+
+def test_predict_says_first_how_long_a_long_simulation_is_expected_to_take(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 41's adversarial pass, seed 61: a 1 GiB all-gather by halving-doubling in 64
+    # channels of 4,096 pieces (14.7 million transfers) ran minutes with nothing said. A
+    # run expected to take longer than SAY_EXPECTED_AFTER_S says so before it starts; the
+    # figure is the cost check's own (the same call_estimates), here with the bar at 0 s.
+    from simcoll.cli import predict as predict_cli  # noqa: PLC0415
+    from simcoll.prediction.call import Machine, call_setup  # noqa: PLC0415
+    from simcoll.prediction.call_cost import CallCosts, call_estimates  # noqa: PLC0415
+    from simcoll.topology import load  # noqa: PLC0415
+
+    dgx = str(REPO / "topologies" / "dgx-a100.toml")
+    args = ["predict", dgx, "--collective", "allgather", "--algorithm", "ring", "--sizes", "1M"]
+    assert main(args) == 0
+    assert "expected to take" not in capsys.readouterr().err  # milliseconds: nothing said
+    monkeypatch.setattr(predict_cli, "SAY_EXPECTED_AFTER_S", 0.0)
+    assert main(args) == 0
+    machine = Machine.of(load(dgx))
+    setup = call_setup(machine, "allgather", machine.gpus(8), algorithm="ring")
+    expected = sum(e.seconds for e in call_estimates(setup, 2**20, CallCosts()))
+    note = next(line for line in capsys.readouterr().err.splitlines() if "expected" in line)
+    assert note.startswith("simcoll: note: simulating allgather (ring) is expected to take about ")
+    assert note.endswith(" (an estimate; Ctrl-C stops it)")
+    said = parse_time_s(note.split(" about ")[1].split(" (")[0])
+    # the estimate times a route on this machine (call_cost.seconds_per_route): the same
+    # figure, give or take that clock
+    assert 0.5 < said / expected < 2.0
