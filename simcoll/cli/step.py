@@ -232,7 +232,7 @@ def _report(result: StepResult, t: Training, head: str) -> str:
         f"tokens/s           {m['tokens_per_s']:,.0f}",
         f"tokens/s per GPU   {m['tokens_per_s'] / m['n_gpus']:,.1f}",
         f"MFU                {100 * m['mfu']:.1f} %",
-        f"HFU                {100 * hfu(result, t):.1f} %",
+        f"HFU                {100 * hfu(result):.1f} %",
         "first GPU's step   " + ", ".join(
             f"{k.removesuffix('_s').replace('exposed_', 'exposed ').replace('idle', 'bubble/idle')}"
             f" {m[k]:.4f} s" for k in ("compute_s", "exposed_tp_s", "exposed_cp_s",

@@ -55,7 +55,7 @@ def seconds_per_call(n_gpus: int) -> float:
     return SECONDS_PER_CALL * (1 + CALL_COST_PER_DOUBLING * max(0.0, math.log2(n_gpus / 8)))
 
 
-def hfu(result: StepResult, t: Training) -> float:
+def hfu(result: StepResult) -> float:
     """Hardware FLOPs utilisation: MFU plus the recomputed share of the forward (a full
     recomputation re-runs 2 of the 6 FLOPs per parameter and token: 4/3)."""
     return float(result.metrics["mfu"]) * (1 + result.metrics["recomputed_fraction"] / 3)
@@ -70,7 +70,7 @@ def step_row(result: StepResult, t: Training) -> dict[str, Any]:
         "recompute": t.recompute, "precision": t.precision,
         "time_s": m["time_s"], "tokens_per_s": m["tokens_per_s"],
         "tokens_per_s_per_gpu": m["tokens_per_s"] / m["n_gpus"], "mfu": m["mfu"],
-        "hfu": hfu(result, t), "memory_total_bytes": m["memory_total_bytes"],
+        "hfu": hfu(result), "memory_total_bytes": m["memory_total_bytes"],
         "memory_capacity_bytes": m["memory_capacity_bytes"],
         "fits_in_memory": bool(m["fits_in_memory"]),
         **{k: m[k] for k in sorted(m) if k.startswith(("exposed_", "compute_s", "idle_s"))},
