@@ -178,7 +178,8 @@ def is_p2p_log(path: str | Path) -> bool:
     lines = head.splitlines()
     if lines and tuple(c.strip() for c in lines[0].split(",")) == CSV_HEADER:
         return True
-    return any(_TITLE.match(line.strip()) or _nvbandwidth_test(line) for line in lines)
+    return any(_TITLE.match(line.strip()) or _RUNNING.match(line.strip())
+               or line.startswith("nvbandwidth Version") for line in lines)  # fmt: skip
 
 
 def _nvbandwidth_test(line: str) -> str | None:

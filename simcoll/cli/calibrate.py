@@ -190,6 +190,11 @@ def add_compare(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _inputs(args: argparse.Namespace) -> tuple[nx.DiGraph[str], list[MeasurementSet]]:
+    for path in args.measurements:  # compare's: calibrate takes these apart, alone
+        if is_p2p_log(find(path, "measurements")):
+            raise ConfigError(f"{path}: holds copies between GPU pairs (p2pBandwidthLatencyTest "
+                              "or nvbandwidth), not timed calls; simcoll calibrate fits the "
+                              "links to it, given alone")  # fmt: skip
     topology = load(args.topology, parse_overrides(args.set))
     sets = [
         read_measurements(path, collective=args.collective, n_ranks=args.ranks)

@@ -276,3 +276,24 @@ def test_azures_nvbandwidth_on_an_h100_server_gives_nvlink_its_copies_rate():
     fitted = fit_p2p(load(str(REPO / "topologies/dgx-h100.toml")), m)
     assert fitted.efficiency == {"nvlink": pytest.approx(float(np.median(rates)) / 450)}
     assert fitted.efficiency["nvlink"] == pytest.approx(370 / 449.94, rel=3e-3)
+
+
+def test_compare_refuses_a_matrix_and_calibrate_one_without_gpu_pairs(tmp_path, capsys):
+    # compare times calls: a matrix of copies is calibrate's, said so instead of a parse
+    # error about nccl-tests' header; an nvbandwidth run of host copies only has no pairs
+    log = tmp_path / "nvb.txt"
+    log.write_text(NVBANDWIDTH)
+    dgx = str(REPO / "topologies/dgx-h100.toml")
+    assert main(["compare", str(log), "--topology", dgx]) == 2
+    assert capsys.readouterr().err == (
+        f"simcoll: error: {log}: holds copies between GPU pairs (p2pBandwidthLatencyTest or "
+        "nvbandwidth), not timed calls; simcoll calibrate fits the links to it, given alone\n"
+    )
+    host = tmp_path / "h2d.txt"
+    host.write_text("nvbandwidth Version: v0.7\n\nRunning host_to_device_memcpy_ce.\n"
+                    "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
+                    "          0         1\n0     51.80     51.81\n")  # fmt: skip
+    out = tmp_path / "p.toml"
+    assert main(["calibrate", str(host), "--topology", dgx, "-o", str(out)]) == 2
+    assert "no GPU-to-GPU bandwidth matrix" in capsys.readouterr().err
+    assert not out.exists()
