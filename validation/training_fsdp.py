@@ -11,9 +11,13 @@ PyTorch's early stop (llm-foundry wraps each block in the non-reentrant
 ``checkpoint_wrapper``; the runs used PyTorch 2.1, where early stop is on), FSDP
 ``FULL_SHARD`` or ``SHARD_GRAD_OP`` with one unit per block, ``limit_all_gathers``,
 gradients reduced in fp32 under the ``DEFAULT`` mixed precision and bf16 under ``PURE``,
-FlashAttention-2; on ``a100-roce-2to1`` (A100: 8 x 200 Gbit/s RoCE per node, the README's
-"1600 Gbps node-node interconnect") or ``h100-ib-fat-tree`` (H100: the README states no
-fabric), with as many nodes as the row has GPUs / 8.
+and the attention llm-foundry's benchmarks ran: its Triton port of FlashAttention
+(``submit_benchmarks.py``'s ``--attn_impl`` defaulted to ``triton`` until 2024-03-26, after
+the tables; TUTORIAL.md: "Our training setups typically use triton"), which no measured
+table holds, so that simcoll times it as FlashAttention-2 on the H100 scaled by the GPU's
+peak (``attention_kernel = "triton"``); on ``a100-roce-2to1`` (A100: 8 x 200 Gbit/s RoCE
+per node, the README's "1600 Gbps node-node interconnect") or ``h100-ib-fat-tree`` (H100:
+the README states no fabric), with as many nodes as the row has GPUs / 8.
 
 Per GPU type one number is fitted, ``Efficiency.kernels`` (the fraction of the measured
 or modelled kernel throughput reached), by bisection on one row (the 7B model on 8 GPUs
@@ -110,7 +114,8 @@ def step(row: Row, kernels: float) -> StepResult:
                         global_batch_size=row.global_batch_size,
                         precision="fp8" if row.precision == "amp_fp8" else "bf16",
                         recompute="full" if row.activation_checkpointing else "none",
-                        recompute_early_stop=row.activation_checkpointing)  # fmt: skip
+                        recompute_early_stop=row.activation_checkpointing,
+                        attention_kernel="triton")  # fmt: skip
     reduce_dtype = "fp32" if row.mp_mode == "DEFAULT" else "bf16"
     layout = Parallelism(data_parallel="fsdp", fsdp_sharding=row.sharding.lower(),
                          fsdp_reduce_dtype=reduce_dtype)  # fmt: skip

@@ -17,6 +17,7 @@ from simcoll.core.shipped import find
 from simcoll.topology import gpu_nodes, load, parse_overrides
 from simcoll.topology.calibration import Calibration
 from simcoll.topology.gpu_spec import gpu_spec
+from simcoll.training.attention import ATTENTION_KERNELS
 from simcoll.training.compute import compute_basis
 from simcoll.training.spec import (
     PRECISION_BYTES,
@@ -100,10 +101,11 @@ def add_step(sub: SubParsers) -> None:
                    "rebuilt: each layer's last GEMM, the MLP's down projection, is not "
                    "re-run")  # fmt: skip
     p.add_argument("--precision", choices=tuple(PRECISION_BYTES), help="GEMM precision")
-    p.add_argument("--attention-kernel", choices=("flash2", "cudnn", "flash3"),
+    p.add_argument("--attention-kernel", choices=ATTENTION_KERNELS,
                    help="the fused attention (default flash2, FlashAttention-2, as PyTorch's "
                    "scaled_dot_product_attention runs; cudnn as Transformer Engine "
-                   "runs)")  # fmt: skip
+                   "runs; triton, FlashAttention's Triton port as llm-foundry ran it, "
+                   "measured nowhere: timed as flash2 on the H100, scaled by peak)")  # fmt: skip
     p.add_argument("--params", metavar="PARAMS.toml|none",
                    help="network calibration (default: the topology file's)")  # fmt: skip
     p.add_argument("--search", action="store_true",
@@ -198,7 +200,9 @@ def _step(args: argparse.Namespace) -> int:
                           source=args.topology, field="gpu")  # fmt: skip
     for line in notes:
         print(f"simcoll: note: default {line}", file=sys.stderr)
-    head = _head(model, args.topology, n_gpus, gpu.name, compute_basis(gpu, t.precision))
+    head = _head(
+        model, args.topology, n_gpus, gpu.name, compute_basis(gpu, t.precision, t.attention_kernel)
+    )
     if args.search:
         return search(args, topology, model, t, p, calibration, head, n_gpus, gpu.memory_bytes)
     result = training_step(topology, model, t, p, calibration=calibration)  # type: ignore[arg-type]

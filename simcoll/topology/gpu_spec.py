@@ -140,8 +140,9 @@ def _sm_count(value: object, source: str | None) -> int | None:
 
 
 #: The measured kernel tables a ``[gpu]`` table may name (``kernels``), as
-#: :mod:`simcoll.training.gemm` holds them (its tests check the two agree).
-KERNEL_TABLES = ("h100-sxm", "b200")
+#: :mod:`simcoll.training.gemm` (GEMMs) and :mod:`simcoll.training.attention` hold them
+#: (their tests check they agree): the A100's has attention only.
+KERNEL_TABLES = ("h100-sxm", "b200", "a100-sxm")
 
 
 def _kernels(value: object, source: str | None) -> str | None:

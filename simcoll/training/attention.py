@@ -3,23 +3,30 @@
 FlashAttention-style kernels keep the scores on chip; their speed depends on the
 sequence length (short sequences do little work per tile), on the causal mask (blocks
 above the diagonal are skipped, and the diagonal's blocks are half wasted) and on the
-kernel. ``simcoll/training/data/attention_flops.csv`` holds the H100's measured forward
-(with and without the mask) and backward throughput of FlashAttention-2, cuDNN and
-FlashAttention-3 at head dimension 128 (Shah et al. 2024, figures 5 and 6).
+kernel. ``simcoll/training/data/attention_flops.csv`` holds, at head dimension 128:
+
+- the H100's measured forward (with and without the mask) and backward throughput of
+  FlashAttention-2, cuDNN and FlashAttention-3 (Shah et al. 2024, figures 5 and 6);
+- the A100's forward + backward throughput of FlashAttention-2, with and without the mask
+  (FlashAttention-2's own benchmark figure, 2023).
 
 The throughput at a sequence length is interpolated linearly in ``log2`` of the length
 on ``log`` of the throughput, and held at the end values outside the measured 512-16k
-(never above what was measured). Two gaps in the data are filled by stated rules:
+(never above what was measured). Three gaps in the data are filled by stated rules:
 
-- the backward with the causal mask (the paper measures it without): the backward's
-  throughput times the forward's ratio of masked to unmasked at that length;
-- a GPU with no table: the H100's throughput scaled by the ratio of the GPUs' dense
-  16-bit peaks (``scaled``), said in the step's notes.
+- the backward with the causal mask (the H100 paper measures it without): the
+  backward's throughput times the forward's ratio of masked to unmasked at that length;
+- forward and backward apart where only their sum was measured (the A100): split so that
+  the forward runs ``r`` times as fast as the backward, ``r`` the same kernel's ratio on
+  the H100 at that length and mask, and the two together take the measured time;
+- a GPU with no table, or a kernel its table lacks: the H100's throughput scaled by the
+  ratio of the GPUs' dense 16-bit peaks (``scaled``), said in the step's notes; a kernel
+  no table holds (``triton``) takes the H100's FlashAttention-2 figures so.
 
 Other head dimensions use head dimension 128's figures (every shipped model has 128).
 
-FLOPs follow the paper's convention: ``4 s_q s_kv d`` per head and sequence forward,
-halved with the mask; the backward ``2.5 x`` that.
+FLOPs follow the papers' convention: ``4 s_q s_kv d`` per head and sequence forward,
+halved with the mask; the backward ``2.5 x`` that, forward + backward ``3.5 x``.
 
 >>> shape = AttentionShape(batch=2, heads=16, seq_q=4096, seq_kv=4096, head_dim=128,
 ...                        causal=True)
@@ -27,6 +34,10 @@ halved with the mask; the backward ``2.5 x`` that.
 True
 >>> round(attention_flops_per_s("h100-sxm", "flash2", "forward", True, 4096) / 1e12)
 319
+>>> forward = attention_flops_per_s("a100-sxm", "flash2", "forward", True, 4096)
+>>> backward = attention_flops_per_s("a100-sxm", "flash2", "backward", True, 4096)
+>>> round(3.5 / (1 / forward + 2.5 / backward) / 1e12)  # the measured forward + backward
+173
 """
 
 from __future__ import annotations
@@ -43,16 +54,28 @@ __all__ = [
     "ATTENTION_TABLES",
     "AttentionShape",
     "attention_flops_per_s",
+    "measures",
 ]
 
 DATA = Path(__file__).parent / "data"
 
-#: The kernels measured: FlashAttention-2 (PyTorch's scaled_dot_product_attention on
-#: CUDA), cuDNN's fused attention (Transformer Engine, NeMo, Megatron-LM), FlashAttention-3.
-ATTENTION_KERNELS = ("flash2", "cudnn", "flash3")
+#: The fused attention kernels: FlashAttention-2 (PyTorch's scaled_dot_product_attention on
+#: CUDA), cuDNN's fused attention (Transformer Engine, NeMo, Megatron-LM), FlashAttention-3,
+#: all measured; and FlashAttention's Triton port (llm-foundry's ``attn_impl: triton``, its
+#: MPT benchmarks' default until 2024), measured on no GPU.
+ATTENTION_KERNELS = ("flash2", "cudnn", "flash3", "triton")
 
-#: The measured tables, by the ``[gpu]`` table's ``kernels`` key.
-ATTENTION_TABLES = {"h100-sxm": "h100-sxm"}
+#: The kernel whose H100 figures time one that no table holds.
+STAND_IN_KERNEL = "flash2"
+
+#: The measured tables, by the ``[gpu]`` table's ``kernels`` key, with their sources.
+ATTENTION_TABLES = {
+    "h100-sxm": "Shah et al. 2024",
+    "a100-sxm": "FlashAttention-2's benchmark, Dao 2023",
+}
+
+#: The table whose forward-to-backward ratio splits a measured forward + backward.
+REFERENCE_TABLE = "h100-sxm"
 
 #: The H100 SXM's dense 16-bit peak (data sheet), to scale its figures to other GPUs.
 H100_SXM_PEAK_16BIT_FLOPS_PER_S = 989.4e12
@@ -80,9 +103,20 @@ class AttentionShape:
 def attention_flops_per_s(
     table: str, kernel: str, pass_: str, causal: bool, seq_length: float
 ) -> float:
-    """The measured (interpolated) throughput of ``kernel``'s ``pass_`` ("forward" or
-    "backward") at ``seq_length`` on the GPU of ``table``."""
-    if pass_ == "backward" and causal:
+    """The measured (interpolated) throughput of ``kernel``'s ``pass_`` ("forward",
+    "backward" or "forward_backward") at ``seq_length`` on the GPU of ``table``."""
+    if (
+        pass_ != "forward_backward"
+        and not _has(table, kernel, pass_, causal)
+        and _has(table, kernel, "forward_backward", causal)
+    ):
+        both = attention_flops_per_s(table, kernel, "forward_backward", causal, seq_length)
+        ratio = (attention_flops_per_s(REFERENCE_TABLE, kernel, "forward", causal, seq_length)
+                 / attention_flops_per_s(REFERENCE_TABLE, kernel, "backward", causal,
+                                         seq_length))  # fmt: skip
+        backward = both * (1 / ratio + 2.5) / 3.5
+        return ratio * backward if pass_ == "forward" else backward
+    if pass_ == "backward" and causal and not _has(table, kernel, pass_, causal):
         ratio = (attention_flops_per_s(table, kernel, "forward", True, seq_length)
                  / attention_flops_per_s(table, kernel, "forward", False, seq_length))  # fmt: skip
         return ratio * attention_flops_per_s(table, kernel, "backward", False, seq_length)
@@ -94,6 +128,22 @@ def attention_flops_per_s(
             t = math.log2(seq_length / s0) / math.log2(s1 / s0)
             return math.exp((1 - t) * math.log(f0) + t * math.log(f1))
     return points[-1][1]  # at or beyond the longest measured
+
+
+@cache
+def measures(table: str, kernel: str) -> bool:
+    """Whether ``table`` holds figures of ``kernel`` (else the H100's are scaled).
+
+    >>> measures("a100-sxm", "flash2"), measures("a100-sxm", "flash3")
+    (True, False)
+    """
+    return any(r["gpu"] == table and r["kernel"] == kernel for r in _rows())
+
+
+@cache
+def _has(table: str, kernel: str, pass_: str, causal: bool) -> bool:
+    return any(r["gpu"] == table and r["kernel"] == kernel and r["pass"] == pass_
+               and r["causal"] == str(int(causal)) for r in _rows())  # fmt: skip
 
 
 @cache

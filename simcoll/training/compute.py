@@ -6,7 +6,8 @@
   the GPU's SMs (the ``[gpu]`` table's ``sms``), bound below by its memory traffic.
 - A fused attention (FlashAttention-2, cuDNN, FlashAttention-3) takes its FLOPs over the
   throughput measured for its kernel, pass, mask and sequence length
-  (:mod:`simcoll.training.attention`), scaled by peak on a GPU with no table.
+  (:mod:`simcoll.training.attention`: the H100's and the A100's), scaled by peak on a GPU
+  or for a kernel with no table.
 - Everything else (norms, activations, residuals, the loss, the optimizer, an unfused
   attention) is a roofline: ``max(F / (peak x e_class), M / (HBM x e_memory))``, with the
   stated efficiencies of :class:`Efficiency`.
@@ -40,7 +41,9 @@ from simcoll.topology.gpu_spec import GpuSpec
 from simcoll.training.attention import (
     ATTENTION_TABLES,
     H100_SXM_PEAK_16BIT_FLOPS_PER_S,
+    STAND_IN_KERNEL,
     attention_flops_per_s,
+    measures,
 )
 from simcoll.training.flops import ComputeOp
 from simcoll.training.gemm import (
@@ -139,12 +142,16 @@ def _attention_time_s(op: ComputeOp, gpu: GpuSpec, precision: str,
                       efficiency: Efficiency) -> float:  # fmt: skip
     assert op.attention is not None
     shape = op.attention
-    table = ATTENTION_TABLES.get(gpu.kernels or "")
+    table, kernel = gpu.kernels or "", op.kernel
     scale = 1.0
-    if table is None:  # the H100's figures, scaled by the GPUs' 16-bit peaks
+    if table not in ATTENTION_TABLES or not measures(table, kernel):
+        # the H100's figures (FlashAttention-2's for a kernel measured nowhere), scaled by
+        # the GPUs' 16-bit peaks
+        kernel = kernel if measures("h100-sxm", kernel) else STAND_IN_KERNEL
+        if table != "h100-sxm":
+            scale = gpu.peak(sixteen_bit(gpu, precision)) / H100_SXM_PEAK_16BIT_FLOPS_PER_S
         table = "h100-sxm"
-        scale = gpu.peak(sixteen_bit(gpu, precision)) / H100_SXM_PEAK_16BIT_FLOPS_PER_S
-    flops_per_s = scale * attention_flops_per_s(table, op.kernel, op.pass_, shape.causal,
+    flops_per_s = scale * attention_flops_per_s(table, kernel, op.pass_, shape.causal,
                                                 shape.seq_q)  # fmt: skip
     return op.flops / (flops_per_s * efficiency.kernels_on(gpu))
 
@@ -174,15 +181,16 @@ def ops_time_s(
     return sum(op_time_s(op, gpu, precision, efficiency) for op in ops)
 
 
-def compute_basis(gpu: GpuSpec, precision: str) -> list[str]:
-    """What the GEMMs' and the attention's times come from on ``gpu``, one line each.
+def compute_basis(gpu: GpuSpec, precision: str, attention_kernel: str = "flash2") -> list[str]:
+    """What the GEMMs' and the attention's (``attention_kernel``'s) times come from on
+    ``gpu``, one line each.
 
     >>> from simcoll.topology.gpu_spec import GpuSpec
     >>> a100 = GpuSpec("A100", {"bf16": 312e12}, 40 * 10**9, 1.555e12, sm_count=108)
     >>> for line in compute_basis(a100, "bf16"):
     ...     print(line)
     GEMMs: no measured table for A100: tile and wave quantisation on its 108 SMs
-    attention: no measured table for A100: the H100's measured throughput x 312/989.4 TFLOP/s
+    attention: no measured flash2 table for A100: the H100's measured throughput x 312/989.4 TFLOP/s
     """
     table = gemm_table(gpu.kernels, precision) if gpu.kernels else None
     if table is not None:
@@ -193,13 +201,18 @@ def compute_basis(gpu: GpuSpec, precision: str) -> list[str]:
     else:
         gemm = (f"GEMMs: no measured table and no SM count for {gpu.name} (add gpu.sms): "
                 "the roofline with efficiency.gemm")  # fmt: skip
-    if ATTENTION_TABLES.get(gpu.kernels or ""):
-        attention = f"attention: measured on {gpu.kernels} (Shah et al. 2024), by sequence length"
+    source = ATTENTION_TABLES.get(gpu.kernels or "")
+    peak = gpu.peak(sixteen_bit(gpu, precision))
+    scaled = f"x {peak / 1e12:g}/{H100_SXM_PEAK_16BIT_FLOPS_PER_S / 1e12:g} TFLOP/s"
+    if source is not None and measures(gpu.kernels or "", attention_kernel):
+        attention = f"attention: measured on {gpu.kernels} ({source}), by sequence length"
+    elif not measures("h100-sxm", attention_kernel):
+        scaled = "" if gpu.kernels == "h100-sxm" else f" {scaled}"
+        attention = (f"attention: {attention_kernel} is measured on no GPU: the H100's "
+                     f"{STAND_IN_KERNEL} throughput{scaled}")  # fmt: skip
     else:
-        peak = gpu.peak(sixteen_bit(gpu, precision))
-        attention = (f"attention: no measured table for {gpu.name}: the H100's measured "
-                     f"throughput x {peak / 1e12:g}/{H100_SXM_PEAK_16BIT_FLOPS_PER_S / 1e12:g} "
-                     "TFLOP/s")  # fmt: skip
+        attention = (f"attention: no measured {attention_kernel} table for {gpu.name}: the "
+                     f"H100's measured throughput {scaled}")  # fmt: skip
     lines = [gemm, attention]
     if gpu.kernel_efficiency is not None:
         lines.append(f"both at {gpu.kernel_efficiency:g} of that throughput: the GPU's "

@@ -187,7 +187,9 @@ class Training:
     ``attention_kernel`` names the fused kernel whose measured speed times it
     (:data:`~simcoll.training.attention.ATTENTION_KERNELS`): ``flash2``, FlashAttention-2,
     what PyTorch's ``scaled_dot_product_attention`` runs (the default); ``cudnn``, cuDNN's
-    fused attention, what Transformer Engine (NeMo, Megatron-LM) runs; ``flash3``.
+    fused attention, what Transformer Engine (NeMo, Megatron-LM) runs; ``flash3``;
+    ``triton``, FlashAttention's Triton port as llm-foundry ran it, which no table holds
+    (timed as FlashAttention-2 on the H100, scaled by the GPU's peak).
 
     ``recompute = "full"`` re-runs each layer's whole forward in its backward, as
     Megatron's ``--recompute-granularity full`` does. ``recompute_early_stop`` re-runs it

@@ -15,6 +15,9 @@ from simcoll.training.gemm import GemmShape, full_wave_fraction, gemm_table
 H100 = GpuSpec("H100", {"bf16": 989e12, "fp8": 1979e12}, 80 * 10**9, 3.35e12, sm_count=132,
                kernels="h100-sxm")  # fmt: skip
 A100 = GpuSpec("A100", {"bf16": 312e12}, 40 * 10**9, 1.555e12, sm_count=108)
+#: The A100 with its attention table (FlashAttention-2's figures), as the shipped files have it
+A100_MEASURED = GpuSpec("A100", {"bf16": 312e12}, 40 * 10**9, 1.555e12, sm_count=108,
+                        kernels="a100-sxm")  # fmt: skip
 
 
 def gemm_op(b: float, m: float, n: float, k: float) -> ComputeOp:
@@ -66,6 +69,57 @@ def test_attention_takes_the_measured_throughput_of_its_kernel_and_pass() -> Non
     # an unmeasured GPU: the H100's figures scaled by the peaks
     scaled = shape.forward_flops / (518e12 * 312 / 989.4)
     assert op_time_s(forward, A100, "bf16", Efficiency()) == pytest.approx(scaled, rel=1e-12)
+    # and so for a kernel the GPU's table lacks: the A100's holds FlashAttention-2 only
+    assert op_time_s(forward, A100_MEASURED, "bf16", Efficiency()) == pytest.approx(
+        scaled, rel=1e-12
+    )
+
+
+def test_the_a100_times_flashattention_2_from_its_own_benchmark() -> None:
+    # FlashAttention-2 on an A100, forward + backward with the mask at 4k: 173 TFLOP/s; the
+    # H100's forward runs 368/310 as fast as its backward there (FA3 paper, unmasked: the
+    # masked backward takes the forward's masked share). So the backward runs at
+    # 173 (310/368 + 2.5)/3.5 and the forward at 368/310 of that.
+    shape = AttentionShape(2, 16, 4096, 4096, 128, causal=True)
+    forward = ComputeOp("attention", "attention", shape.forward_flops, 0.0, attention=shape,
+                        kernel="flash2")  # fmt: skip
+    (backward,) = backward_ops([forward])
+    backward_flops_per_s = 173e12 * (310 / 368 + 2.5) / 3.5
+    forward_s = shape.forward_flops / (368 / 310 * backward_flops_per_s)
+    backward_s = 2.5 * shape.forward_flops / backward_flops_per_s
+    assert op_time_s(forward, A100_MEASURED, "bf16", Efficiency()) == pytest.approx(
+        forward_s, rel=1e-12
+    )
+    assert op_time_s(backward, A100_MEASURED, "bf16", Efficiency()) == pytest.approx(backward_s,
+                                                                            rel=1e-12)  # fmt: skip
+    # together, the measured forward + backward
+    assert 3.5 * shape.forward_flops / (forward_s + backward_s) == pytest.approx(173e12)
+    assert compute_basis(A100_MEASURED, "bf16")[1] == (
+        "attention: measured on a100-sxm (FlashAttention-2's benchmark, Dao 2023), by "
+        "sequence length")  # fmt: skip
+    assert compute_basis(A100_MEASURED, "bf16", "cudnn")[1].startswith(
+        "attention: no measured cudnn table for A100: the H100's")  # fmt: skip
+
+
+def test_a_kernel_measured_nowhere_takes_flashattention_2_on_the_h100_scaled_by_peak() -> None:
+    # llm-foundry's Triton FlashAttention: FlashAttention-2's H100 figure, forward with the
+    # mask at 4k, 319 TFLOP/s: as it is on the H100, x 312/989.4 (the peaks) on an A100,
+    # even though the A100 has FlashAttention-2's own figures
+    shape = AttentionShape(1, 32, 4096, 4096, 128, causal=True)
+    forward = ComputeOp("attention", "attention", shape.forward_flops, 0.0, attention=shape,
+                        kernel="triton")  # fmt: skip
+    h100_s = shape.forward_flops / 319e12
+    assert op_time_s(forward, H100, "bf16", Efficiency()) == pytest.approx(h100_s, rel=1e-12)
+    a100_s = shape.forward_flops / (319e12 * 312 / 989.4)
+    assert op_time_s(forward, A100_MEASURED, "bf16", Efficiency()) == pytest.approx(
+        a100_s, rel=1e-12
+    )
+    assert compute_basis(A100_MEASURED, "bf16", "triton")[1] == (
+        "attention: triton is measured on no GPU: the H100's flash2 throughput x 312/989.4 "
+        "TFLOP/s")  # fmt: skip
+    assert compute_basis(H100, "bf16", "triton")[1] == (
+        "attention: triton is measured on no GPU: the H100's flash2 throughput"
+    )
 
 
 def test_no_kernel_is_shorter_than_its_launch_or_the_smallest_measured() -> None:

@@ -145,5 +145,6 @@ def test_no_measured_column_used_is_above_its_gpus_dense_peak() -> None:
 
 def test_the_tables_a_gpu_may_name_are_the_ones_held() -> None:
     from simcoll.topology.gpu_spec import KERNEL_TABLES  # noqa: PLC0415
+    from simcoll.training.attention import ATTENTION_TABLES  # noqa: PLC0415
 
-    assert set(KERNEL_TABLES) == set(GEMM_TABLES)
+    assert set(KERNEL_TABLES) == set(GEMM_TABLES) | set(ATTENTION_TABLES)

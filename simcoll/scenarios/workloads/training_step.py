@@ -11,7 +11,8 @@ unit, the sharding strategy (``full_shard``, ``shard_grad_op``, ``hybrid_shard``
 reduce dtype. ``gemm_efficiency`` ... ``memory_efficiency`` replace
 the roofline op classes' efficiencies, ``kernels_efficiency`` the fraction of the measured
 kernels' throughput reached (:class:`~simcoll.training.compute.Efficiency`);
-``attention_kernel`` picks the fused attention (``flash2``, ``cudnn``, ``flash3``);
+``attention_kernel`` picks the fused attention (``flash2``, ``cudnn``, ``flash3``,
+``triton``);
 ``recompute_early_stop`` makes ``recompute = "full"`` PyTorch's checkpoint, which does
 not re-run a layer's last GEMM (:class:`~simcoll.training.spec.Training`). An
 error in a value the scenario gives names its ``workload`` key; one in the model file, the
