@@ -33,18 +33,20 @@ FSDP (``fsdp``, ``zero3``: PyTorch's ``FullyShardedDataParallel``)
     leaves no micro-batch in flight (FSDP does not reshard the root after forward). A
     prefetched gather (``fsdp_forward_prefetch`` in forward, ``backward_pre`` in
     backward) is issued as the unit before it starts computing, with
-    ``fsdp_limit_all_gathers`` once the unit two before has finished (at most two
-    units gathered; without, at once); one not prefetched (``backward_post``, ``none``,
-    no forward prefetch) as the unit before it finishes. After a unit's backward (every
-    micro-batch, or the last with ``fsdp_no_sync``) its gradients are reduce-scattered
-    in ``fsdp_reduce_dtype``, the root's last. A process group's collectives run in the
-    order they are issued (one NCCL stream per communicator, as PyTorch's
-    ``BackwardPrefetch`` documents it), so ``backward_pre`` issues the next gather
-    before the reduce-scatter and ``none`` after it. ``shard_grad_op`` gathers in
+    ``fsdp_limit_all_gathers`` once the unit two before has finished (at most two units
+    gathered; without, at once); one not prefetched (``backward_post``, ``none``, no
+    forward prefetch) as the unit before it finishes. After a unit's backward (every
+    micro-batch, or the last with ``fsdp_no_sync``) its gradients are cast to
+    ``fsdp_reduce_dtype`` and divided (:func:`fsdp_gradient_bytes_per_param`, at the HBM
+    bandwidth, on the compute: FSDP's post-backward stream shares the SMs and HBM with
+    the next unit's backward), then reduce-scattered, the root's last. A process group's
+    collectives run in the order they are issued (one NCCL stream per communicator, as
+    PyTorch's ``BackwardPrefetch`` documents it), so ``backward_pre`` issues the next
+    gather before the reduce-scatter and ``none`` after it. ``shard_grad_op`` gathers in
     forward only; ``hybrid_shard`` gathers and reduce-scatters in shard groups of
-    ``fsdp_shard_size`` ranks (default: those on one node), then all-reduces each
-    shard over its replicas (another group: stream ``dp replicate``); ``no_shard``
-    all-reduces each unit's gradients and gathers nothing.
+    ``fsdp_shard_size`` ranks (default: those on one node), then all-reduces each shard
+    over its replicas (another group: stream ``dp replicate``); ``no_shard`` all-reduces
+    each unit's gradients and gathers nothing.
 
 A pass's layers run as one compute span and their calls as repeated calls
 (``Session.collective(repeat=)``): the same times as layer by layer where the calls meet
@@ -109,6 +111,7 @@ __all__ = [
     "StepResult",
     "StepTimes",
     "compute_bound_s",
+    "fsdp_gradient_bytes_per_param",
     "fsdp_groups",
     "step_calls",
     "step_times",
@@ -126,13 +129,16 @@ ADAM_BYTES_PER_PARAM = 28
 @dataclass(frozen=True)
 class StepTimes:
     """One GPU's compute per micro-batch: a layer's forward and backward, the output
-    layer's (last stage), and the optimizer's once per step."""
+    layer's (last stage), and the optimizer's once per step; under FSDP, the time per
+    parameter of a unit's gradient that its post-backward hook casts and divides before
+    each reduce-scatter (:func:`fsdp_gradient_bytes_per_param`)."""
 
     forward_s_per_layer: float
     backward_s_per_layer: float
     head_forward_s: float
     head_backward_s: float
     optimizer_s: float
+    fsdp_gradient_s_per_param: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -177,9 +183,36 @@ def step_times(
     dense, expert = params_per_gpu(m, p)
     shard = dense / p.shard_degree + expert / max(1, p.shard_degree // p.ep)
     adam = ComputeOp("adam", "optimizer", 10 * shard, ADAM_BYTES_PER_PARAM * shard)
+    gradient_s_per_param = 0.0
+    if p.is_fsdp and gpu.memory_bandwidth_bytes_per_s is not None:
+        gradient_s_per_param = fsdp_gradient_bytes_per_param(t, p) / (
+            gpu.memory_bandwidth_bytes_per_s * efficiency.memory)  # fmt: skip
     return StepTimes(forward, backward, head_time_s(head), head_backward,
                      op_time_s(adam, gpu, "fp32" if "fp32" in gpu.peak_flops_per_s else
-                               t.precision, efficiency))  # fmt: skip
+                               t.precision, efficiency), gradient_s_per_param)  # fmt: skip
+
+
+def fsdp_gradient_bytes_per_param(t: Training, p: Parallelism) -> int:
+    """The HBM traffic per parameter of a unit's unsharded gradient that PyTorch's FSDP
+    moves before each reduce-scatter (``_post_backward_hook`` and ``_reduce_grad`` in
+    ``torch/distributed/fsdp/_runtime_utils.py``): the cast to ``reduce_dtype`` where the
+    gradient is in another dtype (read, write), then the in-place division by the
+    gradient pre-divide factor (read, write), which is above 1 for any group of 2 or more
+    ranks. The gradient is in the 16-bit parameter dtype under mixed precision: into
+    fp32, 2 + 4 bytes to cast and 4 + 4 to divide.
+
+    >>> bf16 = Training(seq_length=2048)
+    >>> fsdp = Parallelism(data_parallel="fsdp", dp=8)
+    >>> fsdp_gradient_bytes_per_param(bf16, replace(fsdp, fsdp_reduce_dtype="fp32"))
+    14
+    >>> fsdp_gradient_bytes_per_param(bf16, fsdp)  # divided in bf16 only: 2 + 2
+    4
+    """
+    gradient = 4 if t.precision in ("fp32", "tf32") else 2
+    reduced = REDUCE_DTYPE_BYTES[p.fsdp_reduce_dtype]
+    cast = gradient + reduced if reduced != gradient else 0
+    divide = 2 * reduced if p.dp * p.cp > 1 else 0
+    return cast + divide
 
 
 def _recomputed_fraction(m: Transformer, t: Training, p: Parallelism) -> float:
@@ -626,6 +659,19 @@ class _Builder:
                 self._dp_call("allreduce", shard, group, scatters, f"{name} replicas",
                               stream="dp replicate")  # fmt: skip
 
+    def _fsdp_gradient(self, pp: int, params: float, after: list[Op], name: str
+                       ) -> list[Op]:  # fmt: skip
+        """The cast and division of ``params`` parameters' gradient before their reduction,
+        on each replica's compute after ``after`` (the ops to reduce after)."""
+        duration_s = params * self.times.fsdp_gradient_s_per_param
+        if duration_s <= 0:
+            return after
+        label = f"fsdp gradient cast and divide {name}"
+        if self.alike:
+            return [self.s.compute(self.stage_ranks[pp], duration_s, label, after=after)]
+        return [self.s.compute(self.lay.stage(dp=d, pp=pp), duration_s, label, after=after)
+                for d in range(self.p.dp)]  # fmt: skip
+
     def _heads(self, pp: int, compute_s: float, name: str, after: dict[int, list[Op]]
                ) -> list[Op]:  # fmt: skip
         """The output layer's compute on each replica (one op where replicas are alike)."""
@@ -711,7 +757,8 @@ class _Builder:
             if regather and k + 1 < n_units and p.fsdp_backward_prefetch == "backward_post":
                 pending[k + 1] = gather(k + 1, ops)  # in the post-hook, before the reduce
             if reducing:
-                self._fsdp_reduce(pp, self.unit_params, ops,
+                prepared = self._fsdp_gradient(pp, self.unit_params, ops, f"{name} u{unit}")
+                self._fsdp_reduce(pp, self.unit_params, prepared,
                                   f"fsdp reduce-scatter {name} u{unit}")  # fmt: skip
         if forward and last_virtual:
             tails = {d: self.tail[d, pp] for d in range(p.dp)}
@@ -721,7 +768,8 @@ class _Builder:
             computed(list(dict.fromkeys(heads)))
         if not forward and owner:
             if reducing and root:
-                self._fsdp_reduce(pp, root, ended(1), f"fsdp reduce-scatter {name} root")
+                prepared = self._fsdp_gradient(pp, root, ended(1), f"{name} root")
+                self._fsdp_reduce(pp, root, prepared, f"fsdp reduce-scatter {name} root")
             if not self.in_flight[pp]:
                 self.root_held[pp] = {}
         self._send(pp, phase, chunk, j)

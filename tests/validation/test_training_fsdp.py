@@ -19,9 +19,9 @@ def test_one_fit_reproduces_its_run_and_predicts_others() -> None:
     fit_row = max((r for r in rows if r.name == "mpt-7b:8" and r.seq_length == 2048),
                   key=lambda r: r.micro_batch_size)  # fmt: skip
     fitted = script.fit(fit_row)
-    assert fitted == pytest.approx(0.687, abs=0.002)  # the value dgx-h100.toml states
+    assert fitted == pytest.approx(0.709, abs=0.002)  # the value dgx-h100.toml states
     own = script.simulate(fit_row, fitted)
     assert own == pytest.approx(fit_row.tokens_per_s_per_gpu, rel=2e-3)
-    # MPT-1B on 64 H100 (another model and size): +2.7 %, as validation/README.md's table says
+    # MPT-1B on 64 H100 (another model and size): +4.9 %, as validation/README.md's table says
     other = next(r for r in rows if r.name == "mpt-1b:64" and r.seq_length == 2048)
-    assert script.simulate(other, fitted) == pytest.approx(other.tokens_per_s_per_gpu, rel=0.03)
+    assert script.simulate(other, fitted) == pytest.approx(other.tokens_per_s_per_gpu, rel=0.055)
