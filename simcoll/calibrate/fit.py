@@ -66,7 +66,7 @@ from simcoll.plan.placement import place_ranks
 from simcoll.plan.tuning import NcclKnobs
 from simcoll.prediction import predict
 from simcoll.prediction.call import Machine, call_setup
-from simcoll.prediction.call_cost import CallCosts, call_estimates
+from simcoll.prediction.call_cost import CallCosts, expected_s
 from simcoll.topology.calibration import (
     LINK_CLASSES,
     MAX_EFFICIENCY,
@@ -237,11 +237,8 @@ def estimate_points(
                                placement=placement)  # fmt: skip
         except SimcollError:
             continue  # the simulation says why
-        for size in sorted({points[i].size_bytes for i in members}):
-            try:  # one size that cannot run (4 B over 8 ranks) costs nothing, not the rest
-                seconds += sum(e.seconds for e in call_estimates(setup, size, costs))
-            except SimcollError:
-                continue
+        # one size that cannot run (4 B over 8 ranks) costs nothing, not the rest
+        seconds += expected_s(setup, sorted({points[i].size_bytes for i in members}), costs)
     return seconds
 
 

@@ -18,6 +18,7 @@ estimate may be high, rarely low.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -55,7 +56,7 @@ from simcoll.sim.symmetry import (
 from simcoll.topology import Router
 from simcoll.topology.schema import NodeKind
 
-__all__ = ["SECONDS_PER_LOOKUP", "CallCosts", "call_estimates", "seconds_per_route"]
+__all__ = ["SECONDS_PER_LOOKUP", "CallCosts", "call_estimates", "expected_s", "seconds_per_route"]
 
 #: Wall seconds per copy checked, for each period the symmetric path tries (its route
 #: looked up, its link classes and loads counted): 10-12 us under a profiler on
@@ -74,6 +75,21 @@ class CallCosts:
     exact: dict[tuple[object, ...], bool] = field(default_factory=dict)
     route_s: dict[int, tuple[float, float]] = field(default_factory=dict)
     routed: dict[tuple[object, ...], int] = field(default_factory=dict)  # channels routed
+
+
+def expected_s(setup: Setup, sizes_bytes: Iterable[int], costs: CallCosts | None = None
+               ) -> float:  # fmt: skip
+    """The wall seconds simulating ``setup`` at each of ``sizes_bytes`` is expected to take
+    (:func:`call_estimates`, summed); a size the estimate cannot cost counts nothing (its
+    simulation says why)."""
+    costs = costs or CallCosts()
+    total = 0.0
+    for size in sizes_bytes:
+        try:
+            total += sum(e.seconds for e in call_estimates(setup, size, costs))
+        except SimcollError:
+            continue
+    return total
 
 
 def call_estimates(

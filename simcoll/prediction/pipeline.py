@@ -35,7 +35,7 @@ from simcoll.plan.channels import Plan
 from simcoll.plan.placement import per_server_ranks, place_ranks
 from simcoll.plan.tuning import NcclKnobs
 from simcoll.prediction.call import DEFAULTS, Machine, call_setup, decide, finished
-from simcoll.prediction.call_cost import CallCosts, call_estimates
+from simcoll.prediction.call_cost import expected_s
 from simcoll.prediction.closed_form import CLOSED_FORM_MODELS, closed_form_rows
 from simcoll.prediction.simulated import Setup
 from simcoll.topology import gpu_nodes
@@ -130,7 +130,7 @@ def predict(
         Called once per size simulated (a progress bar's ``advance``).
     estimate
         Called before a simulation starts with the wall seconds it is expected to take
-        (:func:`~simcoll.prediction.call_cost.call_estimates` over the sizes; not for the
+        (:func:`~simcoll.prediction.call_cost.expected_s` over the sizes; not for the
         closed forms, which take milliseconds), so that a caller can say so first.
 
     Raises
@@ -155,22 +155,9 @@ def predict(
                 for row in rows]  # fmt: skip
         return Prediction(done, skipped, simulated=simulated)
     if estimate is not None:
-        estimate(_expected_s(setup, sizes_bytes))
+        estimate(expected_s(setup, sizes_bytes))
     return _simulated(setup, sizes_bytes, skip=skip_too_small, in_place=in_place,
                       progress=progress)  # fmt: skip
-
-
-def _expected_s(setup: Setup, sizes_bytes: Sequence[int]) -> float:
-    """The wall seconds simulating ``setup`` at these sizes is expected to take; a size
-    the estimate cannot cost counts nothing (its simulation will say why)."""
-    costs = CallCosts()
-    total = 0.0
-    for size in sizes_bytes:
-        try:
-            total += sum(e.seconds for e in call_estimates(setup, size, costs))
-        except SimcollError:
-            continue
-    return total
 
 
 def _place(

@@ -50,7 +50,7 @@ from simcoll.plan.search import search_plan
 from simcoll.plan.tuning import ring_chunks
 from simcoll.prediction import predict, simulated
 from simcoll.prediction.call import Machine, call_setup
-from simcoll.prediction.call_cost import CallCosts, call_estimates
+from simcoll.prediction.call_cost import expected_s
 from simcoll.sim.engine import SimulationResult, simulate
 from simcoll.sim.symmetry import simulate_ring_fast
 from simcoll.topology import gpu_nodes
@@ -266,8 +266,7 @@ def _predict_estimate(  # noqa: PLR0917 - predict's own arguments
     nodes = place_ranks(graph, machine.n_gpus, placement)
     setup = call_setup(machine, collective, nodes, algorithm=algorithm, protocol=protocol,
                        placement=placement)  # fmt: skip
-    costs = CallCosts()
-    return sum(e.seconds for size in sizes_bytes for e in call_estimates(setup, size, costs))
+    return expected_s(setup, sizes_bytes)
 
 
 def _ddp_case(name: str, n_nodes: int) -> BenchRow:
