@@ -14,10 +14,18 @@ from simcoll.core.errors import ConfigError
 from simcoll.prediction.session import recording_calls
 from simcoll.topology import switch_star
 from simcoll.topology.clusters import fat_tree
-from simcoll.training import Parallelism, StepTimes, Training, Transformer, training_step
+from simcoll.topology.gpu_spec import GpuSpec
+from simcoll.training import (
+    Efficiency,
+    Parallelism,
+    StepTimes,
+    Training,
+    Transformer,
+    training_step,
+)
 from simcoll.training import step as step_module
 from simcoll.training.memory import memory_per_gpu, root_params_per_gpu
-from simcoll.training.step import step_calls
+from simcoll.training.step import step_calls, step_times
 
 H, L, V, FFN = 256, 8, 1000, 1024
 SMALL = Transformer("small", n_layers=L, hidden_size=H, ffn_hidden_size=FFN, n_heads=8,
@@ -169,6 +177,42 @@ def test_no_sync_reduces_once_and_fp32_doubles_the_reduce_scatter() -> None:
     assert (once["allgather"], once["reducescatter"]) == (gathered, 2 * (L * BLOCK + ROOT))
     fp32 = recorded(replace(FSDP, fsdp_reduce_dtype="fp32"))
     assert fp32["reducescatter"] == 4 * (L * BLOCK + ROOT)
+
+
+@pytest.mark.parametrize(("no_sync", "reducing"), [(False, 3), (True, 1)])
+def test_each_reducing_micro_batch_casts_and_divides_its_gradients_first(
+    no_sync: bool, reducing: int
+) -> None:
+    # PyTorch's post-backward hook casts each unit's unsharded gradient to the reduce dtype
+    # and divides it before the reduce-scatter, on the GPU: g seconds per parameter here,
+    # for every block and the root, once per micro-batch that reduces (3, or 1 with
+    # no_sync), on the compute of every GPU
+    g = 1e-9
+    t = Training(seq_length=64, global_batch_size=3 * N)
+    star = switch_star(N, link_bandwidth_bytes_per_s=BW, link_latency_s=LAT)
+    par = replace(FSDP, fsdp_no_sync=no_sync)
+    compute_s = [
+        training_step(star, SMALL, t, par, times=times, calibration=None,
+                      protocol=None).metrics["compute_s"]
+        for times in (TIMES, replace(TIMES, fsdp_gradient_s_per_param=g))
+    ]  # fmt: skip
+    assert compute_s[1] - compute_s[0] == pytest.approx(reducing * (L * BLOCK + ROOT) * g,
+                                                        rel=1e-9)  # fmt: skip
+
+
+@pytest.mark.parametrize(("reduce_dtype", "bytes_per_param"),
+                         [("fp32", 2 + 4 + 4 + 4), ("bf16", 2 + 2)])  # fmt: skip
+def test_the_gradient_cast_and_division_move_their_bytes_at_the_hbm_bandwidth(
+    reduce_dtype: str, bytes_per_param: int
+) -> None:
+    # bf16 gradients: cast to fp32 (read 2, write 4) and divide in place (read and write 4);
+    # in bf16 only the division (2 + 2); at 2 TB/s x efficiency.memory 0.8
+    gpu = GpuSpec("X", {"bf16": 1e15}, 80 * 10**9, 2e12)
+    par = replace(FSDP, fsdp_reduce_dtype=reduce_dtype).with_gpus(N)
+    times = step_times(SMALL, Training(seq_length=64, global_batch_size=N), par, gpu,
+                       Efficiency(memory=0.8))  # fmt: skip
+    assert times.fsdp_gradient_s_per_param == pytest.approx(bytes_per_param / (2e12 * 0.8),
+                                                            rel=1e-12)  # fmt: skip
 
 
 def test_no_shard_all_reduces_each_unit_and_gathers_nothing() -> None:
