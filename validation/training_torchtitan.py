@@ -1,0 +1,116 @@
+"""torchtitan's FSDP2 runs on 64 A100 80 GB, predicted with nothing fitted on them: which
+attention rule predicts real FlashAttention-2 training on A100.
+
+The public table (``validation/data/public/training_torchtitan.csv``, from torchtitan's
+``docs/performance.md`` @ 6a6f755d2d7f) gives tokens/s per GPU of Llama 3 8B and 70B and
+Llama 2 13B and 70B trained with torchtitan's FSDP2 (data parallel only) on 64 A100 80 GB,
+bf16, attention through PyTorch's ``scaled_dot_product_attention``, whose A100 kernel is
+FlashAttention-2. The rows whose activation checkpointing simcoll can state are
+simulated: none, and full (``torch.utils.checkpoint``, with PyTorch's early stop). The
+rows with torchtitan's selective checkpointing ("op", "layer") are left out: simcoll has
+no mode for either.
+
+Each row runs on ``a100-roce-2to1`` (8 servers) with the A100 80 GB's capacity and HBM
+bandwidth in place (as :mod:`validation.training_fsdp`), FSDP reducing in fp32
+(torchtitan's default ``mixed_precision_reduce``), at the shipped file's
+``kernel_efficiency`` (fitted on one MPT run, not on these), and its attention timed two
+ways: by the shipped rule (the H100's FlashAttention-2 figures scaled by the peaks) and by
+FlashAttention-2's own A100 benchmark (``kernels = "a100-sxm"``)::
+
+    python validation/training_torchtitan.py      # about 15 s
+
+Prints a row per run with both errors, then the median |error| of each rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from simcoll.topology.io import load
+from simcoll.training import Parallelism, Training, read_model_file, training_step
+from validation.training_fsdp import A100_80GB, A100_80GB_HBM_BYTES_PER_S
+
+REPO = Path(__file__).resolve().parents[1]
+TABLE = REPO / "validation/data/public/training_torchtitan.csv"
+#: torchtitan's checkpointing modes simcoll states: none, and PyTorch's full checkpoint.
+RECOMPUTE = {"no": "none", "full": "full"}
+RULES = {"shipped (H100 FlashAttention-2 x peaks)": None,
+         "FlashAttention-2's A100 benchmark": "a100-sxm"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published run."""
+
+    model: str
+    n_gpus: int
+    seq_length: int
+    micro_batch_size: int
+    activation_checkpointing: str
+    tokens_per_s_per_gpu: float
+
+    @property
+    def label(self) -> str:
+        return (f"{self.model} {self.n_gpus} GPUs seq {self.seq_length} mb "
+                f"{self.micro_batch_size} AC {self.activation_checkpointing}")  # fmt: skip
+
+
+def read_rows(path: Path = TABLE) -> list[Row]:
+    """The A100 rows whose checkpointing simcoll states."""
+    with path.open(newline="") as handle:
+        rows = csv.DictReader(line for line in handle if not line.startswith("#"))
+        return [
+            Row(r["model"], int(r["n_gpus"]), int(r["seq_length"]), int(r["micro_batch_size"]),
+                r["activation_checkpointing"], float(r["tokens_per_s_per_gpu"]))
+            for r in rows
+            if r["gpu"] == "a100_80gb" and r["activation_checkpointing"] in RECOMPUTE
+        ]  # fmt: skip
+
+
+def simulate(row: Row, kernels: str | None) -> float:
+    """Simulated tokens/s per GPU of ``row`` with the ``[gpu]`` table's ``kernels`` key."""
+    model, _, _ = read_model_file(row.model)
+    recompute = RECOMPUTE[row.activation_checkpointing]
+    training = Training(seq_length=row.seq_length, micro_batch_size=row.micro_batch_size,
+                        global_batch_size=row.micro_batch_size * row.n_gpus,
+                        precision="bf16", recompute=recompute,
+                        recompute_early_stop=recompute == "full")  # fmt: skip
+    layout = Parallelism(data_parallel="fsdp", fsdp_reduce_dtype="fp32")
+    topology = load("a100-roce-2to1", {"n_nodes": str(row.n_gpus // 8)})
+    gpu = {**topology.graph["gpu"], **A100_80GB}
+    if kernels is not None:
+        gpu["kernels"] = kernels
+    topology.graph["gpu"] = gpu
+    topology.graph["gpu_memory_bandwidth_bytes_per_s"] = A100_80GB_HBM_BYTES_PER_S
+    return training_step(topology, model, training, layout).metrics["tokens_per_s"] / row.n_gpus
+
+
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n", 1)[0]).parse_args(argv)
+    rows = read_rows()
+    errors: dict[str, list[float]] = {rule: [] for rule in RULES}
+    print("| run | measured tokens/s/GPU | " + " | ".join(RULES) + " |")
+    print("|---|---|" + "---|" * len(RULES))
+    for row in rows:
+        cells = []
+        for rule, kernels in RULES.items():
+            simulated = simulate(row, kernels)
+            error_pct = 100 * (simulated / row.tokens_per_s_per_gpu - 1)
+            errors[rule].append(abs(error_pct))
+            cells.append(f"{simulated:,.0f} ({error_pct:+.1f} %)")
+        print(f"| {row.label} | {row.tokens_per_s_per_gpu:,.0f} | " + " | ".join(cells) + " |",
+              flush=True)  # fmt: skip
+    print()
+    for rule, values in errors.items():
+        print(f"{rule}: median |error| {statistics.median(values):.1f} %, worst "
+              f"{max(values):.1f} % over {len(values)} rows")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
