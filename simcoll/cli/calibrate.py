@@ -10,6 +10,7 @@ import re
 import shlex
 import sys
 import tempfile
+from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
@@ -395,19 +396,15 @@ def _calibrate(args: argparse.Namespace) -> int:
         "at_bounds": result.at_bounds,
     }
     calibration = Calibration(**{**_sections(result.calibration), "provenance": provenance})
-    out_dir = Path(args.output).resolve().parent
-    bases = [os.path.relpath(Path(b).resolve(), out_dir) for b in args.base]
-    write_calibration(args.output, calibration, result.residual_rows(), base=bases)
+    write_calibration(args.output, calibration, result.residual_rows(), base=_bases(args))
     print(f"fitted on {len(result.points)} points ({backend}, protocol {protocol or 'none'}):")
     values = result.calibration.values  # and a fitted launch cost of 0, which it leaves out
     for name in [*values, *(n for n in result.fitted if n not in values)]:
         unit = "" if "efficiency" in name else " s"
         print(f"  {name} = {values.get(name, 0.0):.6g}{unit}")
-    if result.not_identifiable:
-        print("  not identifiable from these runs (left uncalibrated): "
-              + ", ".join(result.not_identifiable))  # fmt: skip
-    print(f"  |error| median {100 * provenance['median_abs_error']:.1f} %, "
-          f"max {100 * provenance['max_abs_error']:.1f} %")  # fmt: skip
+    _print_fit_quality("not identifiable from these runs (left uncalibrated)",
+                       result.not_identifiable, provenance["median_abs_error"],
+                       provenance["max_abs_error"])  # fmt: skip
     for text in result.at_bounds:
         print(f"simcoll: note: {text}", file=sys.stderr)
     print(f"simcoll: wrote {args.output}", file=sys.stderr)
@@ -459,21 +456,17 @@ def _calibrate_p2p(args: argparse.Namespace, p2p_logs: list[str]) -> int:
              "links": "+".join(p.kinds), "measured_GBps": p.measured_bytes_per_s / 1e9,
              "simulated_GBps": p.simulated_bytes_per_s / 1e9, "error": p.relative_error}
             for p in fitted.pairs]  # fmt: skip
-    out_dir = Path(args.output).resolve().parent
-    bases = [os.path.relpath(Path(b).resolve(), out_dir) for b in args.base]
-    if bases:
+    if args.base:
         _held(args.base)  # read now: a bad base is said before the file is written
-    write_calibration(args.output, calibration, rows, base=bases)
+    write_calibration(args.output, calibration, rows, base=_bases(args))
     print(f"fitted on {len(fitted.pairs)} GPU pairs of {fitted.matrix} (each way):")
     for cls, value in fitted.efficiency.items():
         print(f"  efficiency.{cls} = {value:.6g}")
     for kind, value in fitted.link_bandwidth_bytes_per_s.items():
         print(f"  link_bandwidth_bytes_per_s.{kind} = {value:.6g} ({value / 1e9:.2f} GB/s)")
-    if fitted.not_identifiable:
-        print("  not binding on any pair (left as the topology has them): "
-              + ", ".join(fitted.not_identifiable))  # fmt: skip
-    print(f"  |error| median {100 * median_abs_error(errors):.1f} %, "
-          f"max {100 * max_abs_error(errors):.1f} %")  # fmt: skip
+    _print_fit_quality("not binding on any pair (left as the topology has them)",
+                       fitted.not_identifiable, median_abs_error(errors),
+                       max_abs_error(errors))  # fmt: skip
     print(f"simcoll: wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -704,3 +697,17 @@ def _write_outputs(out: OutputFolder, compared: list[Any], summary: list[dict[st
         written.append(out.write_text(name, text.getvalue()))
     written.append(plot_comparison(compared, out.reserve("compare.png")))
     print(f"simcoll: wrote {', '.join(map(str, written))}", file=sys.stderr)
+
+
+def _bases(args: argparse.Namespace) -> list[str]:
+    """The ``--base`` params files as the written file names them: relative to its folder."""
+    out_dir = Path(args.output).resolve().parent
+    return [os.path.relpath(Path(b).resolve(), out_dir) for b in args.base]
+
+
+def _print_fit_quality(left_out: str, names: Sequence[str], median: float,
+                       worst: float) -> None:  # fmt: skip
+    """A fit's closing lines: what it left as it was, and its |error| over the points."""
+    if names:
+        print(f"  {left_out}: " + ", ".join(names))
+    print(f"  |error| median {100 * median:.1f} %, max {100 * worst:.1f} %")
