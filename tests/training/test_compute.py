@@ -55,12 +55,17 @@ def test_a_thin_gemm_on_an_unmeasured_gpu_is_bound_by_its_memory() -> None:
     assert op_time_s(op, A100, "bf16", Efficiency()) == pytest.approx(expected, rel=1e-12)
 
 
+def _attention(shape: AttentionShape, kernel: str) -> ComputeOp:
+    """A fused attention forward of ``shape`` run by ``kernel``."""
+    return ComputeOp("attention", "attention", shape.forward_flops, 0.0, attention=shape,
+                     kernel=kernel)  # fmt: skip
+
+
 def test_attention_takes_the_measured_throughput_of_its_kernel_and_pass() -> None:
     # the FlashAttention-3 paper's H100 figures at 4k: cuDNN forward with the mask 518
     # TFLOP/s; backward 499 unmasked, times the forward's masked share 518 / 609
     shape = AttentionShape(1, 32, 4096, 4096, 128, causal=True)
-    forward = ComputeOp("attention", "attention", shape.forward_flops, 0.0, attention=shape,
-                        kernel="cudnn")  # fmt: skip
+    forward = _attention(shape, "cudnn")
     expected = shape.forward_flops / 518e12
     assert op_time_s(forward, H100, "bf16", Efficiency()) == pytest.approx(expected, rel=1e-12)
     (backward,) = backward_ops([forward])
@@ -81,8 +86,7 @@ def test_the_a100_times_flashattention_2_from_its_own_benchmark() -> None:
     # masked backward takes the forward's masked share). So the backward runs at
     # 173 (310/368 + 2.5)/3.5 and the forward at 368/310 of that.
     shape = AttentionShape(2, 16, 4096, 4096, 128, causal=True)
-    forward = ComputeOp("attention", "attention", shape.forward_flops, 0.0, attention=shape,
-                        kernel="flash2")  # fmt: skip
+    forward = _attention(shape, "flash2")
     (backward,) = backward_ops([forward])
     backward_flops_per_s = 173e12 * (310 / 368 + 2.5) / 3.5
     forward_s = shape.forward_flops / (368 / 310 * backward_flops_per_s)
@@ -106,8 +110,7 @@ def test_a_kernel_measured_nowhere_takes_flashattention_2_on_the_h100_scaled_by_
     # mask at 4k, 319 TFLOP/s: as it is on the H100, x 312/989.4 (the peaks) on an A100,
     # even though the A100 has FlashAttention-2's own figures
     shape = AttentionShape(1, 32, 4096, 4096, 128, causal=True)
-    forward = ComputeOp("attention", "attention", shape.forward_flops, 0.0, attention=shape,
-                        kernel="triton")  # fmt: skip
+    forward = _attention(shape, "triton")
     h100_s = shape.forward_flops / 319e12
     assert op_time_s(forward, H100, "bf16", Efficiency()) == pytest.approx(h100_s, rel=1e-12)
     a100_s = shape.forward_flops / (319e12 * 312 / 989.4)
