@@ -5,10 +5,12 @@ The public table (``validation/data/public/training_torchtitan.csv``, from torch
 ``docs/performance.md`` @ 6a6f755d2d7f) gives tokens/s per GPU of Llama 3 8B and 70B and
 Llama 2 13B and 70B trained with torchtitan's FSDP2 (data parallel only) on 64 A100 80 GB,
 bf16, attention through PyTorch's ``scaled_dot_product_attention``, whose A100 kernel is
-FlashAttention-2. The rows whose activation checkpointing simcoll can state are
-simulated: none, and full (``torch.utils.checkpoint``, with PyTorch's early stop). The
-rows with torchtitan's selective checkpointing ("op", "layer") are left out: simcoll has
-no mode for either.
+FlashAttention-2. Every row is simulated with its activation checkpointing as torchtitan
+ran it: none; full (``torch.utils.checkpoint``, with PyTorch's early stop); and its
+selective checkpointing per op ("selective op", ``recompute = "sac_op"``: every matmul's
+output saved but every second, and the attention's) or per layer ("selective layer",
+``sac_layer``: every second block checkpointed whole), in the same non-reentrant
+checkpoint with its early stop.
 
 Each row runs on ``a100-roce-2to1`` (8 servers) with the A100 80 GB's capacity and HBM
 bandwidth in place (as :mod:`validation.training_fsdp`), FSDP reducing in fp32
@@ -17,7 +19,7 @@ bandwidth in place (as :mod:`validation.training_fsdp`), FSDP reducing in fp32
 ways: by the shipped rule (the H100's FlashAttention-2 figures scaled by the peaks) and by
 FlashAttention-2's own A100 benchmark (``kernels = "a100-sxm"``)::
 
-    python validation/training_torchtitan.py      # about 15 s
+    python validation/training_torchtitan.py      # about 25 s
 
 Prints a row per run with both errors, then the median |error| of each rule.
 """
@@ -37,8 +39,9 @@ from validation.training_fsdp import A100_80GB, A100_80GB_HBM_BYTES_PER_S
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "validation/data/public/training_torchtitan.csv"
-#: torchtitan's checkpointing modes simcoll states: none, and PyTorch's full checkpoint.
-RECOMPUTE = {"no": "none", "full": "full"}
+#: torchtitan's checkpointing, as the table prints it, by simcoll's recompute mode.
+RECOMPUTE = {"no": "none", "full": "full", "selective op": "sac_op",
+             "selective layer": "sac_layer"}  # fmt: skip
 RULES = {"shipped (H100 FlashAttention-2 x peaks)": None,
          "FlashAttention-2's A100 benchmark": "a100-sxm"}  # fmt: skip
 
@@ -61,7 +64,7 @@ class Row:
 
 
 def read_rows(path: Path = TABLE) -> list[Row]:
-    """The A100 rows whose checkpointing simcoll states."""
+    """The A100 rows."""
     with path.open(newline="") as handle:
         rows = csv.DictReader(line for line in handle if not line.startswith("#"))
         return [
@@ -79,7 +82,7 @@ def simulate(row: Row, kernels: str | None) -> float:
     training = Training(seq_length=row.seq_length, micro_batch_size=row.micro_batch_size,
                         global_batch_size=row.micro_batch_size * row.n_gpus,
                         precision="bf16", recompute=recompute,
-                        recompute_early_stop=recompute == "full")  # fmt: skip
+                        recompute_early_stop=recompute != "none")  # fmt: skip
     layout = Parallelism(data_parallel="fsdp", fsdp_reduce_dtype="fp32")
     topology = load("a100-roce-2to1", {"n_nodes": str(row.n_gpus // 8)})
     gpu = {**topology.graph["gpu"], **A100_80GB}

@@ -93,11 +93,14 @@ def add_step(sub: SubParsers) -> None:
     p.add_argument("--recompute", choices=RECOMPUTE,
                    help="activation recomputation: full re-runs each layer's forward in its "
                    "backward (Megatron's --recompute-granularity full), selective the "
-                   "attention's scores (nothing under FlashAttention)")  # fmt: skip
+                   "attention's scores (nothing under FlashAttention); torchtitan's "
+                   "selective checkpointing: sac_op re-runs all but every odd-numbered "
+                   "matmul and the attention of each block (selective_ac_option \"op\"), "
+                   "sac_layer every second block whole (\"2\")")  # fmt: skip
     p.add_argument("--recompute-early-stop", action="store_true", default=None,
-                   help="with --recompute full: recompute as PyTorch's non-reentrant "
-                   "torch.utils.checkpoint does (FSDP's checkpoint_wrapper, torchtitan; "
-                   "PyTorch >= 2.1), which stops once the backward's saved tensors are "
+                   help="with --recompute full, sac_op or sac_layer: recompute as PyTorch's "
+                   "non-reentrant torch.utils.checkpoint does (FSDP's checkpoint_wrapper, "
+                   "torchtitan; PyTorch >= 2.1), which stops once the backward's saved tensors are "
                    "rebuilt: each layer's last GEMM, the MLP's down projection, is not "
                    "re-run")  # fmt: skip
     p.add_argument("--precision", choices=tuple(PRECISION_BYTES), help="GEMM precision")

@@ -44,6 +44,7 @@ __all__ = [
     "model_flops_per_token",
     "n_params",
     "recomputed_ops",
+    "recomputed_share",
 ]
 
 #: What a compute op is, for its efficiency: a matrix multiplication, the attention's
@@ -67,6 +68,9 @@ class ComputeOp:
     attention: AttentionShape | None = None
     kernel: str = ""  # a fused attention's kernel (ATTENTION_KERNELS); "" for unfused
     pass_: str = "forward"
+    # a GEMM standing for several matmuls of one input, their output columns in call
+    # order (torchtitan's wq, wk, wv; w1, w3); () for one
+    matmuls: tuple[float, ...] = ()
 
 
 def _attention_params(m: Transformer) -> int:
@@ -166,7 +170,7 @@ def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
     a = ACTIVATION_BYTES
     ops = [
         ComputeOp("norm 1", "elementwise", 4 * sp_tokens * h, 2 * a * sp_tokens * h),
-        _gemm("qkv", tokens, h, (h + 2 * kv) / tp, e),
+        replace(_gemm("qkv", tokens, h, (h + 2 * kv) / tp, e), matmuls=(h / tp, kv / tp, kv / tp)),
         # q k^T and p v; FlashAttention skips the causal mask's blocks (half the square)
         # and keeps the scores on chip; an unfused kernel computes and stores them all
         ComputeOp(
@@ -202,7 +206,10 @@ def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
         ]
     else:
         ops += [
-            _gemm("mlp up", tokens, h, up / tp, e),
+            replace(
+                _gemm("mlp up", tokens, h, up / tp, e),
+                matmuls=(f / tp, f / tp) if m.gated_mlp else (),
+            ),
             ComputeOp("activation", "elementwise", 4 * tokens * f / tp, a * tokens * (up + f) / tp),
             _gemm("mlp down", tokens, f / tp, h, e),
         ]
@@ -237,12 +244,66 @@ def recomputed_ops(ops: list[ComputeOp], t: Training) -> list[ComputeOp]:
     """
     if t.recompute == "selective" and not t.flash_attention:
         return [o for o in ops if o.op_class == "attention"]
-    if t.recompute != "full":
+    if t.recompute not in ("full", "sac_op", "sac_layer"):
         return []
-    if not t.recompute_early_stop:
-        return list(ops)
-    last = max((i for i, o in enumerate(ops) if o.op_class == "gemm"), default=len(ops) - 1)
-    return list(ops[: last + 1 if t.precision == "fp8" else last])
+    if t.recompute_early_stop:
+        last = max((i for i, o in enumerate(ops) if o.op_class == "gemm"),
+                   default=len(ops) - 1)  # fmt: skip
+        ops = ops[: last + 1 if t.precision == "fp8" else last]
+    return _not_saved(ops, t) if t.recompute == "sac_op" else list(ops)
+
+
+def _not_saved(ops: list[ComputeOp], t: Training) -> list[ComputeOp]:
+    """What torchtitan's per-op policy re-runs of ``ops``: every op but the fused
+    attention and the odd-numbered matmuls (a fused GEMM's :attr:`ComputeOp.matmuls`
+    counted one by one; of those it stands for, the re-run ones as one GEMM). Under FP8
+    no GEMM is saved: torchao's float8 matmul is ``aten._scaled_mm``, which the policy's
+    save list (``aten.mm``...) does not hold.
+
+    >>> from simcoll.training.spec import Parallelism, Training, Transformer
+    >>> m = Transformer("llama3-8b", n_layers=32, hidden_size=4096, ffn_hidden_size=14336,
+    ...                 n_heads=32, n_kv_heads=8, vocab_size=128256)
+    >>> t = Training(2048, recompute="sac_op")  # wk, wo and w3 again; wq, wv, w1, w2 saved
+    >>> [(o.name, o.gemm.n if o.gemm else None) for o in recomputed_ops(layer_ops(m, t,
+    ...     Parallelism()), t)]  # doctest: +NORMALIZE_WHITESPACE
+    [('norm 1', None), ('qkv', 1024.0), ('attention out', 4096), ('residual 1', None),
+     ('norm 2', None), ('mlp up', 14336.0), ('activation', None), ('residual 2', None)]
+    """
+    out: list[ComputeOp] = []
+    count = 0
+    for op in ops:
+        if op.op_class == "attention" and op.kernel:
+            continue  # SDPA's output is saved
+        if op.op_class != "gemm" or op.gemm is None:
+            out.append(op)
+            continue
+        columns = op.matmuls or (op.gemm.n,)
+        rerun = []
+        for n in columns:
+            count += 1
+            if t.precision == "fp8" or count % 2 == 0:
+                rerun.append(n)
+        if len(rerun) == len(columns):
+            out.append(op)
+        elif rerun:
+            g = op.gemm
+            shape = GemmShape(g.b, g.m, sum(rerun), g.k)
+            out.append(replace(op, gemm=shape, flops=float(shape.flops), matmuls=(),
+                               memory_bytes=op.memory_bytes * shape.n / g.n))  # fmt: skip
+    return out
+
+
+def recomputed_share(m: Transformer, t: Training) -> float:
+    """The share of the layers whose backward runs :func:`recomputed_ops`: every one, or
+    under ``sac_layer`` every second (torchtitan checkpoints the blocks it counts 2, 4...).
+
+    >>> from simcoll.training.spec import Training, Transformer
+    >>> m = Transformer("m", n_layers=5, hidden_size=8, ffn_hidden_size=32, n_heads=2,
+    ...                 vocab_size=100)
+    >>> recomputed_share(m, Training(16, recompute="sac_layer"))
+    0.4
+    """
+    return (m.n_layers // 2) / m.n_layers if t.recompute == "sac_layer" else 1.0
 
 
 def _with_fp8_casts(ops: list[ComputeOp]) -> list[ComputeOp]:

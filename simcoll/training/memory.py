@@ -24,6 +24,12 @@ Transformer Models", table 2) per layer and micro-batch, in bytes, for ``s`` tok
     selective recomputation               s b h 34 / t
     FlashAttention (stores no scores)     s b h 34 / t
     full recomputation                    2 s b h / t   (each layer's input)
+    torchtitan's per-op SAC (sac_op)      2 s b (h / t + (c + h) / t)
+
+where ``c`` is the output columns of the matmuls the policy saves (every odd-numbered one
+in the block: a Llama block's ``wq``, ``wv``, ``w1``, ``w2``, ``2 h + kv + f``; none under
+FP8) and ``h`` the fused attention's output; ``sac_layer`` holds every second layer's
+input only and the others' full activations, averaged over the layers.
 
 and ``s b h (10 + 24 / t + 5 a s / (h t))`` without sequence parallelism. Context
 parallelism divides ``s``. Under 1F1B the first stage holds ``pp`` micro-batches of its
@@ -57,7 +63,7 @@ counts, for each communicator the GPU is in, the most channels one of its calls 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simcoll.core.errors import ConfigError
 from simcoll.plan.tuning import DEFAULT_BUFFSIZE_BYTES, LL128_BUFFSIZE_BYTES, LL_BUFFSIZE_BYTES
@@ -212,13 +218,39 @@ def fsdp_unsharded_bytes(m: Transformer, p: Parallelism, stage: int = 0) -> tupl
 def activation_bytes_per_layer(m: Transformer, t: Training, p: Parallelism) -> float:
     """One layer's stored activations for one micro-batch (see the module docstring)."""
     s, b, h, a = t.seq_length / p.cp, t.micro_batch_size, m.hidden_size, m.n_heads
+    block_input = 2 * s * b * h / (p.tp if p.sequence_parallel else 1)
     if t.recompute == "full":
-        return 2 * s * b * h / (p.tp if p.sequence_parallel else 1)
+        return block_input
+    if t.recompute == "sac_layer":
+        share = (m.n_layers // 2) / m.n_layers
+        plain = replace(t, recompute="none", recompute_early_stop=False)
+        whole = activation_bytes_per_layer(m, plain, p)
+        return share * block_input + (1 - share) * whole
+    if t.recompute == "sac_op":
+        return block_input + 2 * s * b * (_saved_matmul_columns(m, t) + h) / p.tp
     stored_scores = not t.flash_attention and t.recompute != "selective"
     attention = 5 * a * s / h if stored_scores else 0.0
     if p.sequence_parallel:
         return s * b * h * (34 + attention) / p.tp
     return s * b * h * (10 + 24 / p.tp + attention / p.tp)
+
+
+def _saved_matmul_columns(m: Transformer, t: Training) -> float:
+    """The output columns (before tensor parallelism) of the matmuls torchtitan's per-op
+    policy saves in a dense block: the odd-numbered of ``wq, wk, wv, wo`` and the MLP's
+    (``w1, w3, w2`` gated, ``w1, w2`` not); none under FP8 (``aten._scaled_mm``).
+
+    >>> from simcoll.training.spec import Transformer
+    >>> m = Transformer("m", n_layers=2, hidden_size=8, ffn_hidden_size=32, n_heads=2,
+    ...                 n_kv_heads=1, vocab_size=100)
+    >>> _saved_matmul_columns(m, Training(16, recompute="sac_op"))  # wq 8, wv 4, w1 32, w2 8
+    52.0
+    """
+    if t.precision == "fp8":
+        return 0
+    h, kv, f = m.hidden_size, m.kv_size, m.ffn_hidden_size
+    columns: list[int] = [h, kv, kv, h, *((f, f, h) if m.gated_mlp else (f, h))]
+    return float(sum(columns[::2]))
 
 
 def _layers_of(m: Transformer, p: Parallelism, stage: int) -> float:

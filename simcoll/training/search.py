@@ -31,7 +31,11 @@ from dataclasses import dataclass, replace
 
 from simcoll.core.errors import ConfigError
 from simcoll.training.memory import memory_per_gpu
-from simcoll.training.spec import RECOMPUTE, Parallelism, Training, Transformer
+from simcoll.training.spec import Parallelism, Training, Transformer
+
+#: The recomputation the search tries, least first, keeping the first that fits
+#: (Megatron's modes; torchtitan's ``sac_op`` and ``sac_layer`` are stated, not searched).
+SEARCHED_RECOMPUTE = ("none", "selective", "full")
 
 __all__ = ["Candidate", "Screened", "candidate_layouts", "screen"]
 
@@ -122,7 +126,7 @@ def screen(
             out.append(Screened(c, t, None, f"does not divide: {error}"))
             continue
         lightest = None
-        for recompute in RECOMPUTE:
+        for recompute in SEARCHED_RECOMPUTE:
             early_stop = t.recompute_early_stop and recompute == "full"
             trial = replace(t, micro_batch_size=c.micro_batch_size, recompute=recompute,
                             recompute_early_stop=early_stop)  # fmt: skip

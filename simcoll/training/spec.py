@@ -51,6 +51,7 @@ from simcoll.core.units import parse_size_bytes
 from simcoll.training.attention import ATTENTION_KERNELS
 
 __all__ = [
+    "CHECKPOINTED",
     "DIMENSIONS",
     "FSDP_BACKWARD_PREFETCH",
     "FSDP_SHARDING",
@@ -67,7 +68,12 @@ __all__ = [
 #: Bytes per element of each training precision's matmul inputs (fp8: its GEMMs' inputs;
 #: activations kept for backward and the communicated tensors stay 2 bytes).
 PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-RECOMPUTE = ("none", "selective", "full")
+#: Activation recomputation: none; Megatron's selective (the attention's scores) and full
+#: (each layer's forward); torchtitan's selective activation checkpointing per op
+#: (``sac_op``) and per layer (``sac_layer``, every second block checkpointed whole).
+RECOMPUTE = ("none", "selective", "full", "sac_op", "sac_layer")
+#: The modes that re-run a checkpointed forward, where PyTorch's early stop applies.
+CHECKPOINTED = ("full", "sac_op", "sac_layer")
 #: The dimensions a rank's coordinates are laid out over, innermost first by default.
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "zero3", "fsdp")
@@ -199,6 +205,14 @@ class Training:
     on by default), so the layer's last GEMM, a ``torch.nn.Linear`` that saves its input
     and weight before it multiplies, and all after it, are not re-run
     (:func:`~simcoll.training.flops.recomputed_ops`).
+
+    torchtitan's selective activation checkpointing (``parallelize_llama.py``
+    ``_apply_ac_to_transformer_block``, at 6a6f755d, Dec 2024), each block in the same
+    non-reentrant checkpoint: ``sac_op`` (``selective_ac_option = "op"``) saves the output
+    of every ``aten.mm`` but every second one counted within the block, and of the fused
+    attention, and re-runs the rest (norms, rotary, activations, residuals, and the
+    second, fourth... matmul: a Llama block's ``wk``, ``wo`` and ``w3``); ``sac_layer``
+    (``selective_ac_option = "2"``) checkpoints every second block whole and no other.
     """
 
     seq_length: int
@@ -225,9 +239,10 @@ class Training:
             raise ConfigError(f"training: recompute must be one of {', '.join(RECOMPUTE)}, "
                               f"got {self.recompute!r}")  # fmt: skip
         _flag("training", "recompute_early_stop", self.recompute_early_stop)
-        if self.recompute_early_stop and self.recompute != "full":
+        if self.recompute_early_stop and self.recompute not in CHECKPOINTED:
             raise ConfigError(f"training: recompute_early_stop applies to recompute = "
-                              f"\"full\", got recompute {self.recompute!r}")  # fmt: skip
+                              f"{', '.join(CHECKPOINTED)}, got recompute "
+                              f"{self.recompute!r}")  # fmt: skip
 
     def n_microbatches(self, dp: int) -> int:
         """Micro-batches per replica and step: ``global / (micro x dp)``, which must divide."""

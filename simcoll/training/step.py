@@ -88,6 +88,7 @@ from simcoll.training.flops import (
     matmul_params,
     model_flops_per_token,
     recomputed_ops,
+    recomputed_share,
 )
 from simcoll.training.layout import BACKWARD, FORWARD, Layout, interleaved_order
 from simcoll.training.memory import (
@@ -99,6 +100,7 @@ from simcoll.training.memory import (
     root_params_per_gpu,
 )
 from simcoll.training.spec import (
+    CHECKPOINTED,
     REDUCE_DTYPE_BYTES,
     Parallelism,
     Training,
@@ -172,7 +174,7 @@ def step_times(
         return ops_time_s(list(items), gpu, t.precision, efficiency)
 
     forward = time_s(ops)
-    backward = time_s(backward_ops(ops)) + time_s(recomputed_ops(ops, t))
+    backward = time_s(backward_ops(ops)) + recomputed_share(m, t) * time_s(recomputed_ops(ops, t))
     head = head_ops(m, t, p)
     head_precision = sixteen_bit(gpu, t.precision) if t.precision == "fp8" else t.precision
 
@@ -219,7 +221,8 @@ def _recomputed_fraction(m: Transformer, t: Training, p: Parallelism) -> float:
     """The share of a layer's forward FLOPs its backward runs again (1 for a full
     recomputation, less under PyTorch's early stop, 0 for none)."""
     ops = layer_ops(m, t, p)
-    return sum(o.flops for o in recomputed_ops(ops, t)) / sum(o.flops for o in ops)
+    redone = sum(o.flops for o in recomputed_ops(ops, t))
+    return recomputed_share(m, t) * redone / sum(o.flops for o in ops)
 
 
 def _check_shapes(m: Transformer, t: Training, p: Parallelism) -> None:
@@ -435,7 +438,7 @@ class _Builder:
 
         A full recomputation issues the forward's again in the backward; under PyTorch's
         early stop the last reduction of a dense layer (after the MLP's down projection)
-        is not re-run (:meth:`_recomputed_calls`), where its gathers, each before a
+        is not re-run (:meth:`_calls`), where its gathers, each before a
         GEMM, are."""
         if self.p.tp == 1:
             return []
@@ -444,21 +447,30 @@ class _Builder:
         # by a tensor-parallel call; under FP8 the MLP's reduction runs inside te.Linear's
         # autograd Function, which saves (and so stops) only once it has run
         last = not self.m.is_moe and self.t.precision != "fp8"
-        reductions = per_layer + self._recomputed_calls(per_layer, phase, ends_layer=last)
         if self.p.sequence_parallel:
-            gathers = per_layer + self._recomputed_calls(per_layer, phase, ends_layer=False)
-            return [("allgather", gathers * n_layers), ("reducescatter", reductions * n_layers)]
-        return [("allreduce", reductions * n_layers)]
+            reductions = self._calls(per_layer, phase, n_layers, ends_layer=last, saved=True)
+            gathers = self._calls(per_layer, phase, n_layers, ends_layer=False)
+            return [("allgather", gathers), ("reducescatter", reductions)]
+        return [("allreduce", self._calls(per_layer, phase, n_layers, ends_layer=last))]
 
-    def _recomputed_calls(self, per_layer: int, phase: str, *, ends_layer: bool) -> int:
-        """Of a layer's ``per_layer`` calls of one kind, those the backward's recomputation
-        issues again: all under a full one; under PyTorch's early stop
-        (``recompute_early_stop``) all but the last where that one follows the layer's
-        last GEMM (``ends_layer``: the dense MLP's reduction, the experts' combine), which
-        is not re-run."""
-        if phase != BACKWARD or self.t.recompute != "full":
-            return 0
-        return per_layer - 1 if self.t.recompute_early_stop and ends_layer else per_layer
+    def _calls(self, per_layer: int, phase: str, n_layers: int, *, ends_layer: bool,
+               saved: bool = False) -> int:  # fmt: skip
+        """``n_layers`` layers' calls of a kind issued ``per_layer`` times in a layer's
+        forward, with those the backward's recomputation issues again: all under a full
+        one; under PyTorch's early stop (``recompute_early_stop``) all but the last where
+        that one follows the layer's last GEMM (``ends_layer``: the dense MLP's reduction,
+        the experts' combine), which is not re-run; under ``sac_op`` none of a kind whose
+        output the policy saves (``saved``: ``reduce_scatter_tensor``); under
+        ``sac_layer`` those of every second layer."""
+        t = self.t
+        again = 0
+        if (
+            phase == BACKWARD
+            and t.recompute in CHECKPOINTED
+            and not (saved and t.recompute == "sac_op")
+        ):
+            again = per_layer - 1 if t.recompute_early_stop and ends_layer else per_layer
+        return per_layer * n_layers + round(again * recomputed_share(self.m, t) * n_layers)
 
     def _pass(self, d: int, pp: int, phase: str, chunk: int, j: int,  # noqa: PLR0917
               after: list[Op], n_layers: int, compute_s: float) -> list[Op]:  # fmt: skip
@@ -506,7 +518,7 @@ class _Builder:
                   name: str) -> None:  # fmt: skip
         """Each expert-parallel group's all-to-alls, once its replicas' compute is done."""
         p, lay = self.p, self.lay
-        k = (2 + self._recomputed_calls(2, phase, ends_layer=True)) * n_layers
+        k = self._calls(2, phase, n_layers, ends_layer=True)
         for block in range(p.dp // p.ep):
             members = range(block * p.ep, (block + 1) * p.ep)
             after = [op for d in members for op in works[d]]

@@ -113,7 +113,8 @@ def test_a_search_skips_only_layouts_that_cannot_reach_the_top(
         (["step", "llama3-8b", "dgx-h100", "--tp", "3"], "do not split into tp 3"),
         (
             ["step", "llama3-8b", "dgx-h100", "--recompute-early-stop"],
-            "recompute_early_stop applies to recompute = \"full\", got recompute 'none'",
+            "recompute_early_stop applies to recompute = full, sac_op, sac_layer, got "
+            "recompute 'none'",
         ),
         (
             ["step", "llama3-8b", "dgx-h100", "--workers", "2"],
