@@ -109,6 +109,10 @@ def add_step(sub: SubParsers) -> None:
                    "scaled_dot_product_attention runs; cudnn as Transformer Engine "
                    "runs; triton, FlashAttention's Triton port as llm-foundry ran it, "
                    "measured nowhere: timed as flash2 on the H100, scaled by peak)")  # fmt: skip
+    p.add_argument("--eager-ops", metavar="NAME,...",
+                   help="elementwise modules PyTorch runs op by op, not fused (eager, no "
+                   "torch.compile): any of norm (torchtitan's RMSNorm), rotary, activation "
+                   "(silu(a) * b); default: every one fused")  # fmt: skip
     p.add_argument("--params", metavar="PARAMS.toml|none",
                    help="network calibration (default: the topology file's)")  # fmt: skip
     p.add_argument("--search", action="store_true",
@@ -149,7 +153,8 @@ def _defaults(
     given_t = {"seq_length": args.seq, "micro_batch_size": args.micro_batch,
                "global_batch_size": args.global_batch, "recompute": args.recompute,
                "recompute_early_stop": args.recompute_early_stop,
-               "precision": args.precision, "attention_kernel": args.attention_kernel}  # fmt: skip
+               "precision": args.precision, "attention_kernel": args.attention_kernel,
+               "eager_ops": args.eager_ops}  # fmt: skip
     given_p: dict[str, Any] = {"tp": args.tp, "pp": args.pp, "cp": args.cp, "ep": args.ep,
                                "virtual_stages": args.vp,
                                "first_stage_layers": args.first_stage_layers,
@@ -234,7 +239,8 @@ def _report(result: StepResult, t: Training, head: str) -> str:
         f"dp {p.dp} ({p.data_parallel}); micro-batch {t.micro_batch_size}, global batch "
         f"{t.global_batch_size} ({m['n_microbatches']:.0f} micro-batches per replica), "
         f"seq {t.seq_length}, {t.precision}, recompute {t.recompute}"
-        f"{' (early stop)' if t.recompute_early_stop else ''}",
+        f"{' (early stop)' if t.recompute_early_stop else ''}"
+        f"{', eager ' + '/'.join(t.eager_ops) if t.eager_ops else ''}",
         f"step time          {m['time_s']:.4f} s",
         f"tokens/s           {m['tokens_per_s']:,.0f}",
         f"tokens/s per GPU   {m['tokens_per_s'] / m['n_gpus']:,.1f}",

@@ -145,10 +145,10 @@ GPU_MODELS: dict[GpuName, GpuModel] = {
         _spec("V100 SXM2 32 GB", 32, 900e9, 80, None, **_V100),
         (0x1DB5,), 70, 6, 25e9, 0.7e-6, False, _GEN3),
     GpuName.A100_SXM4_40GB: GpuModel(
-        _spec("A100 SXM4 40 GB", 40, 1555e9, 108, None, **_A100),
+        _spec("A100 SXM4 40 GB", 40, 1555e9, 108, "a100-sxm", **_A100),
         (0x20B0,), 80, 12, 25e9, 0.5e-6, False, _GEN4),
     GpuName.A100_SXM4_80GB: GpuModel(
-        _spec("A100 SXM4 80 GB", 80, 2039e9, 108, None, **_A100),
+        _spec("A100 SXM4 80 GB", 80, 2039e9, 108, "a100-sxm", **_A100),
         (0x20B2,), 80, 12, 25e9, 0.5e-6, False, _GEN4),
     GpuName.H100_SXM5_80GB: GpuModel(
         _spec("H100 SXM5 80 GB", 80, 3.35e12, 132, "h100-sxm", **_H100),

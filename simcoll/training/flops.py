@@ -214,7 +214,53 @@ def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
             _gemm("mlp down", tokens, f / tp, h, e),
         ]
     ops.append(ComputeOp("residual 2", "elementwise", sp_tokens * h, 3 * a * sp_tokens * h))
+    if t.eager_ops:
+        ops = _eager(ops, t.eager_ops, tokens * (h + kv) / tp, gated=m.gated_mlp)
     return _with_fp8_casts(ops) if t.precision == "fp8" else ops
+
+
+#: Bytes per element PyTorch eager moves for torchtitan's ``RMSNorm`` (``x.float()``
+#: 2 + 4, ``pow(2)`` 4 + 4, ``mean`` 4, ``x * rsqrt`` 4 + 4, ``type_as`` 4 + 2, ``* weight``
+#: 2 + 2; the per-row rsqrt is negligible) and ``apply_rotary_emb`` (``float()`` 2 + 4,
+#: the complex product 4 + 4, ``type_as`` 4 + 2), where one fused kernel moves 2 + 2; and
+#: per FFN element for ``silu(w1 x) * w3 x`` (``silu`` 2 + 2, the product 4 + 2, where
+#: one kernel moves 4 + 2). torchtitan ``models/norms.py``, ``models/llama/model.py``.
+EAGER_NORM_BYTES = 36
+EAGER_ROTARY_BYTES = 20
+EAGER_GATED_EXTRA_BYTES = 4
+
+
+def _eager(ops: list[ComputeOp], eager: tuple[str, ...], rotated: float, *,
+           gated: bool) -> list[ComputeOp]:  # fmt: skip
+    """A layer's ops with those ``eager`` names at the bytes PyTorch eager moves for them:
+    the norms (``"norm ..."``), the ``gated`` activation (a plain GELU is one kernel
+    eager too), and the rotary embedding of its ``rotated`` query and key elements after
+    the QKV projection (the fused count charges no rotary: one kernel's 4 bytes per
+    element is about 1 % of a layer).
+
+    >>> norm = ComputeOp("norm 1", "elementwise", 4.0 * 8, 4.0 * 8)  # 8 elements, 2 + 2 B
+    >>> qkv = ComputeOp("qkv", "gemm", 0.0, 0.0)
+    >>> every = ("norm", "rotary", "activation")
+    >>> [(o.name, o.memory_bytes) for o in _eager([norm, qkv], every, 10.0, gated=True)]
+    [('norm 1', 288.0), ('qkv', 0.0), ('rotary', 200.0)]
+    >>> [o.memory_bytes for o in _eager([norm, qkv], ("rotary",), 10.0, gated=True)]
+    [32.0, 0.0, 200.0]
+    """
+    out: list[ComputeOp] = []
+    for op in ops:
+        if op.name.startswith("norm") and "norm" in eager:
+            out.append(replace(op, memory_bytes=op.memory_bytes * EAGER_NORM_BYTES / 4))
+        elif op.name == "activation" and gated and "activation" in eager:
+            # fused: 2 f read, f written, 2 bytes each (a gated MLP's 6 bytes per element)
+            elements = op.memory_bytes / 6
+            out.append(replace(op, memory_bytes=op.memory_bytes
+                               + EAGER_GATED_EXTRA_BYTES * elements))  # fmt: skip
+        else:
+            out.append(op)
+        if op.name == "qkv" and "rotary" in eager:
+            out.append(ComputeOp("rotary", "elementwise", 6 * rotated,
+                                 EAGER_ROTARY_BYTES * rotated))  # fmt: skip
+    return out
 
 
 def recomputed_ops(ops: list[ComputeOp], t: Training) -> list[ComputeOp]:

@@ -53,6 +53,7 @@ from simcoll.training.attention import ATTENTION_KERNELS
 __all__ = [
     "CHECKPOINTED",
     "DIMENSIONS",
+    "EAGER_OPS",
     "FSDP_BACKWARD_PREFETCH",
     "FSDP_SHARDING",
     "PRECISION_BYTES",
@@ -72,6 +73,8 @@ PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 #: (each layer's forward); torchtitan's selective activation checkpointing per op
 #: (``sac_op``) and per layer (``sac_layer``, every second block checkpointed whole).
 RECOMPUTE = ("none", "selective", "full", "sac_op", "sac_layer")
+#: Elementwise modules that can run op by op (PyTorch eager) instead of fused.
+EAGER_OPS = ("norm", "rotary", "activation")
 #: The modes that re-run a checkpointed forward, where PyTorch's early stop applies.
 CHECKPOINTED = ("full", "sac_op", "sac_layer")
 #: The dimensions a rank's coordinates are laid out over, innermost first by default.
@@ -213,6 +216,13 @@ class Training:
     attention, and re-runs the rest (norms, rotary, activations, residuals, and the
     second, fourth... matmul: a Llama block's ``wk``, ``wo`` and ``w3``); ``sac_layer``
     (``selective_ac_option = "2"``) checkpoints every second block whole and no other.
+
+    Each norm, the gated activation and the rotary embedding run as one kernel that reads
+    its inputs and writes its output once (Transformer Engine, Apex, ``torch.compile``,
+    PyTorch's own ``layer_norm``), but those ``eager_ops`` names (``norm``, ``rotary``,
+    ``activation``), which run op by op as PyTorch eager runs torchtitan's modules
+    without ``torch.compile`` (:func:`~simcoll.training.flops.layer_ops` counts their
+    bytes).
     """
 
     seq_length: int
@@ -223,6 +233,7 @@ class Training:
     recompute_early_stop: bool = False
     flash_attention: bool = True
     attention_kernel: str = "flash2"
+    eager_ops: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("seq_length", "micro_batch_size", "global_batch_size"):
@@ -231,6 +242,11 @@ class Training:
             raise ConfigError(f"training: precision must be one of "
                               f"{', '.join(PRECISION_BYTES)}, got {self.precision!r}")  # fmt: skip
         _flag("training", "flash_attention", self.flash_attention)
+        eager = tuple(self.eager_ops)
+        if not set(eager) <= set(EAGER_OPS) or len(set(eager)) != len(eager):
+            raise ConfigError(f"training: eager_ops must list some of {', '.join(EAGER_OPS)} "
+                              f"once each, got {list(eager)}")  # fmt: skip
+        object.__setattr__(self, "eager_ops", eager)
         if self.attention_kernel not in ATTENTION_KERNELS:
             valid = ", ".join(ATTENTION_KERNELS)
             raise ConfigError(f"training: attention_kernel must be one of {valid}, "
@@ -457,6 +473,8 @@ def record_from(
         except UnitError as error:
             blame = field or f"{kind}.bucket_bytes"
             raise ConfigError(error.message, source=source, field=blame) from None
+    if "eager_ops" in values and isinstance(values["eager_ops"], str):
+        values["eager_ops"] = tuple(x for x in values["eager_ops"].split(",") if x)
     if "order" in values:
         order = values["order"]
         values["order"] = tuple(order.split("-")) if isinstance(order, str) else tuple(order)

@@ -219,3 +219,22 @@ def test_early_stop_reruns_less_and_says_so(tiny: Path, capsys: pytest.CaptureFi
     assert torch["mfu"] < torch["hfu"] < 4 / 3 * torch["mfu"]
     assert main([*base, "--recompute-early-stop"]) == 0
     assert "recompute full (early stop)" in capsys.readouterr().out
+
+
+def test_eager_ops_and_torchtitans_checkpointing_from_the_command_line(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["step", str(tiny), "dgx-h100", "--dp", "fsdp", "--global-batch", "8", "--seq",
+            "2048", "--format", "json"]  # fmt: skip
+    assert main(base) == 0
+    fused = json.loads(capsys.readouterr().out)
+    assert main([*base, "--eager-ops", "norm,rotary,activation"]) == 0
+    eager = json.loads(capsys.readouterr().out)
+    assert eager["time_s"] > fused["time_s"]  # more bytes through HBM, nothing less
+    assert main([*base, "--recompute", "sac_op"]) == 0
+    op = json.loads(capsys.readouterr().out)
+    # per-op checkpointing re-runs part of the forward: HFU above MFU, below 4/3 of it
+    assert fused["time_s"] < op["time_s"]
+    assert op["mfu"] < op["hfu"] < 4 / 3 * op["mfu"]
+    assert main([*base[:-2], "--recompute", "sac_layer", "--eager-ops", "rotary"]) == 0
+    assert "recompute sac_layer, eager rotary" in capsys.readouterr().out
