@@ -1,0 +1,176 @@
+"""torchtitan's published H100 runs (Llama 3 8B and 70B; FSDP2, TP, CP; bf16 and float8;
+eager and ``torch.compile``), one scalar fitted on one of them, the others predicted.
+
+The rows are ``validation/data/public/training_torchtitan.csv``'s H100 rows: torchtitan's
+``benchmarks/llama3_h100_202412_torchtitan.md`` (December 2024, torchtitan 9dec370) and
+``benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md`` (June 2025, 820504e), both on
+Meta's Grand Teton servers: 8 H100 per host on NVLink, each "96GB HBM2e with 2.4
+TB/sec" at a "500W power limit", hosts on a 400 Gb/s-per-GPU RDMA network. Each runs on
+``h100-ib-fat-tree`` (its nodes' H100 given 96 GB and 2.4 TB/s; the lower power limit
+is left to the fitted scalar) as torchtitan ran it: FSDP2 reducing in fp32, tensor
+parallelism with sequence parallelism (async TP as ``tp_comm_overlap``), context
+parallelism; the micro-batch is the local batch (no gradient accumulation); activation
+checkpointing ``full`` or per op (``sac_op``), with PyTorch's early stop; float8
+(torchao's tensorwise scaling) as simcoll's ``fp8``; without ``torch.compile`` the
+configs' eager ``rmsnorm``, rotary embedding and SwiGLU op by op (``eager_ops``), with
+it every one fused; attention as PyTorch's SDPA runs FlashAttention-2.
+
+``Efficiency.kernels`` is fitted on one row (``--fit-on``, by default the 8-GPU FSDP row
+in bf16 without ``torch.compile``) and every other row is predicted. Left out, and said
+so: float8 with rowwise scaling (simcoll models per-tensor scaling only) and the
+pipeline-parallel 405B rows (the source states no micro-batch count)::
+
+    python validation/training_torchtitan_h100.py        # about 1 minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from simcoll.topology.io import load
+from simcoll.training import (
+    Parallelism,
+    StepResult,
+    Training,
+    read_model_file,
+    training_step,
+)
+from simcoll.training.compute import Efficiency
+from validation.training_throughput import fit_fraction
+
+REPO = Path(__file__).resolve().parents[1]
+TABLE = REPO / "validation/data/public/training_torchtitan.csv"
+GPU = "h100_96gb_hbm2e_500w"
+#: The servers' H100 as the benchmark files state it.
+H100_96GB = {"name": "H100 SXM5 96 GB HBM2e (500 W)", "memory_bytes": 96_000_000_000}
+H100_96GB_HBM_BYTES_PER_S = 2.4e12
+RECOMPUTE = {"full": "full", "selective": "sac_op", "selective op": "sac_op"}
+PRECISION = {"bf16": "bf16", "float8": "fp8", "float8 tensorwise": "fp8"}
+EAGER = ("norm", "rotary", "activation")
+FIT_ON = "llama3-8b 8 GPUs FSDP 8 bf16 selective"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published H100 run."""
+
+    model: str
+    n_gpus: int
+    seq_length: int
+    local_batch: int
+    precision: str
+    checkpointing: str
+    dp_shard: int
+    tp: int
+    pp: int
+    cp: int
+    compiled: bool
+    async_tp: bool
+    tokens_per_s_per_gpu: float
+    source: str
+
+    @property
+    def label(self) -> str:
+        layout = f"FSDP {self.dp_shard}" + "".join(
+            f" {name} {degree}" for name, degree in (("TP", self.tp), ("CP", self.cp))
+            if degree > 1)  # fmt: skip
+        extras = (" compile" if self.compiled else "") + (" async-TP" if self.async_tp else "")
+        seq = f" seq {self.seq_length}" if self.seq_length != 8192 else ""
+        return (f"{self.model} {self.n_gpus} GPUs {layout} {self.precision} "
+                f"{self.checkpointing}{seq}{extras}")  # fmt: skip
+
+    @property
+    def skipped(self) -> str:
+        """Why simcoll does not simulate the row ("" if it does)."""
+        if self.precision not in PRECISION:
+            return f"{self.precision}: simcoll's fp8 is per-tensor scaling"
+        if self.pp > 1:
+            return "pipeline parallel: the source states no micro-batch count"
+        return ""
+
+
+def read_rows(path: Path = TABLE) -> list[Row]:
+    """The H100 rows of torchtitan's 2024-12 and 2025-06 benchmark files."""
+    with path.open(newline="") as handle:
+        rows = csv.DictReader(line for line in handle if not line.startswith("#"))
+        return [
+            Row(r["model"], int(r["n_gpus"]), int(r["seq_length"]), int(r["local_batch_size"]),
+                r["precision"], r["activation_checkpointing"], int(r["dp_shard"]), int(r["tp"]),
+                int(r["pp"]), int(r["cp"]), r["compile"] == "true", r["async_tp"] == "true",
+                float(r["tokens_per_s_per_gpu"]), r["table"])
+            for r in rows if r["gpu"] == GPU
+        ]  # fmt: skip
+
+
+def step(row: Row, kernels: float) -> StepResult:
+    """``row``'s step at that fraction of the kernels' measured throughput."""
+    model, _, _ = read_model_file(row.model)
+    recompute = RECOMPUTE[row.checkpointing]
+    training = Training(seq_length=row.seq_length, micro_batch_size=row.local_batch,
+                        global_batch_size=row.local_batch * row.dp_shard,
+                        precision=PRECISION[row.precision], recompute=recompute,
+                        recompute_early_stop=True,
+                        eager_ops=() if row.compiled else EAGER)  # fmt: skip
+    layout = Parallelism(tp=row.tp, cp=row.cp, data_parallel="fsdp", fsdp_reduce_dtype="fp32",
+                         tp_comm_overlap=row.async_tp)  # fmt: skip
+    topology = load("h100-ib-fat-tree", {"n_nodes": str(max(1, row.n_gpus // 8))})
+    topology.graph["gpu"] = {**topology.graph["gpu"], **H100_96GB}
+    topology.graph["gpu_memory_bandwidth_bytes_per_s"] = H100_96GB_HBM_BYTES_PER_S
+    return training_step(topology, model, training, layout,
+                         efficiency=Efficiency(kernels=kernels))  # fmt: skip
+
+
+def simulate(row: Row, kernels: float) -> float:
+    """Simulated tokens/s per GPU of ``row``."""
+    return step(row, kernels).metrics["tokens_per_s"] / row.n_gpus
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--fit-on", default=FIT_ON, help=f"the row to fit (default {FIT_ON!r})")
+    args = parser.parse_args(argv)
+    rows = read_rows()
+    fitted_row = next((r for r in rows if r.label == args.fit_on and not r.skipped), None)
+    if fitted_row is None:
+        valid = "; ".join(r.label for r in rows if not r.skipped)
+        print(f"training_torchtitan_h100: --fit-on: no such row; valid: {valid}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    kernels = fit_fraction(lambda e: simulate(fitted_row, e), fitted_row.tokens_per_s_per_gpu,
+                           tolerance=1e-3)  # fmt: skip
+    print(f"fitted on {fitted_row.label}: efficiency.kernels = {kernels:.4f}\n")
+    print("| run | measured tokens/s/GPU | simulated | error | memory per GPU (GB) |")
+    print("|---|---|---|---|---|")
+    errors: dict[str, list[float]] = {"single-node": [], "multi-node": []}
+    for row in rows:
+        if row.skipped:
+            print(f"| {row.label} | {row.tokens_per_s_per_gpu:,.0f} | not simulated: "
+                  f"{row.skipped} | | |")  # fmt: skip
+            continue
+        result = step(row, kernels)
+        simulated = result.metrics["tokens_per_s"] / row.n_gpus
+        error_pct = 100 * (simulated / row.tokens_per_s_per_gpu - 1)
+        memory = (f"{result.metrics['memory_total_bytes'] / 1e9:.1f} of "
+                  f"{result.metrics['memory_capacity_bytes'] / 1e9:.0f}")  # fmt: skip
+        mark = " (fitted)" if row is fitted_row else ""
+        if not mark:
+            errors["single-node" if row.n_gpus <= 8 else "multi-node"].append(abs(error_pct))
+        print(f"| {row.label}{mark} | {row.tokens_per_s_per_gpu:,.0f} | {simulated:,.0f} | "
+              f"{error_pct:+.1f} % | {memory} |", flush=True)  # fmt: skip
+    every = errors["single-node"] + errors["multi-node"]
+    print(f"\nmedian |error| over {len(every)} predicted rows: {statistics.median(every):.1f} %, "
+          f"worst {max(every):.1f} %")  # fmt: skip
+    for kind, values in errors.items():
+        if values:
+            print(f"  {kind}: {len(values)} rows, median {statistics.median(values):.1f} %, "
+                  f"worst {max(values):.1f} %")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
