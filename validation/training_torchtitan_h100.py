@@ -18,7 +18,11 @@ it every one fused; attention as PyTorch's SDPA runs FlashAttention-2.
 ``Efficiency.kernels`` is fitted on one row (``--fit-on``, by default the 8-GPU FSDP row
 in bf16 without ``torch.compile``) and every other row is predicted. Left out, and said
 so: float8 with rowwise scaling (simcoll models per-tensor scaling only) and the
-pipeline-parallel 405B rows (the source states no micro-batch count)::
+pipeline-parallel 405B rows (the source states no micro-batch count). The file's two H200
+rows (``benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md``: Trainy on WhiteFiber,
+8 H200 per host, 400 Gb/s CX-7 per GPU) run on the same fabric with ``dgx-h200``'s GPU
+at its shipped ``kernel_efficiency``, nothing fitted; their float8 all-gathers
+(``enable_fsdp_float8_all_gather``) are simulated in bf16, as simcoll's FSDP gathers::
 
     python validation/training_torchtitan_h100.py        # about 1 minute
 """
@@ -46,6 +50,7 @@ from validation.training_throughput import fit_fraction
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "validation/data/public/training_torchtitan.csv"
 GPU = "h100_96gb_hbm2e_500w"
+H200 = "h200"
 #: The servers' H100 as the benchmark files state it.
 H100_96GB = {"name": "H100 SXM5 96 GB HBM2e (500 W)", "memory_bytes": 96_000_000_000}
 H100_96GB_HBM_BYTES_PER_S = 2.4e12
@@ -94,8 +99,9 @@ class Row:
         return ""
 
 
-def read_rows(path: Path = TABLE) -> list[Row]:
-    """The H100 rows of torchtitan's 2024-12 and 2025-06 benchmark files."""
+def read_rows(path: Path = TABLE, gpu: str = GPU) -> list[Row]:
+    """The rows of ``gpu``: the H100's of torchtitan's 2024-12 and 2025-06 benchmark
+    files, or the H200's."""
     with path.open(newline="") as handle:
         rows = csv.DictReader(line for line in handle if not line.startswith("#"))
         return [
@@ -103,12 +109,13 @@ def read_rows(path: Path = TABLE) -> list[Row]:
                 r["precision"], r["activation_checkpointing"], int(r["dp_shard"]), int(r["tp"]),
                 int(r["pp"]), int(r["cp"]), r["compile"] == "true", r["async_tp"] == "true",
                 float(r["tokens_per_s_per_gpu"]), r["table"])
-            for r in rows if r["gpu"] == GPU
+            for r in rows if r["gpu"] == gpu
         ]  # fmt: skip
 
 
-def step(row: Row, kernels: float) -> StepResult:
-    """``row``'s step at that fraction of the kernels' measured throughput."""
+def step(row: Row, kernels: float | None) -> StepResult:
+    """``row``'s step at that fraction of the kernels' measured throughput (an H200 row:
+    ``None``, the shipped file's)."""
     model, _, _ = read_model_file(row.model)
     recompute = RECOMPUTE[row.checkpointing]
     training = Training(seq_length=row.seq_length, micro_batch_size=row.local_batch,
@@ -119,13 +126,20 @@ def step(row: Row, kernels: float) -> StepResult:
     layout = Parallelism(tp=row.tp, cp=row.cp, data_parallel="fsdp", fsdp_reduce_dtype="fp32",
                          tp_comm_overlap=row.async_tp)  # fmt: skip
     topology = load("h100-ib-fat-tree", {"n_nodes": str(max(1, row.n_gpus // 8))})
+    if kernels is None:  # an H200 row: dgx-h200's GPU and its kernel_efficiency
+        h200 = load("dgx-h200").graph
+        topology.graph["gpu"] = h200["gpu"]
+        topology.graph["gpu_memory_bandwidth_bytes_per_s"] = h200[
+            "gpu_memory_bandwidth_bytes_per_s"
+        ]
+        return training_step(topology, model, training, layout)
     topology.graph["gpu"] = {**topology.graph["gpu"], **H100_96GB}
     topology.graph["gpu_memory_bandwidth_bytes_per_s"] = H100_96GB_HBM_BYTES_PER_S
     return training_step(topology, model, training, layout,
                          efficiency=Efficiency(kernels=kernels))  # fmt: skip
 
 
-def simulate(row: Row, kernels: float) -> float:
+def simulate(row: Row, kernels: float | None) -> float:
     """Simulated tokens/s per GPU of ``row``."""
     return step(row, kernels).metrics["tokens_per_s"] / row.n_gpus
 
@@ -147,18 +161,19 @@ def main(argv: list[str] | None = None) -> int:
     print("| run | measured tokens/s/GPU | simulated | error | memory per GPU (GB) |")
     print("|---|---|---|---|---|")
     errors: dict[str, list[float]] = {"single-node": [], "multi-node": []}
-    for row in rows:
+    h200 = read_rows(gpu=H200)
+    for row in rows + h200:
         if row.skipped:
             print(f"| {row.label} | {row.tokens_per_s_per_gpu:,.0f} | not simulated: "
                   f"{row.skipped} | | |")  # fmt: skip
             continue
-        result = step(row, kernels)
+        result = step(row, None if row in h200 else kernels)
         simulated = result.metrics["tokens_per_s"] / row.n_gpus
         error_pct = 100 * (simulated / row.tokens_per_s_per_gpu - 1)
         memory = (f"{result.metrics['memory_total_bytes'] / 1e9:.1f} of "
                   f"{result.metrics['memory_capacity_bytes'] / 1e9:.0f}")  # fmt: skip
-        mark = " (fitted)" if row is fitted_row else ""
-        if not mark:
+        mark = " (fitted)" if row is fitted_row else " (H200, shipped file)" if row in h200 else ""
+        if row is not fitted_row:
             errors["single-node" if row.n_gpus <= 8 else "multi-node"].append(abs(error_pct))
         print(f"| {row.label}{mark} | {row.tokens_per_s_per_gpu:,.0f} | {simulated:,.0f} | "
               f"{error_pct:+.1f} % | {memory} |", flush=True)  # fmt: skip
