@@ -18,7 +18,11 @@ it every one fused; attention as PyTorch's SDPA runs FlashAttention-2.
 ``Efficiency.kernels`` is fitted on one row (``--fit-on``, by default the 8-GPU FSDP row
 in bf16 without ``torch.compile``) and every other row is predicted. Left out, and said
 so: float8 with rowwise scaling (simcoll models per-tensor scaling only) and the
-pipeline-parallel 405B rows (the source states no micro-batch count). The file's two H200
+interleaved 1F1B 405B row (torchtitan's generated split gives its 16 stages 7, 8 x 14
+and 7 layers; simcoll's interleaved schedule takes even chunks). The pipeline-parallel
+rows run as torchtitan 9dec370 defaults them: as many micro-batches as stages
+(``pipeline_parallel_microbatches``), and ``generate_split_points``'s layers per stage
+(126 on 8: 15, 16 x 6, 15). The file's two H200
 rows (``benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md``: Trainy on WhiteFiber,
 8 H200 per host, 400 Gb/s CX-7 per GPU) run on the same fabric with ``dgx-h200``'s GPU
 at its shipped ``kernel_efficiency``, nothing fitted; their float8 all-gathers
@@ -58,6 +62,8 @@ RECOMPUTE = {"full": "full", "selective": "sac_op", "selective op": "sac_op"}
 PRECISION = {"bf16": "bf16", "float8": "fp8", "float8 tensorwise": "fp8"}
 EAGER = ("norm", "rotary", "activation")
 FIT_ON = "llama3-8b 8 GPUs FSDP 8 bf16 selective"
+#: The models' layer counts (their files in models/), for the pipeline's split.
+MODEL_LAYERS = {"llama3-8b": 32, "llama3-70b": 80, "llama3-405b": 126}
 
 
 @dataclass(frozen=True)
@@ -78,12 +84,16 @@ class Row:
     async_tp: bool
     tokens_per_s_per_gpu: float
     source: str
+    pp_schedule: str = ""
 
     @property
     def label(self) -> str:
         layout = f"FSDP {self.dp_shard}" + "".join(
-            f" {name} {degree}" for name, degree in (("TP", self.tp), ("CP", self.cp))
+            f" {name} {degree}" for name, degree in (("TP", self.tp), ("PP", self.pp),
+                                                      ("CP", self.cp))
             if degree > 1)  # fmt: skip
+        if self.pp_schedule:
+            layout += f" {self.pp_schedule}"
         extras = (" compile" if self.compiled else "") + (" async-TP" if self.async_tp else "")
         seq = f" seq {self.seq_length}" if self.seq_length != 8192 else ""
         return (f"{self.model} {self.n_gpus} GPUs {layout} {self.precision} "
@@ -94,9 +104,23 @@ class Row:
         """Why simcoll does not simulate the row ("" if it does)."""
         if self.precision not in PRECISION:
             return f"{self.precision}: simcoll's fp8 is per-tensor scaling"
-        if self.pp > 1:
-            return "pipeline parallel: the source states no micro-batch count"
+        if self.pp_schedule.startswith("Interleaved"):
+            return ("interleaved 1F1B: torchtitan's 16 stages hold 7, 8 x 14 and 7 layers; "
+                    "simcoll's interleaved schedule takes even chunks")  # fmt: skip
         return ""
+
+    @property
+    def micro_batch_size(self) -> int:
+        """torchtitan's micro-batch: the local batch, split into as many micro-batches as
+        pipeline stages where there are stages (``pipeline_parallel_microbatches``'s
+        default)."""
+        return self.local_batch // self.pp
+
+    @property
+    def edge_stage_layers(self) -> int:
+        """The first and last stages' layers under ``generate_split_points`` (one stage
+        per rank): ``L // pp``, the middle stages taking the rest (0 without stages)."""
+        return 0 if self.pp == 1 else MODEL_LAYERS[self.model] // self.pp
 
 
 def read_rows(path: Path = TABLE, gpu: str = GPU) -> list[Row]:
@@ -108,7 +132,7 @@ def read_rows(path: Path = TABLE, gpu: str = GPU) -> list[Row]:
             Row(r["model"], int(r["n_gpus"]), int(r["seq_length"]), int(r["local_batch_size"]),
                 r["precision"], r["activation_checkpointing"], int(r["dp_shard"]), int(r["tp"]),
                 int(r["pp"]), int(r["cp"]), r["compile"] == "true", r["async_tp"] == "true",
-                float(r["tokens_per_s_per_gpu"]), r["table"])
+                float(r["tokens_per_s_per_gpu"]), r["table"], r["pp_schedule"])
             for r in rows if r["gpu"] == gpu
         ]  # fmt: skip
 
@@ -118,13 +142,15 @@ def step(row: Row, kernels: float | None) -> StepResult:
     ``None``, the shipped file's)."""
     model, _, _ = read_model_file(row.model)
     recompute = RECOMPUTE[row.checkpointing]
-    training = Training(seq_length=row.seq_length, micro_batch_size=row.local_batch,
+    training = Training(seq_length=row.seq_length, micro_batch_size=row.micro_batch_size,
                         global_batch_size=row.local_batch * row.dp_shard,
                         precision=PRECISION[row.precision], recompute=recompute,
                         recompute_early_stop=True,
                         eager_ops=() if row.compiled else EAGER)  # fmt: skip
-    layout = Parallelism(tp=row.tp, cp=row.cp, data_parallel="fsdp", fsdp_reduce_dtype="fp32",
-                         tp_comm_overlap=row.async_tp)  # fmt: skip
+    layout = Parallelism(tp=row.tp, cp=row.cp, pp=row.pp, data_parallel="fsdp",
+                         fsdp_reduce_dtype="fp32", tp_comm_overlap=row.async_tp,
+                         first_stage_layers=row.edge_stage_layers,
+                         last_stage_layers=row.edge_stage_layers)  # fmt: skip
     topology = load("h100-ib-fat-tree", {"n_nodes": str(max(1, row.n_gpus // 8))})
     if kernels is None:  # an H200 row: dgx-h200's GPU and its kernel_efficiency
         h200 = load("dgx-h200").graph

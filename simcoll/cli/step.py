@@ -214,6 +214,8 @@ def _step(args: argparse.Namespace) -> int:
     if args.search:
         return search(args, topology, model, t, p, calibration, head, n_gpus, gpu.memory_bytes)
     result = training_step(topology, model, t, p, calibration=calibration)  # type: ignore[arg-type]
+    for line in result.timeline.notes:
+        print(f"simcoll: note: {line}", file=sys.stderr)
     rows = [step_row(result, t)]
     if args.format == "json":
         sys.stdout.write(json.dumps({"model": model.name, **rows[0]}, indent=2) + "\n")

@@ -28,8 +28,12 @@ Exact where calls meet
     execution graph (:mod:`simcoll.prediction.workgraph`, :mod:`simcoll.sim.graph`) and
     finds the calls whose run overlaps another's on a common link; those run transfer by
     transfer, sharing the fabric, and the graph runs again, until no call that ran alone
-    overlaps another on a link. What is recorded (spans, transfers, link loads:
-    :mod:`simcoll.prediction.record`) never changes what runs.
+    overlaps another on a link, or until the next calls to run in detail would take the
+    run past :data:`~simcoll.core.limits.MAX_TRANSFERS` (a 405B step with context
+    parallelism on 512 GPUs asked for 47 million and grew past 12 GB): those keep their
+    time alone, without the contention, and the timeline's notes say how many. What is
+    recorded (spans, transfers, link loads: :mod:`simcoll.prediction.record`) never
+    changes what runs.
 
 Below, the all-gather is ``predict``'s: the ring, cut into pieces of about 512 KiB that
 follow one another on each link, so only the first pays the 2 us latency.
@@ -57,7 +61,7 @@ import numpy.typing as npt
 
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, LimitError, SimcollError
-from simcoll.core.limits import MAX_STEP_CALLS, MAX_TIME_S, check_size_bytes
+from simcoll.core.limits import MAX_STEP_CALLS, MAX_TIME_S, MAX_TRANSFERS, check_size_bytes
 from simcoll.core.schedule import ScheduleBuilder
 from simcoll.core.units import format_bytes
 from simcoll.plan.placement import map_ranks
@@ -211,6 +215,7 @@ class Session:
         self._shaped: dict[tuple[object, ...], tuple[HostShape, Solo]] = {}
         self._recorded = _RECORDING.get()
         self._notes: list[str] = []
+        self._alone: set[int] = set()  # calls that meet others but ran alone (the budget)
 
     @property
     def n_ranks(self) -> int:
@@ -479,6 +484,7 @@ class Session:
         """
         if self._recorded is not None or not self._ops:
             return empty_timeline(self._ops, self.n_ranks)
+        self._alone = set()
         # calls on several groups that share a link never run as their time alone
         detailed = {i for i, op in enumerate(self._ops) if isinstance(op, Comm) and op.joint}
         if every_call_in_detail:
@@ -531,14 +537,46 @@ class Session:
 
     def _run_meeting(self, detailed: set[int]) -> tuple[Built, GraphResult]:
         """Run the graph, the calls in ``detailed`` (grown here) transfer by transfer,
-        until no call that ran alone overlaps another on a link."""
+        until no call that ran alone overlaps another on a link, or until running the
+        next calls that do in detail would take the run past :data:`MAX_TRANSFERS`: those
+        keep their time alone, and a note says so.
+
+        Raises
+        ------
+        LimitError
+            If the calls that can never run alone (several groups sharing a link) hold
+            more transfers than that already.
+        """
+        n_detailed = self._transfers_of(detailed)
+        if n_detailed > MAX_TRANSFERS:
+            raise LimitError(f"the calls whose groups share links would run {n_detailed:,} "
+                             f"transfers together, more than the {MAX_TRANSFERS:,} one run "
+                             "holds: use fewer GPUs or micro-batches")  # fmt: skip
         while True:
             built = build(self._ops, self.topology, self.model, detailed, self.machine.router)
             result = built.graph.simulate()
-            meeting_now = meeting(self._ops, built, result, self.model) - detailed
+            meeting_now = meeting(self._ops, built, result, self.model) - detailed - self._alone
             if not meeting_now:
                 return built, result
+            more = self._transfers_of(meeting_now)
+            if n_detailed + more > MAX_TRANSFERS:
+                self._alone |= meeting_now
+                self._notes.append(
+                    f"{len(meeting_now):,} calls that share links with others while they run "
+                    f"ran as their time alone (no contention): in detail the run would hold "
+                    f"{n_detailed + more:,} transfers, more than the {MAX_TRANSFERS:,} one "
+                    "run can"
+                )
+                return built, result
             detailed |= meeting_now
+            n_detailed += more
+
+    def _transfers_of(self, calls: set[int]) -> int:
+        """The transfers ``calls`` add to a run where they run in detail: each repeat of
+        each group's call."""
+        return sum(op.repeat * sum(part.prepare().n_transfers for _, part in op.pieces)
+                   for op in (self._ops[i] for i in calls)
+                   if isinstance(op, Comm))  # fmt: skip
 
     # -- deciding calls -----------------------------------------------------------------
 

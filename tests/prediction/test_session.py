@@ -328,3 +328,49 @@ def test_bad_groups_give_one_line(groups: Any, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         star().collectives("allreduce", 8, groups)
     assert str(info.value) == message
+
+
+def test_calls_that_meet_past_the_transfer_budget_run_alone_and_say_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The two all-gathers of the test above meet on rank 0's links. With a budget below
+    # what running them in detail takes, each keeps its time alone: it ends where it
+    # ends in a session of its own, and the timeline says why.
+    from simcoll.prediction import session as session_module  # noqa: PLC0415 - patched
+
+    monkeypatch.setattr(session_module, "MAX_TRANSFERS", 1)
+    s = star()
+    s.collective("allgather", 6_000_000, [0, 1, 2], stream="a", params={"n_chunks": 1})
+    s.collective("allgather", 6_000_000, [0, 3], stream="b", params={"n_chunks": 1})
+    timeline = s.run()
+    for ranks, stream in (([0, 1, 2], "a"), ([0, 3], "b")):
+        alone = star()
+        alone.collective("allgather", 6_000_000, ranks, params={"n_chunks": 1})
+        (span,) = [x for x in timeline.spans_of(0) if x.stream == stream]
+        assert span.end_s == pytest.approx(alone.run().time_s, rel=1e-12)
+    (note,) = timeline.notes
+    assert note.startswith(
+        "2 calls that share links with others while they run ran as "
+        "their time alone (no contention): in detail the run would hold "
+    )
+    assert note.endswith("transfers, more than the 1 one run can")
+
+
+def test_joint_calls_past_the_transfer_budget_are_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One op over two groups that cross the same NICs can never run alone.
+    from simcoll.core.errors import LimitError  # noqa: PLC0415
+    from simcoll.prediction import session as session_module  # noqa: PLC0415 - patched
+    from simcoll.topology.clusters import fat_tree  # noqa: PLC0415 - this test's fabric
+
+    monkeypatch.setattr(session_module, "MAX_TRANSFERS", 1)
+    graph = fat_tree(2, gpus_per_node=4, nvlinks_per_gpu=4, nvlink_bandwidth_bytes_per_s=25e9,
+                     nvlink_latency_s=1e-6, nics_per_node=1, nic_bandwidth_bytes_per_s=10e9,
+                     nic_latency_s=1e-6, pcie_bandwidth_bytes_per_s=60e9, pcie_latency_s=1e-6,
+                     fabric_latency_s=1e-6)  # fmt: skip
+    s = Session(graph, protocol=None)
+    s.collectives("allreduce", 64_000_000, [(0, 4), (1, 5)])
+    with pytest.raises(LimitError, match="the calls whose groups share links would run "
+                       r"[0-9,]+ transfers together, more than the 1 one run holds"):  # fmt: skip
+        s.run()

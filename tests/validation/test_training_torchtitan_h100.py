@@ -13,8 +13,16 @@ def test_rows_simcoll_cannot_state_are_left_out_with_the_reason() -> None:
     rows = script.read_rows()
     skipped = [r for r in rows if r.skipped]
     assert len(rows) == 30
-    assert len(skipped) == 10  # 6 pipeline-parallel 405B rows, 4 rowwise float8 rows
-    assert {r.skipped.split(":")[0] for r in skipped} == {"pipeline parallel", "float8 rowwise"}
+    assert len(skipped) == 5  # 4 rowwise float8 rows, the interleaved 405B row
+    assert {r.skipped.split(":")[0] for r in skipped} == {"float8 rowwise", "interleaved 1F1B"}
+
+
+def test_pipeline_rows_take_torchtitans_default_micro_batches_and_split() -> None:
+    # 9dec370: as many micro-batches as stages (local batch 32 over PP 8: 4 sequences
+    # each); generate_split_points gives 126 layers on 8 stages 15, 16 x 6, 15.
+    (row, *_) = [r for r in script.read_rows() if r.pp == 8 and r.local_batch == 32]
+    assert (row.micro_batch_size, row.edge_stage_layers) == (4, 15)
+    assert 15 + 6 * 16 + 15 == 126
 
 
 @pytest.fixture(scope="module")
