@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +48,7 @@ from simcoll.training import (
     training_step,
 )
 from simcoll.training.compute import Efficiency
-from validation.training_throughput import fit_fraction
+from validation.training_throughput import fit_fraction, print_errors
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "validation/data/public/training_torchtitan.csv"
@@ -203,13 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             errors["single-node" if row.n_gpus <= 8 else "multi-node"].append(abs(error_pct))
         print(f"| {row.label}{mark} | {row.tokens_per_s_per_gpu:,.0f} | {simulated:,.0f} | "
               f"{error_pct:+.1f} % | {memory} |", flush=True)  # fmt: skip
-    every = errors["single-node"] + errors["multi-node"]
-    print(f"\nmedian |error| over {len(every)} predicted rows: {statistics.median(every):.1f} %, "
-          f"worst {max(every):.1f} %")  # fmt: skip
-    for kind, values in errors.items():
-        if values:
-            print(f"  {kind}: {len(values)} rows, median {statistics.median(values):.1f} %, "
-                  f"worst {max(values):.1f} %")  # fmt: skip
+    print_errors(errors)
     return 0
 
 
