@@ -163,7 +163,9 @@ def step_times(
     """Roofline compute times (backward twice the forward's FLOPs and traffic; the
     recomputation adds what :func:`~simcoll.training.flops.recomputed_ops` re-runs: a full
     one the forward, or the forward up to its last GEMM under PyTorch's early stop, a
-    selective one the attention's where FlashAttention does not already recompute it).
+    selective one the attention's where FlashAttention does not already recompute it,
+    torchtitan's per-op one what its policy does not save, its per-layer one a full
+    re-run on every second layer, averaged over the layers).
 
     Under FP8 the output layer stays in 16 bits: FP8 runs only in Transformer Engine's
     modules, and neither Megatron-Core's output layer (a ``ColumnParallelLinear``) nor
