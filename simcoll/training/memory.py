@@ -238,7 +238,10 @@ def activation_bytes_per_layer(m: Transformer, t: Training, p: Parallelism) -> f
 def _saved_matmul_columns(m: Transformer, t: Training) -> float:
     """The output columns (before tensor parallelism) of the matmuls torchtitan's per-op
     policy saves in a dense block: the odd-numbered of ``wq, wk, wv, wo`` and the MLP's
-    (``w1, w3, w2`` gated, ``w1, w2`` not); none under FP8 (``aten._scaled_mm``).
+    (``w1, w3, w2`` gated, ``w1, w2`` not); none under FP8 (``aten._scaled_mm``). The
+    float8 scaling's ``abs`` outputs, which the policy also saved from bcebc0de5 to
+    88247277c (Nov 2024 to Feb 2025, removed for the peak memory they cost), are not
+    counted.
 
     >>> from simcoll.training.spec import Transformer
     >>> m = Transformer("m", n_layers=2, hidden_size=8, ffn_hidden_size=32, n_heads=2,
