@@ -92,17 +92,21 @@ class Row:
                 f"{self.micro_batch_size}{checkpointing}")  # fmt: skip
 
 
+def public_rows(path: Path) -> list[dict[str, str]]:
+    """A public table's rows by column name, its ``#`` comment lines (sources) skipped."""
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(line for line in handle if not line.startswith("#")))
+
+
 def read_rows(path: Path = TABLE) -> list[Row]:
     """The published runs of the current README (superseded ones left out)."""
-    with path.open(newline="") as handle:
-        rows = csv.DictReader(line for line in handle if not line.startswith("#"))
-        return [
-            Row(r["model"], int(r["n_gpus"]), r["gpu"], int(r["seq_length"]),
-                int(r["global_batch_size"]), int(r["micro_batch_size"]), r["precision"],
-                r["activation_checkpointing"] == "True", r["sharding"], r["mp_mode"],
-                float(r["tokens_per_s_per_gpu"]), int(r["readme_line"]))
-            for r in rows if r["superseded"] != "true"
-        ]  # fmt: skip
+    return [
+        Row(r["model"], int(r["n_gpus"]), r["gpu"], int(r["seq_length"]),
+            int(r["global_batch_size"]), int(r["micro_batch_size"]), r["precision"],
+            r["activation_checkpointing"] == "True", r["sharding"], r["mp_mode"],
+            float(r["tokens_per_s_per_gpu"]), int(r["readme_line"]))
+        for r in public_rows(path) if r["superseded"] != "true"
+    ]  # fmt: skip
 
 
 def simulate(row: Row, kernels: float) -> float:

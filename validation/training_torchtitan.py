@@ -32,7 +32,6 @@ Prints a row per run with both errors, then the median |error| of each rule.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from pathlib import Path
 
 from simcoll.topology.io import load
 from simcoll.training import Parallelism, Training, read_model_file, training_step
-from validation.training_fsdp import A100_80GB, A100_80GB_HBM_BYTES_PER_S
+from validation.training_fsdp import A100_80GB, A100_80GB_HBM_BYTES_PER_S, public_rows
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "validation/data/public/training_torchtitan.csv"
@@ -77,14 +76,12 @@ class Row:
 
 def read_rows(path: Path = TABLE) -> list[Row]:
     """The A100 rows."""
-    with path.open(newline="") as handle:
-        rows = csv.DictReader(line for line in handle if not line.startswith("#"))
-        return [
-            Row(r["model"], int(r["n_gpus"]), int(r["seq_length"]), int(r["micro_batch_size"]),
-                r["activation_checkpointing"], float(r["tokens_per_s_per_gpu"]))
-            for r in rows
-            if r["gpu"] == "a100_80gb" and r["activation_checkpointing"] in RECOMPUTE
-        ]  # fmt: skip
+    return [
+        Row(r["model"], int(r["n_gpus"]), int(r["seq_length"]), int(r["micro_batch_size"]),
+            r["activation_checkpointing"], float(r["tokens_per_s_per_gpu"]))
+        for r in public_rows(path)
+        if r["gpu"] == "a100_80gb" and r["activation_checkpointing"] in RECOMPUTE
+    ]  # fmt: skip
 
 
 def simulate(row: Row, kernels: str = "a100-sxm") -> float:

@@ -34,7 +34,6 @@ at its shipped ``kernel_efficiency``, nothing fitted; their float8 all-gathers
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +47,7 @@ from simcoll.training import (
     training_step,
 )
 from simcoll.training.compute import Efficiency
+from validation.training_fsdp import public_rows
 from validation.training_throughput import fit_fraction, print_errors
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,15 +125,13 @@ class Row:
 def read_rows(path: Path = TABLE, gpu: str = GPU) -> list[Row]:
     """The rows of ``gpu``: the H100's of torchtitan's 2024-12 and 2025-06 benchmark
     files, or the H200's."""
-    with path.open(newline="") as handle:
-        rows = csv.DictReader(line for line in handle if not line.startswith("#"))
-        return [
-            Row(r["model"], int(r["n_gpus"]), int(r["seq_length"]), int(r["local_batch_size"]),
-                r["precision"], r["activation_checkpointing"], int(r["dp_shard"]), int(r["tp"]),
-                int(r["pp"]), int(r["cp"]), r["compile"] == "true", r["async_tp"] == "true",
-                float(r["tokens_per_s_per_gpu"]), r["table"], r["pp_schedule"])
-            for r in rows if r["gpu"] == gpu
-        ]  # fmt: skip
+    return [
+        Row(r["model"], int(r["n_gpus"]), int(r["seq_length"]), int(r["local_batch_size"]),
+            r["precision"], r["activation_checkpointing"], int(r["dp_shard"]), int(r["tp"]),
+            int(r["pp"]), int(r["cp"]), r["compile"] == "true", r["async_tp"] == "true",
+            float(r["tokens_per_s_per_gpu"]), r["table"], r["pp_schedule"])
+        for r in public_rows(path) if r["gpu"] == gpu
+    ]  # fmt: skip
 
 
 def step(row: Row, kernels: float | None) -> StepResult:
