@@ -20,6 +20,7 @@ from simcoll.topology.gpu_spec import gpu_spec
 from simcoll.training.attention import ATTENTION_KERNELS
 from simcoll.training.compute import compute_basis
 from simcoll.training.spec import (
+    EAGER_OPS,
     PRECISION_BYTES,
     RECOMPUTE,
     Parallelism,
@@ -109,7 +110,7 @@ def add_step(sub: SubParsers) -> None:
                    "scaled_dot_product_attention runs; cudnn as Transformer Engine "
                    "runs; triton, FlashAttention's Triton port as llm-foundry ran it, "
                    "measured nowhere: timed as flash2 on the H100, scaled by peak)")  # fmt: skip
-    p.add_argument("--eager-ops", metavar="NAME,...",
+    p.add_argument("--eager-ops", metavar="NAME,...", type=_eager_ops,
                    help="elementwise modules PyTorch runs op by op, not fused (eager, no "
                    "torch.compile): any of norm (torchtitan's RMSNorm), rotary, activation "
                    "(silu(a) * b); default: every one fused")  # fmt: skip
@@ -224,6 +225,20 @@ def _step(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(_report(result, t, head))
     return 0
+
+
+def _eager_ops(text: str) -> tuple[str, ...]:
+    """``--eager-ops``: names of :data:`~simcoll.training.spec.EAGER_OPS`, comma-separated.
+
+    >>> _eager_ops("norm,rotary")
+    ('norm', 'rotary')
+    """
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in EAGER_OPS]
+    if unknown or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"expected some of {', '.join(EAGER_OPS)} once each, "
+                                         f"got {text!r}")  # fmt: skip
+    return names
 
 
 def _head(model: Transformer, topology: str, n_gpus: int, gpu: str, basis: list[str]) -> str:

@@ -242,6 +242,9 @@ class Training:
             raise ConfigError(f"training: precision must be one of "
                               f"{', '.join(PRECISION_BYTES)}, got {self.precision!r}")  # fmt: skip
         _flag("training", "flash_attention", self.flash_attention)
+        if isinstance(self.eager_ops, str) or not isinstance(self.eager_ops, (tuple, list)):
+            raise ConfigError(f"training: eager_ops must be a list of some of "
+                              f"{', '.join(EAGER_OPS)}, got {self.eager_ops!r}")  # fmt: skip
         eager = tuple(self.eager_ops)
         if not set(eager) <= set(EAGER_OPS) or len(set(eager)) != len(eager):
             raise ConfigError(f"training: eager_ops must list some of {', '.join(EAGER_OPS)} "

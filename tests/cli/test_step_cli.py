@@ -117,6 +117,11 @@ def test_a_search_skips_only_layouts_that_cannot_reach_the_top(
             "recompute 'none'",
         ),
         (
+            ["step", "llama3-8b", "dgx-h100", "--eager-ops", "norm,softmax"],
+            "argument --eager-ops: expected some of norm, rotary, activation once each, "
+            "got 'norm,softmax'",
+        ),
+        (
             ["step", "llama3-8b", "dgx-h100", "--workers", "2"],
             "--workers: it runs the layouts "
             "of --search; one step runs in this process (add --search, or drop it)",

@@ -46,3 +46,9 @@ def test_eager_ops_names_are_checked() -> None:
     with pytest.raises(ConfigError, match="eager_ops must list some of norm, rotary, "
                        r"activation once each, got \['norm', 'softmax'\]"):  # fmt: skip
         Training(seq_length=64, eager_ops=("norm", "softmax"))
+
+
+def test_eager_ops_must_be_a_list() -> None:
+    with pytest.raises(ConfigError, match="eager_ops must be a list of some of norm, rotary, "
+                       "activation, got 5"):  # fmt: skip
+        Training(seq_length=64, eager_ops=5)  # type: ignore[arg-type]
