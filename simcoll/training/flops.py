@@ -45,6 +45,7 @@ __all__ = [
     "n_params",
     "recomputed_ops",
     "recomputed_share",
+    "saved_matmul_columns",
 ]
 
 #: What a compute op is, for its efficiency: a matrix multiplication, the attention's
@@ -315,20 +316,17 @@ def _not_saved(ops: list[ComputeOp], t: Training) -> list[ComputeOp]:
     [('norm 1', None), ('qkv', 1024.0), ('attention out', 4096), ('residual 1', None),
      ('norm 2', None), ('mlp up', 14336.0), ('activation', None), ('residual 2', None)]
     """
+    saved = {id(op): flags for op, _, flags in _policy(ops, t)}
     out: list[ComputeOp] = []
-    count = 0
     for op in ops:
         if op.op_class == "attention" and op.kernel:
             continue  # SDPA's output is saved
-        if op.op_class != "gemm" or op.gemm is None:
+        if id(op) not in saved:
             out.append(op)
             continue
+        assert op.gemm is not None
         columns = op.matmuls or (op.gemm.n,)
-        rerun = []
-        for n in columns:
-            count += 1
-            if t.precision == "fp8" or count % 2 == 0:
-                rerun.append(n)
+        rerun = [n for n, kept in zip(columns, saved[id(op)], strict=True) if not kept]
         if len(rerun) == len(columns):
             out.append(op)
         elif rerun:
@@ -337,6 +335,42 @@ def _not_saved(ops: list[ComputeOp], t: Training) -> list[ComputeOp]:
             out.append(replace(op, gemm=shape, flops=float(shape.flops), matmuls=(),
                                memory_bytes=op.memory_bytes * shape.n / g.n))  # fmt: skip
     return out
+
+
+def _policy(
+    ops: list[ComputeOp], t: Training
+) -> list[tuple[ComputeOp, tuple[float, ...], tuple[bool, ...]]]:
+    """Each GEMM of ``ops`` with its matmuls' output columns (:attr:`ComputeOp.matmuls`)
+    and whether torchtitan's per-op policy saves each: the odd-numbered, counted through
+    the layer; none under FP8."""
+    out = []
+    count = 0
+    for op in ops:
+        if op.op_class != "gemm" or op.gemm is None:
+            continue
+        columns = op.matmuls or (op.gemm.n,)
+        flags = []
+        for _ in columns:
+            count += 1
+            flags.append(t.precision != "fp8" and count % 2 == 1)
+        out.append((op, columns, tuple(flags)))
+    return out
+
+
+def saved_matmul_columns(m: Transformer, t: Training) -> float:
+    """The output columns (before tensor parallelism) of the matmuls torchtitan's per-op
+    policy saves in a layer (:func:`_policy`): a Llama block's ``wq, wv, w1, w2``; none
+    under FP8. The float8 scaling's ``abs`` outputs, which the policy also saved from
+    bcebc0de5 to 88247277c (Nov 2024 to Feb 2025, removed for the peak memory they cost),
+    are not counted.
+
+    >>> m = Transformer("m", n_layers=2, hidden_size=8, ffn_hidden_size=32, n_heads=2,
+    ...                 n_kv_heads=1, vocab_size=100)
+    >>> saved_matmul_columns(m, Training(16, recompute="sac_op"))  # wq 8, wv 4, w1 32, w2 8
+    52.0
+    """
+    return float(sum(n for _, columns, flags in _policy(layer_ops(m, t, Parallelism()), t)
+                     for n, kept in zip(columns, flags, strict=True) if kept))  # fmt: skip
 
 
 def recomputed_share(m: Transformer, t: Training) -> float:

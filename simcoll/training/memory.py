@@ -67,6 +67,7 @@ from dataclasses import dataclass, replace
 
 from simcoll.core.errors import ConfigError
 from simcoll.plan.tuning import DEFAULT_BUFFSIZE_BYTES, LL128_BUFFSIZE_BYTES, LL_BUFFSIZE_BYTES
+from simcoll.training.flops import saved_matmul_columns
 from simcoll.training.spec import (
     REDUCE_DTYPE_BYTES,
     Parallelism,
@@ -227,33 +228,12 @@ def activation_bytes_per_layer(m: Transformer, t: Training, p: Parallelism) -> f
         whole = activation_bytes_per_layer(m, plain, p)
         return share * block_input + (1 - share) * whole
     if t.recompute == "sac_op":
-        return block_input + 2 * s * b * (_saved_matmul_columns(m, t) + h) / p.tp
+        return block_input + 2 * s * b * (saved_matmul_columns(m, t) + h) / p.tp
     stored_scores = not t.flash_attention and t.recompute != "selective"
     attention = 5 * a * s / h if stored_scores else 0.0
     if p.sequence_parallel:
         return s * b * h * (34 + attention) / p.tp
     return s * b * h * (10 + 24 / p.tp + attention / p.tp)
-
-
-def _saved_matmul_columns(m: Transformer, t: Training) -> float:
-    """The output columns (before tensor parallelism) of the matmuls torchtitan's per-op
-    policy saves in a dense block: the odd-numbered of ``wq, wk, wv, wo`` and the MLP's
-    (``w1, w3, w2`` gated, ``w1, w2`` not); none under FP8 (``aten._scaled_mm``). The
-    float8 scaling's ``abs`` outputs, which the policy also saved from bcebc0de5 to
-    88247277c (Nov 2024 to Feb 2025, removed for the peak memory they cost), are not
-    counted.
-
-    >>> from simcoll.training.spec import Transformer
-    >>> m = Transformer("m", n_layers=2, hidden_size=8, ffn_hidden_size=32, n_heads=2,
-    ...                 n_kv_heads=1, vocab_size=100)
-    >>> _saved_matmul_columns(m, Training(16, recompute="sac_op"))  # wq 8, wv 4, w1 32, w2 8
-    52.0
-    """
-    if t.precision == "fp8":
-        return 0
-    h, kv, f = m.hidden_size, m.kv_size, m.ffn_hidden_size
-    columns: list[int] = [h, kv, kv, h, *((f, f, h) if m.gated_mlp else (f, h))]
-    return float(sum(columns[::2]))
 
 
 def _layers_of(m: Transformer, p: Parallelism, stage: int) -> float:
