@@ -677,9 +677,15 @@ def _chunks(cases: list[Case], n: int) -> list[list[Case]]:
 
 
 N_CHUNKS = 8
+#: The default run loads two chunks of eight (a quarter of the cases, every file's);
+#: ``-m slow`` loads the other six (80 s on 2 cores).
+DEFAULT_CHUNKS = 2
 
 
-@pytest.mark.parametrize("chunk", range(N_CHUNKS))
+@pytest.mark.parametrize(
+    "chunk",
+    [c if c < DEFAULT_CHUNKS else pytest.param(c, marks=pytest.mark.slow) for c in range(N_CHUNKS)],
+)
 def test_deterministic_mutations_load_or_fail_in_one_line(
     chunk: int, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -244,7 +244,7 @@ def test_auto_passes_over_nvls_without_a_reducing_switch_as_flow_does(algorithm)
     assert "nvls needs a switch that reduces in the network" in str(info.value)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, *(pytest.param(s, marks=pytest.mark.slow) for s in (2, 3))])
 @pytest.mark.parametrize("protocol", ["simple", "LL128"])
 def test_rings_on_nccls_plan_over_hashed_ecmp_equal_the_flow_model(
     seed: int, protocol: str

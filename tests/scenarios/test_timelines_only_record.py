@@ -14,7 +14,14 @@ from simcoll.scenarios.points import evaluate_point
 from simcoll.scenarios.scenario import parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
+#: 5-11 s each on 2 cores; ``-m slow`` runs them.
+SLOW = {"training-step", "allreduce-crossover", "ddp-buckets"}
+SCENARIOS = [
+    pytest.param(p, id=p.stem, marks=pytest.mark.slow)
+    if p.stem in SLOW
+    else pytest.param(p, id=p.stem)
+    for p in sorted((REPO / "scenarios").glob("*.toml"))
+]
 
 
 def _rows(data: dict[str, Any], base: Path, timelines: str) -> list[dict[str, Any]]:
@@ -24,7 +31,7 @@ def _rows(data: dict[str, Any], base: Path, timelines: str) -> list[dict[str, An
     return result.rows
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SCENARIOS)
 def test_every_shipped_scenario_gives_the_same_rows_with_timelines_on_and_off(path: Path) -> None:
     data = tomllib.loads(path.read_text())
     assert _rows(data, path.parent, "all") == _rows(data, path.parent, "none")

@@ -485,7 +485,9 @@ def test_dmodk_sends_each_port_of_a_leaf_down_from_spine_port_mod_k(n_spines: in
             assert edges[2] == (f"spine{port % n_spines}", "leaf1")
 
 
-@pytest.mark.parametrize("rule", ["ecmp", "dmodk", "lowest_ids"])
+@pytest.mark.parametrize(
+    "rule", ["ecmp", *(pytest.param(r, marks=pytest.mark.slow) for r in ("dmodk", "lowest_ids"))]
+)  # 5 s each on 2 cores
 def test_a_gpus_routes_past_its_leaf_are_those_of_a_search_of_its_own(
     rule: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import itertools
 import json
 
 import pytest
@@ -61,14 +60,25 @@ def test_defaults_run_and_exposed_plus_hidden_is_comm_on_every_rank(name, star8)
 
 
 def _comm_and_hidden_s(spans):
-    """Comm time and comm time under compute, by cutting time at every span boundary."""
-    cuts = sorted({x for s in spans for x in (s.start_s, s.end_s)})
+    """Comm time and comm time under compute, by a sweep over every span boundary that
+    counts the comm and compute spans open between two boundaries."""
+    edges = sorted(
+        (x, step, s.stream == "compute")
+        for s in spans
+        for x, step in ((s.start_s, 1), (s.end_s, -1))
+    )
     comm = hidden = 0.0
-    for a, b in itertools.pairwise(cuts):
-        inside = [s for s in spans if s.start_s <= a and b <= s.end_s]
-        if any(s.stream != "compute" for s in inside):
-            comm += b - a
-            hidden += (b - a) * any(s.stream == "compute" for s in inside)
+    open_comm = open_compute = 0
+    last_s = edges[0][0] if edges else 0.0
+    for x, step, is_compute in edges:
+        if open_comm:
+            comm += x - last_s
+            hidden += (x - last_s) * (open_compute > 0)
+        if is_compute:
+            open_compute += step
+        else:
+            open_comm += step
+        last_s = x
     return comm, hidden
 
 
