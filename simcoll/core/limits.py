@@ -13,6 +13,12 @@ Each cap sits far above any real use and below what would overflow or exhaust a 
 - :data:`MAX_TRANSFERS` (2^24, 16.8 million) transfers in one schedule: about 10 GiB to
   simulate at the engine's ~0.5 KiB per transfer. Larger collectives run on the
   symmetric path, which keeps one rank's transfers;
+- :data:`MAX_MEETING_TRANSFERS` (2^23, 8.4 million) transfers in the one run where the
+  calls of a training step or session that meet on links share them: that run holds
+  each transfer with its call's spans and dependencies in the step's graph, measured at
+  0.7-1.3 KiB a transfer (Llama 3 405B on 512 H100, ``validation/training_torchtitan_h100.py``:
+  4.7 million in 4.8 GB, 7.2 million in 5.3 GB; its interleaved row grew to 21 GB under the
+  single schedule's cap), so a run stays under about 8 GB, the 405B bench's target;
 - :data:`MAX_DEPENDENCIES` (2^25, 33.6 million) dependencies in one schedule: they are
   built as Python integers, about 36 B each (a direct all-reduce on 512 GPUs has 134
   million and reached a MemoryError at 5.5 GB: issue 29);
@@ -61,6 +67,7 @@ __all__ = [
     "MAX_IN_FLIGHT",
     "MAX_LAYERS",
     "MAX_LOG_BYTES",
+    "MAX_MEETING_TRANSFERS",
     "MAX_PARAMETERS",
     "MAX_RANKS",
     "MAX_SIZE_BYTES",
@@ -83,6 +90,7 @@ MAX_CHANNELS = 64
 MAX_CHUNKS = 4096
 MAX_IN_FLIGHT = 2**30
 MAX_TRANSFERS = 2**24
+MAX_MEETING_TRANSFERS = 2**23
 MAX_DEPENDENCIES = 2**25
 MAX_LOG_BYTES = 512 * 2**20
 #: The slowest link simcoll simulates: 1 bit/s (0.125 B/s), far below any link a standard

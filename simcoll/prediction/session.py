@@ -29,7 +29,7 @@ Exact where calls meet
     finds the calls whose run overlaps another's on a common link; those run transfer by
     transfer, sharing the fabric, and the graph runs again, until no call that ran alone
     overlaps another on a link, or until the next calls to run in detail would take the
-    run past :data:`~simcoll.core.limits.MAX_TRANSFERS` (a 405B step with context
+    run past :data:`~simcoll.core.limits.MAX_MEETING_TRANSFERS` (a 405B step with context
     parallelism on 512 GPUs asked for 47 million and grew past 12 GB): those keep their
     time alone, without the contention, and the timeline's notes say how many. What is
     recorded (spans, transfers, link loads: :mod:`simcoll.prediction.record`) never
@@ -61,7 +61,12 @@ import numpy.typing as npt
 
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError, LimitError, SimcollError
-from simcoll.core.limits import MAX_STEP_CALLS, MAX_TIME_S, MAX_TRANSFERS, check_size_bytes
+from simcoll.core.limits import (
+    MAX_MEETING_TRANSFERS,
+    MAX_STEP_CALLS,
+    MAX_TIME_S,
+    check_size_bytes,
+)
 from simcoll.core.schedule import ScheduleBuilder
 from simcoll.core.units import format_bytes
 from simcoll.plan.placement import map_ranks
@@ -538,8 +543,9 @@ class Session:
     def _run_meeting(self, detailed: set[int]) -> tuple[Built, GraphResult]:
         """Run the graph, the calls in ``detailed`` (grown here) transfer by transfer,
         until no call that ran alone overlaps another on a link, or until running the
-        next calls that do in detail would take the run past :data:`MAX_TRANSFERS`: those
-        keep their time alone, and a note says so.
+        next calls that do in detail would take the run past
+        :data:`~simcoll.core.limits.MAX_MEETING_TRANSFERS`: those keep their time alone,
+        and a note says so.
 
         Raises
         ------
@@ -548,9 +554,9 @@ class Session:
             more transfers than that already.
         """
         n_detailed = self._transfers_of(detailed)
-        if n_detailed > MAX_TRANSFERS:
+        if n_detailed > MAX_MEETING_TRANSFERS:
             raise LimitError(f"the calls whose groups share links would run {n_detailed:,} "
-                             f"transfers together, more than the {MAX_TRANSFERS:,} one run "
+                             f"transfers together, more than the {MAX_MEETING_TRANSFERS:,} one run "
                              "holds: use fewer GPUs or micro-batches")  # fmt: skip
         while True:
             built = build(self._ops, self.topology, self.model, detailed, self.machine.router)
@@ -559,12 +565,12 @@ class Session:
             if not meeting_now:
                 return built, result
             more = self._transfers_of(meeting_now)
-            if n_detailed + more > MAX_TRANSFERS:
+            if n_detailed + more > MAX_MEETING_TRANSFERS:
                 self._alone |= meeting_now
                 self._notes.append(
                     f"{len(meeting_now):,} calls that share links with others while they run "
                     f"ran as their time alone (no contention): in detail the run would hold "
-                    f"{n_detailed + more:,} transfers, more than the {MAX_TRANSFERS:,} one "
+                    f"{n_detailed + more:,} transfers, more than the {MAX_MEETING_TRANSFERS:,} one "
                     "run can"
                 )
                 return built, result

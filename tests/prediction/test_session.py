@@ -338,7 +338,7 @@ def test_calls_that_meet_past_the_transfer_budget_run_alone_and_say_so(
     # ends in a session of its own, and the timeline says why.
     from simcoll.prediction import session as session_module  # noqa: PLC0415 - patched
 
-    monkeypatch.setattr(session_module, "MAX_TRANSFERS", 1)
+    monkeypatch.setattr(session_module, "MAX_MEETING_TRANSFERS", 1)
     s = star()
     s.collective("allgather", 6_000_000, [0, 1, 2], stream="a", params={"n_chunks": 1})
     s.collective("allgather", 6_000_000, [0, 3], stream="b", params={"n_chunks": 1})
@@ -364,7 +364,7 @@ def test_joint_calls_past_the_transfer_budget_are_refused_in_one_line(
     from simcoll.prediction import session as session_module  # noqa: PLC0415 - patched
     from simcoll.topology.clusters import fat_tree  # noqa: PLC0415 - this test's fabric
 
-    monkeypatch.setattr(session_module, "MAX_TRANSFERS", 1)
+    monkeypatch.setattr(session_module, "MAX_MEETING_TRANSFERS", 1)
     graph = fat_tree(2, gpus_per_node=4, nvlinks_per_gpu=4, nvlink_bandwidth_bytes_per_s=25e9,
                      nvlink_latency_s=1e-6, nics_per_node=1, nic_bandwidth_bytes_per_s=10e9,
                      nic_latency_s=1e-6, pcie_bandwidth_bytes_per_s=60e9, pcie_latency_s=1e-6,
