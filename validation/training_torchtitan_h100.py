@@ -17,18 +17,21 @@ it every one fused; attention as PyTorch's SDPA runs FlashAttention-2.
 
 ``Efficiency.kernels`` is fitted on one row (``--fit-on``, by default the 8-GPU FSDP row
 in bf16 without ``torch.compile``) and every other row is predicted. Left out, and said
-so: float8 with rowwise scaling (simcoll models per-tensor scaling only) and the
-interleaved 1F1B 405B row (torchtitan's generated split gives its 16 stages 7, 8 x 14
-and 7 layers; simcoll's interleaved schedule takes even chunks). The pipeline-parallel
-rows run as torchtitan 9dec370 defaults them: as many micro-batches as stages
-(``pipeline_parallel_microbatches``), and ``generate_split_points``'s layers per stage
-(126 on 8: 15, 16 x 6, 15). The file's two H200
+so: float8 with rowwise scaling (simcoll models per-tensor scaling only). The
+pipeline-parallel rows run as torchtitan 9dec370 defaults them: as many micro-batches as
+stages (``pipeline_parallel_microbatches``), and ``generate_split_points``'s layers per
+stage (126 on 8: 15, 16 x 6, 15; interleaved, two chunks per rank, 16 chunks of 7, 8 x 14
+and 7). The file's two H200
 rows (``benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md``: Trainy on WhiteFiber,
 8 H200 per host, 400 Gb/s CX-7 per GPU) run on the same fabric with ``dgx-h200``'s GPU
 at its shipped ``kernel_efficiency``, nothing fitted; their float8 all-gathers
-(``enable_fsdp_float8_all_gather``) are simulated in bf16, as simcoll's FSDP gathers::
+(``enable_fsdp_float8_all_gather``) are simulated in bf16, as simcoll's FSDP gathers.
+The three Llama 3.1 405B rows of ``docs/performance.md`` (August 2024: FSDP 16 x TP 8 on
+128 H100 of 94-95 GB HBM2e at a lower TDP, local batch 2, full checkpointing) run on the
+96 GB rows' GPU with the same fitted scalar, ``torch.compile`` as :func:`compiled` reads
+their optimizations column::
 
-    python validation/training_torchtitan_h100.py        # about 1 minute
+    python validation/training_torchtitan_h100.py        # about 4 minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "validation/data/public/training_torchtitan.csv"
 GPU = "h100_96gb_hbm2e_500w"
 H200 = "h200"
+#: docs/performance.md's Llama 3.1 405B rows (August 2024): "HBM2e based lower TDP SXM
+#: H100(95GB)", "128 H100 (94GB memory)", run as the 96 GB rows (the same servers' kind).
+H100_94GB = "h100_94gb_hbm2e"
 #: The servers' H100 as the benchmark files state it.
 H100_96GB = {"name": "H100 SXM5 96 GB HBM2e (500 W)", "memory_bytes": 96_000_000_000}
 H100_96GB_HBM_BYTES_PER_S = 2.4e12
@@ -103,10 +109,13 @@ class Row:
         """Why simcoll does not simulate the row ("" if it does)."""
         if self.precision not in PRECISION:
             return f"{self.precision}: simcoll's fp8 is per-tensor scaling"
-        if self.pp_schedule.startswith("Interleaved"):
-            return ("interleaved 1F1B: torchtitan's 16 stages hold 7, 8 x 14 and 7 layers; "
-                    "simcoll's interleaved schedule takes even chunks")  # fmt: skip
         return ""
+
+    @property
+    def virtual_stages(self) -> int:
+        """Model chunks per rank: 2 under torchtitan's interleaved 1F1B (its
+        ``generate_split_points`` for a ``PipelineScheduleMulti``), else 1."""
+        return 2 if self.pp_schedule.startswith("Interleaved") else 1
 
     @property
     def micro_batch_size(self) -> int:
@@ -117,21 +126,35 @@ class Row:
 
     @property
     def edge_stage_layers(self) -> int:
-        """The first and last stages' layers under ``generate_split_points`` (one stage
-        per rank): ``L // pp``, the middle stages taking the rest (0 without stages)."""
-        return 0 if self.pp == 1 else MODEL_LAYERS[self.model] // self.pp
+        """The first and last model chunks' layers under ``generate_split_points``:
+        ``L // (pp x virtual_stages)``, the middle chunks taking the rest (0 without
+        stages)."""
+        return 0 if self.pp == 1 else MODEL_LAYERS[self.model] // (self.pp * self.virtual_stages)
 
 
 def read_rows(path: Path = TABLE, gpu: str = GPU) -> list[Row]:
     """The rows of ``gpu``: the H100's of torchtitan's 2024-12 and 2025-06 benchmark
-    files, or the H200's."""
+    files, the H200's, or the 405B rows of August 2024 (``H100_94GB``, whose source leaves
+    ``torch.compile`` unstated: :func:`compiled`)."""
     return [
         Row(r["model"], int(r["n_gpus"]), int(r["seq_length"]), int(r["local_batch_size"]),
             r["precision"], r["activation_checkpointing"], int(r["dp_shard"]), int(r["tp"]),
-            int(r["pp"]), int(r["cp"]), r["compile"] == "true", r["async_tp"] == "true",
+            int(r["pp"]), int(r["cp"]), compiled(r), r["async_tp"] == "true",
             float(r["tokens_per_s_per_gpu"]), r["table"], r["pp_schedule"])
         for r in public_rows(path) if r["gpu"] == gpu
     ]  # fmt: skip
+
+
+def compiled(row: dict[str, str]) -> bool:
+    """Whether ``row`` ran under ``torch.compile``: as stated, or, where the source does
+    not say (docs/performance.md's 405B rows), as its optimizations column implies. The
+    405B config of the commit that published them (9515a140b, August 2024) compiles and
+    runs float8 and async TP: the "Float8 + Async TP" row is that config, "Float8" that
+    config without async TP, and "None" none of the three (torchao's float8 then ran
+    under compile, the baseline in eager with ``rmsnorm``)."""
+    if row["compile"]:
+        return row["compile"] == "true"
+    return row["precision"] != "bf16"
 
 
 def step(row: Row, kernels: float | None) -> StepResult:
@@ -146,6 +169,7 @@ def step(row: Row, kernels: float | None) -> StepResult:
                         eager_ops=() if row.compiled else EAGER)  # fmt: skip
     layout = Parallelism(tp=row.tp, cp=row.cp, pp=row.pp, data_parallel="fsdp",
                          fsdp_reduce_dtype="fp32", tp_comm_overlap=row.async_tp,
+                         virtual_stages=row.virtual_stages,
                          first_stage_layers=row.edge_stage_layers,
                          last_stage_layers=row.edge_stage_layers)  # fmt: skip
     topology = load("h100-ib-fat-tree", {"n_nodes": str(max(1, row.n_gpus // 8))})
@@ -185,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     errors: dict[str, list[float]] = {"single-node": [], "multi-node": []}
     h200 = read_rows(gpu=H200)
-    for row in rows + h200:
+    august = read_rows(gpu=H100_94GB)
+    for row in rows + august + h200:
         if row.skipped:
             print(f"| {row.label} | {row.tokens_per_s_per_gpu:,.0f} | not simulated: "
                   f"{row.skipped} | | |")  # fmt: skip
@@ -195,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         error_pct = 100 * (simulated / row.tokens_per_s_per_gpu - 1)
         memory = (f"{result.metrics['memory_total_bytes'] / 1e9:.1f} of "
                   f"{result.metrics['memory_capacity_bytes'] / 1e9:.0f}")  # fmt: skip
-        mark = " (fitted)" if row is fitted_row else " (H200, shipped file)" if row in h200 else ""
+        mark = (" (fitted)" if row is fitted_row else " (H200, shipped file)" if row in h200
+                else " (Aug 2024, 94 GB)" if row in august else "")  # fmt: skip
         if row is not fitted_row:
             errors["single-node" if row.n_gpus <= 8 else "multi-node"].append(abs(error_pct))
         print(f"| {row.label}{mark} | {row.tokens_per_s_per_gpu:,.0f} | {simulated:,.0f} | "

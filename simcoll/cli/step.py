@@ -73,12 +73,14 @@ def add_step(sub: SubParsers) -> None:
                    help="model chunks per pipeline stage (1: 1F1B; more: interleaved)")  # fmt: skip
     p.add_argument("--first-stage-layers", type=positive_int, metavar="N",
                    help="layers on the first pipeline stage, the rest split evenly (Megatron's "
-                   "--decoder-first-pipeline-num-layers)")  # fmt: skip
+                   "--decoder-first-pipeline-num-layers); with --vp, in the first model chunk "
+                   "(torchtitan's split)")  # fmt: skip
     p.add_argument(
         "--last-stage-layers",
         type=positive_int,
         metavar="N",
-        help="layers on the last pipeline stage (--decoder-last-pipeline-num-layers)",
+        help="layers on the last pipeline stage (--decoder-last-pipeline-num-layers); with "
+        "--vp, in the last model chunk",
     )
     p.add_argument("--dp", choices=tuple(DP_MODES), metavar="MODE",
                    help="data parallelism: ddp, zero1 (Megatron's distributed optimizer), "

@@ -261,9 +261,9 @@ def stage_memory(m: Transformer, t: Training, p: Parallelism, stage: int) -> Mem
     """One GPU of pipeline stage ``stage`` under the step's layout (``p`` with ``dp``
     known): its shards of its layers and root part, its activations (1F1B keeps ``pp -
     stage`` micro-batches alive on a stage, at most the step's micro-batches; the
-    interleaved schedule the first stage's ``1 + (pp - 1) / (pp v)`` times ``L`` layers'
-    worth, scaled down the same way on later stages), FSDP's unsharded units, and on the
-    last stage the logits."""
+    interleaved schedule the first stage's ``1 + (pp - 1) / (pp v)`` times its own layers'
+    worth, ``L / pp`` where they split evenly, scaled down the same way on later stages),
+    FSDP's unsharded units, and on the last stage the logits."""
     dense, expert = params_per_gpu(m, p, stage)
     k = OPTIMIZER_STATE_BYTES_PER_PARAM
     zero = p.zero_stage
@@ -283,7 +283,7 @@ def stage_memory(m: Transformer, t: Training, p: Parallelism, stage: int) -> Mem
     alive = min(p.pp - stage, n_micro)
     per_stage = _layers_of(m, p, stage)
     if p.virtual_stages > 1:
-        in_flight = m.n_layers * (1 + (p.pp - 1) / (p.pp * p.virtual_stages)) * alive / p.pp
+        in_flight = per_stage * (1 + (p.pp - 1) / (p.pp * p.virtual_stages)) * alive
     else:
         in_flight = per_stage * alive
     activations = in_flight * activation_bytes_per_layer(m, t, p)

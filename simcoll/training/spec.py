@@ -64,6 +64,7 @@ __all__ = [
     "Transformer",
     "read_model_file",
     "stage_layers",
+    "virtual_stage_layers",
 ]
 
 #: Bytes per element of each training precision's matmul inputs (fp8: its GEMMs' inputs;
@@ -325,8 +326,8 @@ class Parallelism:
     fsdp_limit_all_gathers: bool = True
     fsdp_no_sync: bool = False
     fsdp_reduce_dtype: str = "bf16"
-    first_stage_layers: int = 0  # 0: an even share (Megatron's
-    last_stage_layers: int = 0  # --decoder-first/last-pipeline-num-layers)
+    first_stage_layers: int = 0  # 0: an even share (Megatron's --decoder-first/last-
+    last_stage_layers: int = 0  # pipeline-num-layers; with virtual_stages, the first/last chunk)
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "cp", "virtual_stages", "fsdp_layers_per_unit"):
@@ -406,46 +407,68 @@ _RECORDS: dict[str, type[Any]] = {
 }
 
 
-def stage_layers(n_layers: int, p: Parallelism) -> list[int]:
-    """Layers of each pipeline stage: an even share, or, with ``first_stage_layers`` or
-    ``last_stage_layers`` (Megatron-LM's ``--decoder-first-pipeline-num-layers`` and
-    ``--decoder-last-pipeline-num-layers``), those on the first or last stage and an even
-    share of the rest on the others. Llama 3 405B's 126 layers on 16 stages, 7 on the
-    first and the last (Llama Team 2024, section 3.3.2: one layer fewer on each):
+def virtual_stage_layers(n_layers: int, p: Parallelism) -> list[int]:
+    """Layers of each model chunk, in model order (``pp x virtual_stages`` of them; chunk
+    ``v`` runs on pipeline stage ``v % pp``): an even share, or, with
+    ``first_stage_layers`` or ``last_stage_layers``, those in the first or last chunk and
+    an even share of the rest in the others. Without virtual stages that is Megatron-LM's
+    ``--decoder-first-pipeline-num-layers`` and ``--decoder-last-pipeline-num-layers``;
+    with them, torchtitan's ``generate_split_points`` (the first and last of its
+    ``pp x 2`` stages one layer short where the layers do not split evenly). Llama 3 405B's
+    126 layers on 16 stages, 7 on the first and the last (Llama Team 2024, section 3.3.2:
+    one layer fewer on each), and as torchtitan interleaves them on 8 ranks:
 
-    >>> stage_layers(126, Parallelism(pp=16, first_stage_layers=7, last_stage_layers=7))[:3]
+    >>> virtual_stage_layers(126, Parallelism(pp=16, first_stage_layers=7, last_stage_layers=7))[:3]
     [7, 8, 8]
-    >>> stage_layers(10, Parallelism(pp=4, last_stage_layers=3))
+    >>> split = virtual_stage_layers(126, Parallelism(pp=8, virtual_stages=2,
+    ...                              first_stage_layers=7, last_stage_layers=7))
+    >>> split[0], split[1:15] == [8] * 14, split[15]
+    (7, True, 7)
+    >>> virtual_stage_layers(10, Parallelism(pp=4, last_stage_layers=3))
     Traceback (most recent call last):
     ...
     simcoll.core.errors.ConfigError: parallelism: 7 layers do not split evenly over the \
 other 3 pipeline stages (first_stage_layers 0, last_stage_layers 3)
     """
+    chunks = p.pp * p.virtual_stages
     fixed = {}
     if p.first_stage_layers:
         fixed[0] = p.first_stage_layers
     if p.last_stage_layers:
-        fixed[p.pp - 1] = p.last_stage_layers
+        fixed[chunks - 1] = p.last_stage_layers
     if not fixed:
-        return [n_layers // p.pp] * p.pp
-    if p.pp == 1 or (len(fixed) == 2 and p.pp == 2 and sum(fixed.values()) != n_layers):
+        return [n_layers // chunks] * chunks
+    where = "pipeline stages" if p.virtual_stages == 1 else "model chunks (pp x virtual_stages)"
+    if chunks == 1 or (len(fixed) == 2 and chunks == 2 and sum(fixed.values()) != n_layers):
         raise ConfigError(f"parallelism: first_stage_layers and last_stage_layers need pp > 1 "
                           f"and to add up to the {n_layers} layers on 2 stages")  # fmt: skip
-    if p.virtual_stages > 1:
-        raise ConfigError("parallelism: first_stage_layers and last_stage_layers take the 1F1B "
-                          "schedule (virtual_stages 1)")  # fmt: skip
-    others = p.pp - len(fixed)
+    others = chunks - len(fixed)
     rest = n_layers - sum(fixed.values())
     if others == 0:
-        return [fixed[0], fixed[p.pp - 1]]
+        return [fixed[0], fixed[chunks - 1]]
     given = f"first_stage_layers {p.first_stage_layers}, last_stage_layers {p.last_stage_layers}"
     if rest < others:
         raise ConfigError(f"parallelism: {given} leave {rest} of the {n_layers} layers for the "
-                          f"other {others} pipeline stages, fewer than one each")  # fmt: skip
+                          f"other {others} {where}, fewer than one each")  # fmt: skip
     if rest % others:
         raise ConfigError(f"parallelism: {rest} layers do not split evenly over the other "
-                          f"{others} pipeline stages ({given})")  # fmt: skip
-    return [fixed.get(i, rest // others) for i in range(p.pp)]
+                          f"{others} {where} ({given})")  # fmt: skip
+    return [fixed.get(i, rest // others) for i in range(chunks)]
+
+
+def stage_layers(n_layers: int, p: Parallelism) -> list[int]:
+    """Layers of each pipeline stage: those of its model chunks
+    (:func:`virtual_stage_layers`), ``v % pp`` the stage of chunk ``v``. torchtitan's
+    interleaved Llama 3 405B on 8 ranks: 7 + 8 on the first, 8 + 7 on the last:
+
+    >>> stage_layers(126, Parallelism(pp=8, virtual_stages=2, first_stage_layers=7,
+    ...                               last_stage_layers=7))
+    [15, 16, 16, 16, 16, 16, 16, 15]
+    """
+    per_stage = [0] * p.pp
+    for v, layers in enumerate(virtual_stage_layers(n_layers, p)):
+        per_stage[v % p.pp] += layers
+    return per_stage
 
 
 def record_from(

@@ -105,7 +105,7 @@ from simcoll.training.spec import (
     Parallelism,
     Training,
     Transformer,
-    stage_layers,
+    virtual_stage_layers,
 )
 
 __all__ = [
@@ -230,13 +230,10 @@ def _recomputed_fraction(m: Transformer, t: Training, p: Parallelism) -> float:
 def _check_shapes(m: Transformer, t: Training, p: Parallelism) -> None:
     chunks = p.pp * p.virtual_stages
     uneven = bool(p.first_stage_layers or p.last_stage_layers)
-    if uneven:
-        per_stage = stage_layers(m.n_layers, p)  # refuses what does not split
-    elif m.n_layers % chunks:
+    if not uneven and m.n_layers % chunks:
         raise ConfigError(f"parallelism: {m.n_layers} layers do not split into pp {p.pp} x "
                           f"virtual_stages {p.virtual_stages} chunks")  # fmt: skip
-    else:
-        per_stage = [m.n_layers // chunks] * p.pp
+    per_chunk = virtual_stage_layers(m.n_layers, p)  # refuses what does not split
     if m.n_heads % p.tp or (m.n_kv_heads % p.tp and p.tp % m.n_kv_heads):
         raise ConfigError(f"parallelism: tp {p.tp} does not split {m.n_heads} heads and "
                           f"{m.n_kv_heads} KV heads")  # fmt: skip
@@ -248,7 +245,7 @@ def _check_shapes(m: Transformer, t: Training, p: Parallelism) -> None:
                           f"{m.name} has none)")  # fmt: skip
     if m.is_moe and m.n_experts % p.ep:
         raise ConfigError(f"parallelism: ep {p.ep} does not split {m.n_experts} experts")
-    odd = next((n for n in per_stage if n % p.fsdp_layers_per_unit), None)
+    odd = next((n for n in per_chunk if n % p.fsdp_layers_per_unit), None)
     if p.is_fsdp and odd is not None:
         raise ConfigError(f"parallelism: fsdp_layers_per_unit {p.fsdp_layers_per_unit} does "
                           f"not split a model chunk's {odd} layers")  # fmt: skip
@@ -268,12 +265,19 @@ def check_layout(m: Transformer, t: Training, p: Parallelism) -> None:
                           f"({n_micro}) to be a multiple of pp ({p.pp})")  # fmt: skip
 
 
-def chunk_layers(m: Transformer, p: Parallelism) -> list[int]:
-    """The layers of each of a stage's model chunks, per stage (an even share, or as
-    :func:`~simcoll.training.spec.stage_layers` splits them)."""
-    if p.first_stage_layers or p.last_stage_layers:
-        return stage_layers(m.n_layers, p)
-    return [m.n_layers // (p.pp * p.virtual_stages)] * p.pp
+def chunk_layers(m: Transformer, p: Parallelism) -> list[list[int]]:
+    """The layers of each of a stage's model chunks, per stage: ``[stage][chunk]``, chunk
+    ``c`` of stage ``k`` the model's ``c x pp + k``-th (an even share, or as
+    :func:`~simcoll.training.spec.virtual_stage_layers` splits them).
+
+    >>> m = Transformer("m", n_layers=10, hidden_size=8, ffn_hidden_size=32, n_heads=2,
+    ...                 vocab_size=100)
+    >>> chunk_layers(m, Parallelism(pp=2, virtual_stages=2, first_stage_layers=1,
+    ...                             last_stage_layers=3))
+    [[1, 3], [3, 3]]
+    """
+    per_chunk = virtual_stage_layers(m.n_layers, p)
+    return [per_chunk[k :: p.pp] for k in range(p.pp)]
 
 
 def compute_bound_s(m: Transformer, t: Training, p: Parallelism, times: StepTimes) -> float:
@@ -296,13 +300,14 @@ def compute_bound_s(m: Transformer, t: Training, p: Parallelism, times: StepTime
     """
     n_micro = t.n_microbatches(p.dp)
     layers = chunk_layers(m, p)
-    f = [times.forward_s_per_layer * n for n in layers]
-    b = [times.backward_s_per_layer * n for n in layers]
+    f = [times.forward_s_per_layer * chunks[0] for chunks in layers]  # the first chunk's
+    b = [times.backward_s_per_layer * chunks[0] for chunks in layers]
+    per_layer_s = times.forward_s_per_layer + times.backward_s_per_layer
     head_s = times.head_forward_s + times.head_backward_s
     best = 0.0
     for k in range(p.pp):
-        work = n_micro * p.virtual_stages * (f[k] + b[k]) + (n_micro * head_s if k == p.pp - 1
-                                                             else 0.0)  # fmt: skip
+        work = n_micro * per_layer_s * sum(layers[k]) + (n_micro * head_s if k == p.pp - 1
+                                                         else 0.0)  # fmt: skip
         best = max(best, sum(f[:k]) + work + sum(b[:k]))
     return best + times.optimizer_s
 
@@ -323,7 +328,7 @@ def step_calls(m: Transformer, t: Training, p: Parallelism) -> int:
     fsdp = p.is_fsdp and p.dp * p.cp > 1
     alike = _replicas_alike(p) if fsdp else _replicas_fold(p)  # one span for every replica
     passes = 2 * n_micro * p.virtual_stages * p.pp * (1 if alike else p.dp)
-    layers = max(chunk_layers(m, p))  # an upper bound where the stages differ
+    layers = max(max(chunks) for chunks in chunk_layers(m, p))  # a bound where chunks differ
     tp_calls = 0 if p.tp == 1 else \
         p.cp * (2 if p.sequence_parallel else 1) * (1 if m.is_moe else 2) * layers  # fmt: skip
     spans = layers // p.fsdp_layers_per_unit if fsdp else 1
@@ -547,7 +552,7 @@ class _Builder:
         head_s = (times.head_forward_s if phase == FORWARD else times.head_backward_s) \
             if last_virtual else 0.0  # fmt: skip
         buckets = phase == BACKWARD and j == self.n_micro - 1 and p.dp * p.cp > 1  # fmt: skip
-        layers = self.chunk_layers[pp]
+        layers = self.chunk_layers[pp][chunk]
         pieces = [1] * layers if buckets and p.overlap_grad_reduce else [layers]
         inputs = {d: self._inputs(d, pp, phase, chunk, j) for d in range(p.dp)}
         pending = 0.0  # gradient bytes per GPU not yet in a bucket
@@ -632,7 +637,7 @@ class _Builder:
         p, lay = self.p, self.lay
         if p.dp * p.cp // p.ep <= 1:
             return
-        size = self.layer_expert * self.chunk_layers[pp] * GRAD_BYTES
+        size = self.layer_expert * self.chunk_layers[pp][chunk] * GRAD_BYTES
         after = [op for d in range(p.dp) for op in self.tail[d, pp]]
         kind = "allreduce" if p.zero_stage == 0 else "reducescatter"
         for t in range(p.tp):
@@ -703,7 +708,7 @@ class _Builder:
         forward = phase == FORWARD
         name = f"{phase} c{chunk} mb{j}"
         per_unit = p.fsdp_layers_per_unit
-        n_units = self.chunk_layers[pp] // per_unit
+        n_units = self.chunk_layers[pp][chunk] // per_unit
         order = list(range(n_units)) if forward else list(range(n_units - 1, -1, -1))
         sharded = p.fsdp_sharding != "no_shard"
         regather = sharded and (forward or p.fsdp_sharding != "shard_grad_op")
@@ -802,7 +807,7 @@ class _Builder:
                                        after=list(dict.fromkeys(after))))  # fmt: skip
             if p.zero_stage in (1, 2) and not p.is_fsdp and p.dp * p.cp > 1:
                 ends = (pp == 0) + (pp == p.pp - 1)  # the embedding, the output layer
-                layers = self.chunk_layers[pp] * p.virtual_stages
+                layers = sum(self.chunk_layers[pp])
                 params = self.layer_dense * layers + ends * self.vocab_params
                 for t in range(p.tp):
                     self._dp_call("allgather", params * 2, lay.dp_group(tp=t, pp=pp), steps,

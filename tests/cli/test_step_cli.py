@@ -243,3 +243,27 @@ def test_eager_ops_and_torchtitans_checkpointing_from_the_command_line(
     assert op["mfu"] < op["hfu"] < 4 / 3 * op["mfu"]
     assert main([*base[:-2], "--recompute", "sac_layer", "--eager-ops", "rotary"]) == 0
     assert "recompute sac_layer, eager rotary" in capsys.readouterr().out
+
+
+def test_interleaved_chunks_of_unequal_size_from_the_command_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # torchtitan's split on 2 chunks per rank: 10 layers on pp 2 x vp 2, the first and
+    # last chunk 1 layer each, the middle two 4: what the API computes for that layout.
+    path = tmp_path / "ten.toml"
+    path.write_text(TINY.replace("n_layers = 4", "n_layers = 10"))
+    argv = ["step", str(path), "dgx-h100", "--pp", "2", "--vp", "2", "--global-batch", "8",
+            "--seq", "2048", "--first-stage-layers", "1", "--last-stage-layers", "1",
+            "--format", "json"]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    model, _, _ = read_model_file(path)
+    layout = Parallelism(pp=2, virtual_stages=2, first_stage_layers=1, last_stage_layers=1)
+    result = training_step(load("dgx-h100"), model,
+                           Training(seq_length=2048, global_batch_size=8), layout)  # fmt: skip
+    assert out["time_s"] == result.metrics["time_s"]
+    assert main([*argv[:-2], "--first-stage-layers", "2"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "simcoll: error: parallelism: 7 layers do not split evenly over the other 2 model "
+        "chunks (pp x virtual_stages) (first_stage_layers 2, last_stage_layers 1)"
+    )

@@ -274,6 +274,37 @@ def test_uneven_stages_run_at_the_pace_of_the_largest() -> None:
     assert r.metrics["time_s"] == pytest.approx(0.078, rel=1e-9)
 
 
+def test_uneven_interleaved_chunks_run_as_traced_by_hand() -> None:
+    # torchtitan's generate_split_points with two chunks per rank: the first and last of
+    # the pp x 2 model chunks hold fewer layers. 8 layers, 1 in the first chunk and 3 in
+    # the last: chunks v0..v3 hold 1, 2, 2, 3; stage 0 runs v0 and v2, stage 1 v1 and v3.
+    # F = 1 ms and B = 2 ms a layer; 2 micro-batches. Megatron's interleaved order: stage
+    # 0 F(v0) x2, F(v2) x2, B(v2) x2, B(v0) x2; stage 1 F(v1) x2, F(v3) B(v3) twice, B(v1)
+    # x2. Traced, each op at max(its stage free, its input done):
+    #   s0 F v0 0-1, 1-2        s1 F v1 1-3, 3-5
+    #   s0 F v2 3-5, 5-7        s1 F v3 5-8, B v3 8-14, F v3 14-17, B v3 17-23
+    #   s0 B v2 14-18, 23-27    s1 B v1 23-27, 27-31
+    #   s0 B v0 27-29, 31-33: the step ends at 33 ms, the compute bound's stage 1:
+    #   F(v0) 1 + 2 x 3 x 5 layers + B(v0) 2.
+    t = Training(seq_length=64, global_batch_size=2)
+    par = Parallelism(pp=2, virtual_stages=2, first_stage_layers=1, last_stage_layers=3,
+                      sequence_parallel=False)  # fmt: skip
+    r = training_step(free_links(2), SMALL, t, par, times=TIMES, calibration=None,
+                      protocol=None)  # fmt: skip
+    assert r.metrics["time_s"] == pytest.approx(0.033, rel=1e-9)
+    assert compute_bound_s(SMALL, t, par.with_gpus(2), TIMES) == pytest.approx(0.033, rel=1e-12)
+
+
+def test_uneven_interleaved_chunks_that_do_not_split_are_one_line() -> None:
+    t = Training(seq_length=64, global_batch_size=2)
+    with pytest.raises(ConfigError, match=r"^parallelism: 5 layers do not split evenly over "
+                       r"the other 3 model chunks \(pp x virtual_stages\) \(first_stage_layers "
+                       r"3, last_stage_layers 0\)$"):  # fmt: skip
+        training_step(free_links(2), SMALL, t,
+                      Parallelism(pp=2, virtual_stages=2, first_stage_layers=3), times=TIMES,
+                      calibration=None, protocol=None)  # fmt: skip
+
+
 def test_uneven_stages_that_do_not_split_are_one_line() -> None:
     t = Training(seq_length=64, global_batch_size=4)
     with pytest.raises(ConfigError, match=r"^parallelism: 5 layers do not split evenly over "
