@@ -65,6 +65,7 @@ def step_row(result: StepResult, t: Training) -> dict[str, Any]:
     m, p = result.metrics, result.parallelism
     return {
         "tp": p.tp, "pp": p.pp, "vp": p.virtual_stages, "cp": p.cp, "ep": p.ep, "dp": p.dp,
+        "first_stage_layers": p.first_stage_layers, "last_stage_layers": p.last_stage_layers,
         "data_parallel": p.data_parallel, "micro_batch_size": t.micro_batch_size,
         "global_batch_size": t.global_batch_size, "seq_length": t.seq_length,
         "recompute": t.recompute, "precision": t.precision,
@@ -300,16 +301,22 @@ def _search_table(rows: Sequence[Mapping[str, Any]], head: str, n_fit: int,
     lines = [head.rstrip("\n"),
              f"# the best {len(rows)} of {n_fit} layouts that divide and fit{simulated}, by "
              "tokens/s",
-             f"{'#':>3}  {'tp':>2} {'pp':>2} {'vp':>2} {'dp':>5} {'mode':<6} {'mb':>2} "
+             f"{'#':>3}  {'tp':>2} {'pp':>3} {'vp':>2} {'dp':>5} {'mode':<6} {'mb':>2} "
              f"{'recompute':<9}  {'step (s)':>9}  {'tokens/s/GPU':>12}  {'MFU %':>5}  "
              f"{'memory (GB)':>11}"]  # fmt: skip
     for i, r in enumerate(rows, 1):
+        pp = f"{r['pp']}*" if r["first_stage_layers"] else str(r["pp"])
         lines.append(
-            f"{i:>3}  {r['tp']:>2} {r['pp']:>2} {r['vp']:>2} {r['dp']:>5} "
+            f"{i:>3}  {r['tp']:>2} {pp:>3} {r['vp']:>2} {r['dp']:>5} "
             f"{r['data_parallel']:<6} {r['micro_batch_size']:>2} {r['recompute']:<9}  "
             f"{r['time_s']:>9.4f}  {r['tokens_per_s_per_gpu']:>12,.1f}  "
             f"{100 * r['mfu']:>5.1f}  {r['memory_total_bytes'] / 1e9:>11.1f}"
         )
+    edges = sorted({(r["first_stage_layers"], r["pp"] * r["vp"]) for r in rows
+                    if r["first_stage_layers"]})  # fmt: skip
+    lines += [f"# *: the first and last of the {chunks} model chunks {k} "
+              f"layer{'s' * (k != 1)} each, the others {k + 1} (torchtitan's split)"
+              for k, chunks in edges]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -1,9 +1,11 @@
 """Which layout to train a model with: every layout that divides it and fits, ranked.
 
 :func:`candidate_layouts` enumerates the layouts of a model on ``n_gpus`` GPUs: tensor
-parallel degrees that are powers of two up to the GPUs of one node, pipeline degrees
-that divide the layers (up to 16 stages), an interleaved schedule of two chunks per
-stage where the layers allow it, ZeRO-1 (Megatron's distributed optimizer) and, without
+parallel degrees that are powers of two up to the GPUs of one node, pipeline degrees up
+to 16 stages that divide the layers or split them as torchtitan's
+``generate_split_points`` does (:func:`edge_layers`: the first and last model chunk one
+layer short, Llama 3 405B's 126 layers on 8 or 16 stages), an interleaved schedule of two
+chunks per stage where the layers allow it, ZeRO-1 (Megatron's distributed optimizer) and, without
 pipeline parallelism, FSDP, and micro-batches of 1 to 8 sequences. For each, the
 lightest recomputation whose memory fits is kept (a heavier one only re-runs work: the
 same layout, slower); a layout that fits with none is dropped with why.
@@ -21,7 +23,7 @@ and the search stops (branch and bound, exact for the top K).
 ...                 vocab_size=32000)
 >>> layouts = candidate_layouts(m, Training(seq_length=2048, global_batch_size=64), 16, 8)
 >>> len(layouts), layouts[0]
-(76, Candidate(tp=1, pp=1, vp=1, data_parallel='zero1', micro_batch_size=1))
+(76, Candidate(tp=1, pp=1, vp=1, data_parallel='zero1', micro_batch_size=1, edge_layers=0))
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from simcoll.training.spec import Parallelism, Training, Transformer
 #: (Megatron's modes; torchtitan's ``sac_op`` and ``sac_layer`` are stated, not searched).
 SEARCHED_RECOMPUTE = ("none", "selective", "full")
 
-__all__ = ["Candidate", "Screened", "candidate_layouts", "screen"]
+__all__ = ["Candidate", "Screened", "candidate_layouts", "edge_layers", "screen"]
 
 MAX_PIPELINE_STAGES = 16
 MICRO_BATCH_SIZES = (1, 2, 4, 8)
@@ -52,17 +54,21 @@ class Candidate:
     vp: int
     data_parallel: str
     micro_batch_size: int
+    edge_layers: int = 0  # the first and last model chunk's layers (0: an even split)
 
     def parallelism(self, base: Parallelism) -> Parallelism:
-        """``base`` with this layout's degrees and data-parallel mode."""
+        """``base`` with this layout's degrees, data-parallel mode and split."""
         return replace(base, tp=self.tp, pp=self.pp, virtual_stages=self.vp, dp=0,
-                       data_parallel=self.data_parallel)  # fmt: skip
+                       data_parallel=self.data_parallel, first_stage_layers=self.edge_layers,
+                       last_stage_layers=self.edge_layers)  # fmt: skip
 
     @property
     def label(self) -> str:
-        """``tp2 pp4 vp2 zero1 mb1``."""
+        """``tp2 pp4 vp2 zero1 mb1``, and ``edges 7`` where the first and last chunk hold
+        7 layers."""
+        edges = f" edges {self.edge_layers}" if self.edge_layers else ""
         return (f"tp{self.tp} pp{self.pp} vp{self.vp} {self.data_parallel} "
-                f"mb{self.micro_batch_size}")  # fmt: skip
+                f"mb{self.micro_batch_size}{edges}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,25 @@ def _divisors(n: int, most: int) -> list[int]:
     return [d for d in range(1, min(n, most) + 1) if n % d == 0]
 
 
+def edge_layers(n_layers: int, chunks: int) -> int | None:
+    """How ``n_layers`` split into ``chunks`` model chunks: 0 evenly; ``k`` where
+    torchtitan's ``generate_split_points`` gives the first and last chunk ``k`` layers
+    and every other ``k + 1`` (its rule: ``k = n // chunks`` first, ``k + 1`` for each of
+    the ``n % chunks`` next, ``k`` for the rest, the last taking what is left, which is
+    that split exactly when ``n % chunks == chunks - 2``); ``None`` for any other split,
+    which the search does not try.
+
+    >>> edge_layers(126, 16), edge_layers(126, 8), edge_layers(128, 16), edge_layers(126, 5)
+    (7, 15, 0, None)
+    """
+    if n_layers % chunks == 0:
+        return 0
+    base = n_layers // chunks
+    if chunks > 2 and base >= 1 and n_layers % chunks == chunks - 2:
+        return base
+    return None
+
+
 def candidate_layouts(
     m: Transformer, t: Training, n_gpus: int, gpus_per_node: int
 ) -> list[Candidate]:
@@ -88,15 +113,17 @@ def candidate_layouts(
     tps = [d for d in (1, 2, 4, 8, 16) if d <= max(1, gpus_per_node) and n_gpus % d == 0]
     out = []
     for tp in tps:
-        for pp in _divisors(m.n_layers, MAX_PIPELINE_STAGES):
+        for pp in range(1, min(m.n_layers, MAX_PIPELINE_STAGES) + 1):
             if n_gpus % (tp * pp):
                 continue
-            vps = [1] + ([2] if pp > 1 and m.n_layers % (2 * pp) == 0 else [])
+            splits = {vp: edge_layers(m.n_layers, pp * vp) for vp in (1, 2) if vp == 1 or pp > 1}
             modes = ["zero1"] + (["fsdp"] if pp == 1 else [])
-            for vp in vps:
+            for vp, edges in splits.items():
+                if edges is None:
+                    continue
                 for mode in modes:
                     for mb in MICRO_BATCH_SIZES:
-                        out.append(Candidate(tp, pp, vp, mode, mb))
+                        out.append(Candidate(tp, pp, vp, mode, mb, edges))
     return out
 
 

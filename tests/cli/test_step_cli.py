@@ -267,3 +267,24 @@ def test_interleaved_chunks_of_unequal_size_from_the_command_line(
         "simcoll: error: parallelism: 7 layers do not split evenly over the other 2 model "
         "chunks (pp x virtual_stages) (first_stage_layers 2, last_stage_layers 1)"
     )
+
+
+def test_a_search_tries_torchtitans_split_where_the_layers_do_not_divide(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 6 layers on one 8-GPU server: pp 4 and pp 2 x vp 2 only as four chunks of 1, 2, 2, 1
+    # (tests/training/test_search.py counts them); the table marks them and says so.
+    path = tmp_path / "six.toml"
+    path.write_text(TINY.replace("n_layers = 4", "n_layers = 6"))
+    common = ["step", str(path), "dgx-h100", "--search", "--global-batch", "16", "--seq",
+              "2048", "--top", "100"]  # fmt: skip
+    assert main([*common, "--format", "json"]) == 0
+    ranked = json.loads(capsys.readouterr().out)["ranked"]
+    split = {(r["tp"], r["pp"], r["vp"]) for r in ranked if r["first_stage_layers"]}
+    assert split == {(1, 4, 1), (2, 4, 1), (1, 2, 2), (2, 2, 2), (4, 2, 2)}
+    assert all(r["first_stage_layers"] == r["last_stage_layers"] for r in ranked)
+    assert main(common) == 0
+    out = capsys.readouterr().out
+    assert "  4*  1 " in out
+    assert out.rstrip().endswith("# *: the first and last of the 4 model chunks 1 layer each, "
+                                 "the others 2 (torchtitan's split)")  # fmt: skip
