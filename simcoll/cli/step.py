@@ -123,7 +123,9 @@ def add_step(sub: SubParsers) -> None:
                    "lightest recomputation that fits) that divides the model and fits, rank "
                    "by tokens/s; layouts are simulated fastest compute first, and one whose "
                    "compute alone is slower than the best K steps found is not simulated "
-                   "(it cannot rank)")  # fmt: skip
+                   "(it cannot rank); the flags it chooses itself (--tp --pp --vp --dp "
+                   "--micro-batch --recompute --first/last-stage-layers) are refused "
+                   "with it")  # fmt: skip
     p.add_argument("--top", type=positive_int, default=10, metavar="K",
                    help="with --search: print the best K (default 10; a larger K simulates "
                    "more layouts)")  # fmt: skip
@@ -194,6 +196,11 @@ def _step(args: argparse.Namespace) -> int:
         flag = "--scheduler" if args.scheduler is not None else "--workers"
         raise ConfigError("it runs the layouts of --search; one step runs in this process "
                           "(add --search, or drop it)", field=flag)  # fmt: skip
+    chosen = next((flag for flag, value in SEARCH_CHOOSES.items()
+                   if args.search and getattr(args, value) is not None), None)  # fmt: skip
+    if chosen is not None:
+        raise ConfigError("--search chooses it for each layout it tries (drop the flag, or "
+                          "--search)", field=chosen)  # fmt: skip
     model, training, parallel = read_model(args.model)
     topology = load(args.topology, parse_overrides(args.set))
     n_gpus = len(gpu_nodes(topology))
@@ -227,6 +234,13 @@ def _step(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(_report(result, t, head))
     return 0
+
+
+#: The flags whose values ``--search`` chooses for each layout it tries (flag: argument).
+SEARCH_CHOOSES = {"--tp": "tp", "--pp": "pp", "--vp": "vp", "--dp": "dp",
+                  "--micro-batch": "micro_batch", "--recompute": "recompute",
+                  "--first-stage-layers": "first_stage_layers",
+                  "--last-stage-layers": "last_stage_layers"}  # fmt: skip
 
 
 def _eager_ops(text: str) -> tuple[str, ...]:

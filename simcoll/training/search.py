@@ -83,10 +83,6 @@ class Screened:
     memory_bytes: float = 0.0
 
 
-def _divisors(n: int, most: int) -> list[int]:
-    return [d for d in range(1, min(n, most) + 1) if n % d == 0]
-
-
 def edge_layers(n_layers: int, chunks: int) -> int | None:
     """How ``n_layers`` split into ``chunks`` model chunks: 0 evenly; ``k`` where
     torchtitan's ``generate_split_points`` gives the first and last chunk ``k`` layers

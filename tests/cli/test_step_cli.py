@@ -122,6 +122,15 @@ def test_a_search_skips_only_layouts_that_cannot_reach_the_top(
             "got 'norm,softmax'",
         ),
         (
+            ["step", "llama3-8b", "dgx-h100", "--search", "--first-stage-layers", "3"],
+            "--first-stage-layers: --search chooses it for each layout it tries (drop the "
+            "flag, or --search)",
+        ),
+        (
+            ["step", "llama3-8b", "dgx-h100", "--search", "--tp", "2"],
+            "--tp: --search chooses it for each layout it tries",
+        ),
+        (
             ["step", "llama3-8b", "dgx-h100", "--workers", "2"],
             "--workers: it runs the layouts "
             "of --search; one step runs in this process (add --search, or drop it)",
