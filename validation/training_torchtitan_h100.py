@@ -31,7 +31,7 @@ The three Llama 3.1 405B rows of ``docs/performance.md`` (August 2024: FSDP 16 x
 96 GB rows' GPU with the same fitted scalar, ``torch.compile`` as :func:`compiled` reads
 their optimizations column::
 
-    python validation/training_torchtitan_h100.py        # about 4 minutes on 2 cores
+    python validation/training_torchtitan_h100.py        # about 5 minutes on 2 cores
 """
 
 from __future__ import annotations
