@@ -23,6 +23,7 @@ from simcoll.training.spec import (
     EAGER_OPS,
     PRECISION_BYTES,
     RECOMPUTE,
+    TP_COMM_OVERLAP_IMPLS,
     Parallelism,
     Training,
     Transformer,
@@ -43,6 +44,8 @@ DP_MODES: dict[str, dict[str, str]] = {
     "fsdp": {"data_parallel": "fsdp", "fsdp_sharding": "full_shard"},
     "hsdp": {"data_parallel": "fsdp", "fsdp_sharding": "hybrid_shard"},
 }
+#: ``--tp-overlap``: none, or what overlaps the tensor-parallel calls.
+TP_OVERLAP = ("none", *TP_COMM_OVERLAP_IMPLS)
 
 
 def add_step(sub: SubParsers) -> None:
@@ -82,6 +85,12 @@ def add_step(sub: SubParsers) -> None:
         help="layers on the last pipeline stage (--decoder-last-pipeline-num-layers); with "
         "--vp, in the last model chunk",
     )
+    p.add_argument("--tp-overlap", choices=TP_OVERLAP, metavar="HOW",
+                   help="tensor-parallel calls beside the GEMMs: none; userbuffers "
+                   "(Transformer Engine, Megatron-LM's --tp-comm-overlap: every call beside "
+                   "its pass's compute); async_tp (PyTorch's micro-pipelined TP, torchtitan's "
+                   "enable_async_tensor_parallel: each gather and reduce-scatter beside its own "
+                   "GEMMs, the backward's reduce-scatters exposed)")  # fmt: skip
     p.add_argument("--dp", choices=tuple(DP_MODES), metavar="MODE",
                    help="data parallelism: ddp, zero1 (Megatron's distributed optimizer), "
                    "zero2, zero3, fsdp (PyTorch FSDP, FULL_SHARD, one unit per block), hsdp "
@@ -166,6 +175,10 @@ def _defaults(
                                "last_stage_layers": args.last_stage_layers}  # fmt: skip
     if args.dp:
         given_p.update(DP_MODES[args.dp])
+    if args.tp_overlap:
+        given_p["tp_comm_overlap"] = args.tp_overlap != "none"
+        if args.tp_overlap != "none":
+            given_p["tp_comm_overlap_impl"] = args.tp_overlap
     t_table = {**training, **{k: v for k, v in given_t.items() if v is not None}}
     p_table = {**parallel, **{k: v for k, v in given_p.items() if v is not None}}
     p_table.pop("dp", None)  # the degree is what the GPUs leave
@@ -269,7 +282,9 @@ def _report(result: StepResult, t: Training, head: str) -> str:
     lines = [
         head.rstrip("\n"),
         f"# layout: tp {p.tp}, pp {p.pp}, vp {p.virtual_stages}, cp {p.cp}, ep {p.ep}, "
-        f"dp {p.dp} ({p.data_parallel}); micro-batch {t.micro_batch_size}, global batch "
+        f"dp {p.dp} ({p.data_parallel})"
+        f"{'; tp overlap ' + p.tp_comm_overlap_impl if p.tp_comm_overlap else ''}"
+        f"; micro-batch {t.micro_batch_size}, global batch "
         f"{t.global_batch_size} ({m['n_microbatches']:.0f} micro-batches per replica), "
         f"seq {t.seq_length}, {t.precision}, recompute {t.recompute}"
         f"{' (early stop)' if t.recompute_early_stop else ''}"

@@ -59,6 +59,7 @@ __all__ = [
     "PRECISION_BYTES",
     "RECOMPUTE",
     "REDUCE_DTYPE_BYTES",
+    "TP_COMM_OVERLAP_IMPLS",
     "Parallelism",
     "Training",
     "Transformer",
@@ -87,6 +88,12 @@ FSDP_SHARDING = ("full_shard", "shard_grad_op", "hybrid_shard", "no_shard")
 FSDP_BACKWARD_PREFETCH = ("backward_pre", "backward_post", "none")
 #: Bytes per element of the dtype FSDP reduces gradients in (``MixedPrecision.reduce_dtype``).
 REDUCE_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+#: What overlaps tensor-parallel calls with GEMMs (``tp_comm_overlap``): Transformer
+#: Engine's userbuffers (Megatron-LM's ``--tp-comm-overlap``: every call of both passes),
+#: or PyTorch's micro-pipelined async TP (``torch._inductor.config._micro_pipeline_tp``,
+#: torchtitan's ``enable_async_tensor_parallel``), which fuses an all-gather into the
+#: GEMMs that read its output and a GEMM into the reduce-scatter of its output only.
+TP_COMM_OVERLAP_IMPLS = ("userbuffers", "async_tp")
 
 
 def _flag(record: str, name: str, value: object) -> None:
@@ -284,7 +291,9 @@ class Parallelism:
 
     ``tp`` tensor parallel (with ``sequence_parallel``: its all-reduces become
     reduce-scatters and all-gathers, Korthikanti et al. 2022; with ``tp_comm_overlap``
-    they run beside the GEMMs, as Transformer Engine's userbuffers overlap them); ``pp``
+    they run beside the GEMMs, as ``tp_comm_overlap_impl`` overlaps them: ``userbuffers``
+    every call, ``async_tp`` all but the backward's reduce-scatters, which reduce a sum of
+    GEMMs' outputs); ``pp``
     pipeline stages, each holding ``virtual_stages`` model chunks (1: 1F1B; more: the
     interleaved schedule of Narayanan et al. 2021); ``dp`` data-parallel replicas (0: every
     GPU left over), whose gradients and optimizer state are kept as ``data_parallel`` says
@@ -313,6 +322,7 @@ class Parallelism:
     cp: int = 1
     sequence_parallel: bool = True
     tp_comm_overlap: bool = False
+    tp_comm_overlap_impl: str = "userbuffers"
     virtual_stages: int = 1
     data_parallel: str = "zero1"
     bucket_bytes: int = 40_000_000 * 4  # Megatron-LM's default: 40 M fp32 elements
@@ -343,6 +353,7 @@ class Parallelism:
             _flag("parallelism", name, getattr(self, name))
         for name, valid in (("data_parallel", DATA_PARALLEL), ("fsdp_sharding", FSDP_SHARDING),
                             ("fsdp_backward_prefetch", FSDP_BACKWARD_PREFETCH),
+                            ("tp_comm_overlap_impl", TP_COMM_OVERLAP_IMPLS),
                             ("fsdp_reduce_dtype", tuple(REDUCE_DTYPE_BYTES))):  # fmt: skip
             if getattr(self, name) not in valid:
                 raise ConfigError(f"parallelism: {name} must be one of {', '.join(valid)}, "

@@ -128,6 +128,14 @@ GRAD_BYTES = 2  # gradients reduced in bf16 (Megatron-LM's default)
 ADAM_BYTES_PER_PARAM = 28
 
 
+#: A layer's tensor-parallel calls under sequence parallelism, in order, each with the
+#: GEMM beside it: the gather before the query, key and value projection, the reduction
+#: after the attention's output projection, the MLP's gather and reduction (a mixture of
+#: experts has the attention's two only).
+TP_SITES = (("allgather", "qkv"), ("reducescatter", "attention out"),
+            ("allgather", "mlp up"), ("reducescatter", "mlp down"))  # fmt: skip
+
+
 @dataclass(frozen=True)
 class StepTimes:
     """One GPU's compute per micro-batch: a layer's forward and backward, the output
@@ -141,6 +149,11 @@ class StepTimes:
     head_backward_s: float
     optimizer_s: float
     fsdp_gradient_s_per_param: float = 0.0
+    #: Per layer, the forward GEMM and its data gradient at each of :data:`TP_SITES` the
+    #: model has (PyTorch's async TP fuses a tensor-parallel call into them).
+    tp_site_forward_s: tuple[float, ...] = ()
+    tp_site_dgrad_s: tuple[float, ...] = ()
+    tp_site_recompute_s: tuple[float, ...] = ()  # what the recomputation re-runs of it
 
 
 @dataclass(frozen=True)
@@ -191,9 +204,19 @@ def step_times(
     if p.is_fsdp and gpu.memory_bandwidth_bytes_per_s is not None:
         gradient_s_per_param = fsdp_gradient_bytes_per_param(t, p) / (
             gpu.memory_bandwidth_bytes_per_s * efficiency.memory)  # fmt: skip
+    by_name = {op.name: op for op in [*ops, *backward_ops(ops)]}
+    again = {op.name: op for op in recomputed_ops(ops, t)}
+    sites = [name for _, name in TP_SITES if name in by_name]
+
+    def site_s(names: Iterable[str], found: dict[str, ComputeOp] = by_name) -> tuple[float, ...]:
+        return tuple(op_time_s(found[n], gpu, t.precision, efficiency) if n in found else 0.0
+                     for n in names)  # fmt: skip
+
     return StepTimes(forward, backward, head_time_s(head), head_backward,
                      op_time_s(adam, gpu, "fp32" if "fp32" in gpu.peak_flops_per_s else
-                               t.precision, efficiency), gradient_s_per_param)  # fmt: skip
+                               t.precision, efficiency), gradient_s_per_param,
+                     site_s(sites), site_s(f"{n} dgrad" for n in sites),
+                     site_s(sites, again))  # fmt: skip
 
 
 def fsdp_gradient_bytes_per_param(t: Training, p: Parallelism) -> int:
@@ -446,15 +469,17 @@ class _Builder:
         A full recomputation issues the forward's again in the backward; under PyTorch's
         early stop the last reduction of a dense layer (after the MLP's down projection)
         is not re-run (:meth:`_calls`), where its gathers, each before a
-        GEMM, are."""
-        if self.p.tp == 1:
+        GEMM, are. (Under PyTorch's async TP with sequence parallelism the calls are
+        :meth:`_fused_sites`.)"""
+        p = self.p
+        if p.tp == 1:
             return []
         per_layer = 1 if self.m.is_moe else 2  # the attention's, and the dense MLP's
         # a mixture of experts' last GEMM (the experts') is followed by the combine, not
         # by a tensor-parallel call; under FP8 the MLP's reduction runs inside te.Linear's
         # autograd Function, which saves (and so stops) only once it has run
         last = not self.m.is_moe and self.t.precision != "fp8"
-        if self.p.sequence_parallel:
+        if p.sequence_parallel:
             reductions = self._calls(per_layer, phase, n_layers, ends_layer=last, saved=True)
             gathers = self._calls(per_layer, phase, n_layers, ends_layer=False)
             return [("allgather", gathers), ("reducescatter", reductions)]
@@ -484,12 +509,9 @@ class _Builder:
         """A stage's pass (or part of one) on replica ``d``: compute, then its calls."""
         s, lay, p = self.s, self.lay, self.p
         name = f"{phase} c{chunk} mb{j}"
-        ranks = lay.stage(dp=d, pp=pp)
-        work = s.compute(ranks, compute_s, name, after=after)
-        ops = [work]
-        for c in range(p.cp):
-            ops += self._tp_chain([lay.tp_group(dp=d, pp=pp, cp=c)], name, after, work,
-                                  n_layers, phase)  # fmt: skip
+        groups = [[lay.tp_group(dp=d, pp=pp, cp=c)] for c in range(p.cp)]
+        ops = self._work(lay.stage(dp=d, pp=pp), compute_s, name, after, groups, n_layers,
+                         phase)  # fmt: skip
         if p.cp > 1:
             k = n_layers * (p.cp - 1) * (2 if phase == BACKWARD else 1)
             for tp in range(p.tp):
@@ -503,16 +525,99 @@ class _Builder:
                   n_layers: int, compute_s: float) -> list[Op]:  # fmt: skip
         """A stage's pass on every replica at once (they run alike): one compute op, then
         each tensor-parallel call as one op over every replica's group."""
-        work = self.s.compute(self.stage_ranks[pp], compute_s, name, after=after)
         groups = [self.lay.tp_group(dp=d, pp=pp, cp=0) for d in range(self.p.dp)]
-        return [work, *self._tp_chain(groups, name, after, work, n_layers, phase)]
+        return self._work(self.stage_ranks[pp], compute_s, name, after, [groups], n_layers,
+                          phase)  # fmt: skip
+
+    def _work(self, ranks: tuple[int, ...], compute_s: float, name: str,  # noqa: PLR0917
+              after: list[Op], group_sets: list[list[tuple[int, ...]]], n_layers: int,
+              phase: str) -> list[Op]:  # fmt: skip
+        """A pass's compute on ``ranks`` and its tensor-parallel calls, each call one op
+        per entry of ``group_sets`` (one replica's group per context-parallel rank, or
+        every replica's at once); the compute op first."""
+        p = self.p
+        if p.tp > 1 and p.tp_comm_overlap and p.tp_comm_overlap_impl == "async_tp" \
+                and p.sequence_parallel:  # fmt: skip
+            return self._fused_work(ranks, compute_s, name, after, group_sets, n_layers, phase)
+        work = self.s.compute(ranks, compute_s, name, after=after)
+        ops = [work]
+        for groups in group_sets:
+            ops += self._tp_chain(groups, name, after, work, n_layers, phase)
+        return ops
+
+    def _fused_work(self, ranks: tuple[int, ...], compute_s: float, name: str,  # noqa: PLR0917
+                    after: list[Op], group_sets: list[list[tuple[int, ...]]], n_layers: int,
+                    phase: str) -> list[Op]:  # fmt: skip
+        """A pass under PyTorch's async TP: each fused call beside its own GEMMs only
+        (:meth:`_fused_sites`), one site after another, so that a call longer than its
+        GEMMs shows, however much other compute the pass has; then the rest of the
+        compute; then the unfused calls. The compute op that ends the pass comes first."""
+        pairs, exposed = self._fused_sites(n_layers, phase)
+        fused_s = sum(gemm_s for _, _, gemm_s in pairs)
+        waits, ops = after, []
+        for kind, k, gemm_s in pairs:
+            site = [self.s.compute(ranks, min(gemm_s, compute_s), name, after=waits)]
+            for groups in group_sets:
+                site.append(self.s.collectives(kind, self.act_bytes, groups,
+                                               algorithm=self.algorithm, stream="tp",
+                                               name=f"tp {kind} {name}", after=waits,
+                                               repeat=k))  # fmt: skip
+            ops += site
+            waits = site
+        rest = self.s.compute(ranks, max(0.0, compute_s - fused_s), name, after=waits)
+        waits = [rest]
+        for kind, k in exposed:
+            waits = [self.s.collectives(kind, self.act_bytes, groups, algorithm=self.algorithm,
+                                        stream="tp", name=f"tp {kind} {name}", after=waits,
+                                        repeat=k)
+                     for groups in group_sets]  # fmt: skip
+            ops += waits
+        return [rest, *ops]
+
+    def _fused_sites(self, n_layers: int, phase: str) -> tuple[list[tuple[str, int, float]],
+                                                                list[tuple[str, int]]]:  # fmt: skip
+        """``n_layers`` layers' tensor-parallel calls under PyTorch's async TP (Inductor's
+        ``micro_pipeline_tp`` pass, ``torch/_inductor/fx_passes/micro_pipeline_tp.py``):
+        (collective, repeat, GEMM seconds beside them) per site of :data:`TP_SITES`, and
+        (collective, repeat) of those left exposed.
+
+        It fuses an all-gather into the GEMMs that read its output
+        (``fused_all_gather_matmul``) and a GEMM into the reduce-scatter of its output
+        (``fused_matmul_reduce_scatter``). In the forward that is every call, each with
+        its site's GEMM; a recomputation re-runs them beside what it re-runs of that GEMM
+        (PyTorch's early stop skips the last reduction, ``sac_op`` saves every
+        reduction's output). In the backward the
+        gathers (the gradients of the forward's reductions) fuse into the data gradient
+        of the GEMM they fed; the reductions (of the forward's gathers) reduce a sum of
+        GEMMs' outputs (the query, key and value projections' input gradients; the gate
+        and up projections'), which the pattern does not match: they stay exposed."""
+        t, times = self.t, self.times
+        n_sites = len(times.tp_site_forward_s)
+        forward = [(TP_SITES[i][0], times.tp_site_forward_s[i]) for i in range(n_sites)]
+        if phase == FORWARD:
+            return [(kind, n_layers, n_layers * g) for kind, g in forward], []
+        pairs = [("allgather", n_layers, n_layers * times.tp_site_dgrad_s[i])
+                 for i, (kind, _) in enumerate(forward) if kind == "reducescatter"]  # fmt: skip
+        exposed = [("reducescatter", n_layers * (n_sites - len(pairs)))]
+        if t.recompute in CHECKPOINTED:
+            again = round(recomputed_share(self.m, t) * n_layers)
+            last = n_sites - 1 if t.recompute_early_stop and not self.m.is_moe \
+                and t.precision != "fp8" else n_sites  # fmt: skip
+            for i, (kind, _) in enumerate(forward):
+                saved = kind == "reducescatter" and (t.recompute == "sac_op" or i == last)
+                if again and not saved:  # beside what is re-run of its GEMM
+                    pairs.append((kind, again, again * times.tp_site_recompute_s[i]))
+        return pairs, exposed
 
     def _tp_chain(self, groups: list[tuple[int, ...]], name: str, after: list[Op],  # noqa: PLR0917
                   work: Op, n_layers: int, phase: str) -> list[Op]:  # fmt: skip
         """A pass's tensor-parallel calls, one after another, each one op over ``groups``
         (one replica's group, or every replica's): after the pass's compute ``work``, or
-        beside it from the pass's start (``after``) where they overlap (userbuffers)."""
-        waits, ops = after if self.p.tp_comm_overlap else [work], []
+        beside it from the pass's start (``after``) where Transformer Engine's userbuffers
+        overlap them (PyTorch's async TP fuses no all-reduce, :meth:`_work`)."""
+        p = self.p
+        beside = p.tp_comm_overlap and p.tp_comm_overlap_impl == "userbuffers"
+        waits, ops = after if beside else [work], []
         for kind, k in self._tp_calls(n_layers, phase):
             last = self.s.collectives(kind, self.act_bytes, groups, algorithm=self.algorithm,
                                       stream="tp", name=f"tp {kind} {name}", after=waits,

@@ -297,3 +297,29 @@ def test_a_search_tries_torchtitans_split_where_the_layers_do_not_divide(
     assert "  4*  1 " in out
     assert out.rstrip().endswith("# *: the first and last of the 4 model chunks 1 layer each, "
                                  "the others 2 (torchtitan's split)")  # fmt: skip
+
+
+def test_tensor_parallel_overlap_from_the_command_line(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --tp-overlap: each way is what the API computes for it, and the table says which.
+    base = ["step", str(tiny), "dgx-h100", "--tp", "8", "--global-batch", "1", "--seq",
+            "2048"]  # fmt: skip
+    model, _, _ = read_model_file(tiny)
+    t = Training(seq_length=2048, global_batch_size=1)
+    times = {}
+    for how, layout in (("none", Parallelism(tp=8)),
+                        ("userbuffers", Parallelism(tp=8, tp_comm_overlap=True)),
+                        ("async_tp", Parallelism(tp=8, tp_comm_overlap=True,
+                                                 tp_comm_overlap_impl="async_tp"))):  # fmt: skip
+        assert main([*base, "--tp-overlap", how, "--format", "json"]) == 0
+        times[how] = json.loads(capsys.readouterr().out)["time_s"]
+        assert times[how] == training_step(load("dgx-h100"), model, t, layout).metrics["time_s"]
+    # userbuffers hide every call the compute can cover; async TP only those its GEMMs can
+    assert times["userbuffers"] < times["async_tp"] < times["none"]
+    assert main([*base, "--tp-overlap", "async_tp"]) == 0
+    assert "(zero1); tp overlap async_tp; micro-batch" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as bad:
+        main([*base, "--tp-overlap", "ring"])
+    assert bad.value.code == 2
+    assert "--tp-overlap: invalid choice: 'ring'" in capsys.readouterr().err

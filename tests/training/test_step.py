@@ -4,6 +4,7 @@ parallel dimension's calls move per step, against closed forms derived here."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -410,3 +411,60 @@ def test_early_stop_recomputes_every_tensor_parallel_call_but_the_mlps_reduction
 def test_early_stop_without_full_recomputation_is_one_line() -> None:
     with pytest.raises(ConfigError, match="recompute_early_stop applies to recompute"):
         Training(seq_length=64, recompute="selective", recompute_early_stop=True)
+
+
+def _dgx_h100_tp8(par: Parallelism, times: StepTimes) -> tuple[float, float, float]:
+    """The step of one micro-batch of the small model on one DGX H100 at TP 8 with those
+    compute times, and the time `simcoll predict` gives one all-gather and one
+    reduce-scatter of a layer's activations there."""
+    from simcoll import load_topology  # noqa: PLC0415
+    from simcoll.prediction import predict  # noqa: PLC0415
+
+    g = load_topology(Path(__file__).resolve().parents[2] / "topologies/dgx-h100.toml")
+    t = Training(seq_length=1024, global_batch_size=1)
+    r = training_step(g, SMALL, t, par, times=times)
+    act = 1024 * 256 * 2  # tokens x hidden x bf16
+    gather = predict(g, "allgather", [act]).rows[0].time_s
+    scatter = predict(g, "reducescatter", [act]).rows[0].time_s
+    return r.metrics["time_s"], gather, scatter
+
+
+def test_userbuffers_run_a_passs_calls_beside_all_of_its_compute() -> None:
+    # Transformer Engine's overlap: each pass is max(its compute, its chain of calls), per
+    # layer 2 all-gathers and 2 reduce-scatters in the forward and as many in the backward.
+    n = 8  # layers
+    times = StepTimes(3e-5, 6e-5, 0.0, 0.0, 0.0)
+    step, ag, rs = _dgx_h100_tp8(Parallelism(tp=8, tp_comm_overlap=True), times)
+    calls = 2 * n * (ag + rs)
+    assert step == pytest.approx(max(n * 3e-5, calls) + max(n * 6e-5, calls), rel=1e-9)
+
+
+def test_async_tp_hides_each_call_behind_its_own_gemms_only() -> None:
+    # PyTorch's async TP. Per layer, forward: the gather beside the QKV GEMM (g1), the
+    # reduction beside the attention's output projection (g2), the MLP's gather beside its
+    # up projection (g3) and reduction beside its down projection (g4); the rest of the
+    # layer's compute alone. Backward (no recomputation): the gathers (gradients of the
+    # reductions) beside the data gradients of g2 and g4 (d2, d4); the two reductions (of
+    # the QKV and up projections' summed input gradients) exposed. So with F and B a
+    # layer's forward and backward and n layers:
+    #   forward  n (max(ag, g1) + max(rs, g2) + max(ag, g3) + max(rs, g4) + F - sum g)
+    #   backward n (max(ag, d2) + max(ag, d4) + B - d2 - d4 + 2 rs)
+    # The GEMM times straddle the calls: g1 and d2 shorter, the others longer.
+    n, ag_guess = 8, 14e-6  # about what predict gives: 14.3 us
+    g = (0.25 * ag_guess, 3 * ag_guess, 4 * ag_guess, 5 * ag_guess)
+    d = (0.0, 0.5 * ag_guess, 0.0, 6 * ag_guess)
+    f, b = sum(g) + 1e-5, sum(d) + 2e-5
+    times = StepTimes(f, b, 0.0, 0.0, 0.0, tp_site_forward_s=g, tp_site_dgrad_s=d,
+                      tp_site_recompute_s=(0.0,) * 4)  # fmt: skip
+    par = Parallelism(tp=8, tp_comm_overlap=True, tp_comm_overlap_impl="async_tp")
+    step, ag, rs = _dgx_h100_tp8(par, times)
+    assert g[0] < ag < g[2]  # as intended: the GEMMs straddle the calls
+    assert g[0] < rs < g[1]
+    assert d[1] < ag < d[3]
+    forward = n * (max(ag, g[0]) + max(rs, g[1]) + max(ag, g[2]) + max(rs, g[3]) + f - sum(g))
+    backward = n * (max(ag, d[1]) + max(ag, d[3]) + b - d[1] - d[3] + 2 * rs)
+    assert step == pytest.approx(forward + backward, rel=1e-9)
+    # without sequence parallelism nothing fuses: the all-reduces run after the compute
+    plain = replace(par, sequence_parallel=False)
+    exposed = replace(plain, tp_comm_overlap=False)
+    assert _dgx_h100_tp8(plain, times)[0] == _dgx_h100_tp8(exposed, times)[0]

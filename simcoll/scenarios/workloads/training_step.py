@@ -53,8 +53,9 @@ __all__ = ["EFFICIENCY_KEYS", "PARALLELISM_KEYS", "TRAINING_KEYS", "training_ste
 TRAINING_KEYS = ("seq_length", "micro_batch_size", "global_batch_size", "precision", "recompute",
                  "recompute_early_stop", "flash_attention", "attention_kernel")  # fmt: skip
 PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "sequence_parallel", "tp_comm_overlap",
-                    "virtual_stages", "first_stage_layers", "last_stage_layers",
-                    "data_parallel", "bucket_bytes", "overlap_grad_reduce", "order",
+                    "tp_comm_overlap_impl", "virtual_stages", "first_stage_layers",
+                    "last_stage_layers", "data_parallel", "bucket_bytes",
+                    "overlap_grad_reduce", "order",
                     "fsdp_layers_per_unit", "fsdp_sharding", "fsdp_shard_size",
                     "fsdp_forward_prefetch", "fsdp_backward_prefetch", "fsdp_limit_all_gathers",
                     "fsdp_no_sync", "fsdp_reduce_dtype")  # fmt: skip
@@ -117,6 +118,7 @@ def training_step(
     cp: int | None = None,
     sequence_parallel: bool | None = None,
     tp_comm_overlap: bool | None = None,
+    tp_comm_overlap_impl: str | None = None,
     virtual_stages: int | None = None,
     first_stage_layers: int | None = None,
     last_stage_layers: int | None = None,
