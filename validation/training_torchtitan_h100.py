@@ -9,7 +9,10 @@ TB/sec" at a "500W power limit", hosts on a 400 Gb/s-per-GPU RDMA network. Each 
 ``h100-ib-fat-tree`` (its nodes' H100 given 96 GB and 2.4 TB/s; the lower power limit
 is left to the fitted scalar) as torchtitan ran it: FSDP2 reducing in fp32, tensor
 parallelism with sequence parallelism (async TP as ``tp_comm_overlap`` with
-``tp_comm_overlap_impl = "async_tp"``: PyTorch's fused patterns only), context
+``tp_comm_overlap_impl = "async_tp"``: PyTorch's fused patterns only; DTensor's
+``Shard(1)`` of ``[b, s, h]``, ``sequence_parallel_dim = 1``, its copies through
+``torch.cat`` beside each unfused call; under float8, torchao's float8 tensor
+parallelism gathering in float8, ``tp_fp8_all_gather``), context
 parallelism; the micro-batch is the local batch (no gradient accumulation); activation
 checkpointing ``full`` or per op (``sac_op``), with PyTorch's early stop; float8
 (torchao's tensorwise scaling) as simcoll's ``fp8``; without ``torch.compile`` the
@@ -170,7 +173,8 @@ def step(row: Row, kernels: float | None) -> StepResult:
                         eager_ops=() if row.compiled else EAGER)  # fmt: skip
     layout = Parallelism(tp=row.tp, cp=row.cp, pp=row.pp, data_parallel="fsdp",
                          fsdp_reduce_dtype="fp32", tp_comm_overlap=row.async_tp,
-                         tp_comm_overlap_impl="async_tp",
+                         tp_comm_overlap_impl="async_tp", sequence_parallel_dim=1,
+                         tp_fp8_all_gather=True,
                          virtual_stages=row.virtual_stages,
                          first_stage_layers=row.edge_stage_layers,
                          last_stage_layers=row.edge_stage_layers)  # fmt: skip

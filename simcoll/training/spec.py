@@ -293,7 +293,14 @@ class Parallelism:
     reduce-scatters and all-gathers, Korthikanti et al. 2022; with ``tp_comm_overlap``
     they run beside the GEMMs, as ``tp_comm_overlap_impl`` overlaps them: ``userbuffers``
     every call, ``async_tp`` all but the backward's reduce-scatters, which reduce a sum of
-    GEMMs' outputs); ``pp``
+    GEMMs' outputs; ``sequence_parallel_dim`` the activations' dimension they gather and
+    scatter: 0, Megatron-LM's sequence-first ``[s, b, h]``; 1, PyTorch DTensor's
+    ``Shard(1)`` of ``[b, s, h]`` as torchtitan shards it, where functional collectives
+    copy the whole tensor through ``torch.cat`` after each all-gather and before each
+    reduce-scatter, ``torch/distributed/_functional_collectives.py``; with
+    ``tp_fp8_all_gather`` and FP8 GEMMs the all-gathers move 1 byte an element, as
+    torchao's ``Float8ColwiseParallel`` and ``PrepareFloat8ModuleInput`` cast before the
+    forward's and ``NoopFwToFloat8BwDynamic`` before the backward's); ``pp``
     pipeline stages, each holding ``virtual_stages`` model chunks (1: 1F1B; more: the
     interleaved schedule of Narayanan et al. 2021); ``dp`` data-parallel replicas (0: every
     GPU left over), whose gradients and optimizer state are kept as ``data_parallel`` says
@@ -323,6 +330,8 @@ class Parallelism:
     sequence_parallel: bool = True
     tp_comm_overlap: bool = False
     tp_comm_overlap_impl: str = "userbuffers"
+    sequence_parallel_dim: int = 0
+    tp_fp8_all_gather: bool = False
     virtual_stages: int = 1
     data_parallel: str = "zero1"
     bucket_bytes: int = 40_000_000 * 4  # Megatron-LM's default: 40 M fp32 elements
@@ -345,9 +354,14 @@ class Parallelism:
         _positive_int("parallelism", "dp", self.dp, 0)
         _positive_int("parallelism", "fsdp_shard_size", self.fsdp_shard_size, 0)
         _positive_int("parallelism", "bucket_bytes", self.bucket_bytes)
+        dim = self.sequence_parallel_dim
+        if isinstance(dim, bool) or dim not in (0, 1):
+            raise ConfigError("parallelism: sequence_parallel_dim must be 0 (Megatron-LM's "
+                              "[s, b, h]) or 1 (PyTorch DTensor's [b, s, h]), "
+                              f"got {dim!r}")  # fmt: skip
         for name in ("first_stage_layers", "last_stage_layers"):
             _positive_int("parallelism", name, getattr(self, name), minimum=0)
-        flags = ("sequence_parallel", "overlap_grad_reduce", "tp_comm_overlap",
+        flags = ("sequence_parallel", "overlap_grad_reduce", "tp_comm_overlap", "tp_fp8_all_gather",
                  "fsdp_forward_prefetch", "fsdp_limit_all_gathers", "fsdp_no_sync")  # fmt: skip
         for name in flags:
             _flag("parallelism", name, getattr(self, name))

@@ -81,6 +81,7 @@ from simcoll.topology.calibration import Calibration
 from simcoll.topology.gpu_spec import GpuSpec, gpu_spec
 from simcoll.training.compute import Efficiency, op_time_s, ops_time_s, sixteen_bit
 from simcoll.training.flops import (
+    ACTIVATION_BYTES,
     ComputeOp,
     backward_ops,
     head_ops,
@@ -154,6 +155,15 @@ class StepTimes:
     tp_site_forward_s: tuple[float, ...] = ()
     tp_site_dgrad_s: tuple[float, ...] = ()
     tp_site_recompute_s: tuple[float, ...] = ()  # what the recomputation re-runs of it
+    #: The copy of a micro-batch's hidden states (read and written at the HBM bandwidth)
+    #: beside each tensor-parallel gather and reduce-scatter along the sequence of
+    #: ``[b, s, h]`` (``sequence_parallel_dim = 1``, PyTorch DTensor's ``torch.cat``).
+    tp_copy_s: float = 0.0
+    #: PyTorch's async TP: the sum of the ``tp`` partial outputs a fused GEMM and
+    #: reduce-scatter pulled from its peers (``reduce_fn`` in ``_fused_matmul_reduce_scatter
+    #: _impl``, ``torch/distributed/_symmetric_memory``): the stacked partials read (the
+    #: micro-batch's hidden states) and ``1/tp`` of them written, at the HBM bandwidth.
+    tp_reduce_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -212,11 +222,20 @@ def step_times(
         return tuple(op_time_s(found[n], gpu, t.precision, efficiency) if n in found else 0.0
                      for n in names)  # fmt: skip
 
+    copy_s = reduce_s = 0.0
+    hidden = t.micro_batch_size * t.seq_length // p.cp * m.hidden_size * ACTIVATION_BYTES
+    if p.tp > 1 and p.sequence_parallel and p.sequence_parallel_dim == 1:
+        copy = ComputeOp("torch.cat", "elementwise", 0.0, 2.0 * hidden)
+        copy_s = op_time_s(copy, gpu, t.precision, efficiency)
+    if p.tp > 1 and p.sequence_parallel and p.tp_comm_overlap_impl == "async_tp":
+        reduce = ComputeOp("async TP partial sum", "elementwise", hidden / ACTIVATION_BYTES,
+                           hidden * (1 + 1 / p.tp))  # fmt: skip
+        reduce_s = op_time_s(reduce, gpu, t.precision, efficiency)
     return StepTimes(forward, backward, head_time_s(head), head_backward,
                      op_time_s(adam, gpu, "fp32" if "fp32" in gpu.peak_flops_per_s else
                                t.precision, efficiency), gradient_s_per_param,
                      site_s(sites), site_s(f"{n} dgrad" for n in sites),
-                     site_s(sites, again))  # fmt: skip
+                     site_s(sites, again), copy_s, reduce_s)  # fmt: skip
 
 
 def fsdp_gradient_bytes_per_param(t: Training, p: Parallelism) -> int:
@@ -430,6 +449,11 @@ class _Builder:
         self.chunk_layers = chunk_layers(m, p)  # per stage: each of its chunks' layers
         tokens = t.micro_batch_size * t.seq_length // p.cp
         self.act_bytes = tokens * m.hidden_size * 2  # one micro-batch's hidden states
+        # what each tensor-parallel call moves: the activations, gathered in FP8 (1 byte)
+        # where torchao's float8 tensor parallelism casts before the all-gather
+        fp8_gathers = p.tp_fp8_all_gather and t.precision == "fp8"
+        self.tp_bytes = {"allgather": self.act_bytes // (2 if fp8_gathers else 1),
+                         "reducescatter": self.act_bytes, "allreduce": self.act_bytes}  # fmt: skip
         local = tokens // p.tp if p.sequence_parallel else tokens
         routed = local * m.top_k * m.capacity_factor * m.hidden_size * 2
         self.a2a_bytes = _multiple(routed, 2 * p.ep)
@@ -539,11 +563,19 @@ class _Builder:
         if p.tp > 1 and p.tp_comm_overlap and p.tp_comm_overlap_impl == "async_tp" \
                 and p.sequence_parallel:  # fmt: skip
             return self._fused_work(ranks, compute_s, name, after, group_sets, n_layers, phase)
-        work = self.s.compute(ranks, compute_s, name, after=after)
+        copies_s = sum(k * self._copy_s(kind) for kind, k in self._tp_calls(n_layers, phase))
+        work = self.s.compute(ranks, compute_s + copies_s, name, after=after)
         ops = [work]
         for groups in group_sets:
             ops += self._tp_chain(groups, name, after, work, n_layers, phase)
         return ops
+
+    def _copy_s(self, kind: str) -> float:
+        """The ``torch.cat`` copy beside one unfused sequence-parallel call of ``kind``
+        (:attr:`StepTimes.tp_copy_s`, of 16-bit activations; none for an all-reduce)."""
+        if kind == "allreduce":
+            return 0.0
+        return self.times.tp_copy_s * self.tp_bytes[kind] / self.act_bytes
 
     def _fused_work(self, ranks: tuple[int, ...], compute_s: float, name: str,  # noqa: PLR0917
                     after: list[Op], group_sets: list[list[tuple[int, ...]]], n_layers: int,
@@ -551,23 +583,34 @@ class _Builder:
         """A pass under PyTorch's async TP: each fused call beside its own GEMMs only
         (:meth:`_fused_sites`), one site after another, so that a call longer than its
         GEMMs shows, however much other compute the pass has; then the rest of the
-        compute; then the unfused calls. The compute op that ends the pass comes first."""
+        compute; then the unfused calls. The compute op that ends the pass comes first.
+
+        A fused call runs its GEMM in ``tp`` pieces, one per shard, pipelined with the
+        shards' copies: one piece has no copy beside it (the local shard's, first in an
+        all-gather; the first produced, in a reduce-scatter, before anything is sent), so
+        a site takes ``g / tp + max(g (1 - 1/tp), c)``; a reduce-scatter then sums the
+        partials it pulled (:attr:`StepTimes.tp_reduce_s`)."""
         pairs, exposed = self._fused_sites(n_layers, phase)
         fused_s = sum(gemm_s for _, _, gemm_s in pairs)
-        waits, ops = after, []
+        waits, ops, tp = after, [], self.p.tp
         for kind, k, gemm_s in pairs:
-            site = [self.s.compute(ranks, min(gemm_s, compute_s), name, after=waits)]
+            g = min(gemm_s, compute_s)
+            lead = self.s.compute(ranks, g / tp, name, after=waits)
+            site = [lead, self.s.compute(ranks, g - g / tp, name, after=[lead])]
             for groups in group_sets:
-                site.append(self.s.collectives(kind, self.act_bytes, groups,
+                site.append(self.s.collectives(kind, self.tp_bytes[kind], groups,
                                                algorithm=self.algorithm, stream="tp",
-                                               name=f"tp {kind} {name}", after=waits,
+                                               name=f"tp {kind} {name}", after=[lead],
                                                repeat=k))  # fmt: skip
             ops += site
-            waits = site
-        rest = self.s.compute(ranks, max(0.0, compute_s - fused_s), name, after=waits)
+            waits = site[1:]
+        copies_s = sum(k * self._copy_s(kind) for kind, k in exposed)  # the unfused calls'
+        sums_s = sum(k for kind, k, _ in pairs if kind == "reducescatter") * self.times.tp_reduce_s
+        rest = self.s.compute(ranks, max(0.0, compute_s - fused_s) + copies_s + sums_s, name,
+                              after=waits)  # fmt: skip
         waits = [rest]
         for kind, k in exposed:
-            waits = [self.s.collectives(kind, self.act_bytes, groups, algorithm=self.algorithm,
+            waits = [self.s.collectives(kind, self.tp_bytes[kind], groups, algorithm=self.algorithm,
                                         stream="tp", name=f"tp {kind} {name}", after=waits,
                                         repeat=k)
                      for groups in group_sets]  # fmt: skip
@@ -619,7 +662,7 @@ class _Builder:
         beside = p.tp_comm_overlap and p.tp_comm_overlap_impl == "userbuffers"
         waits, ops = after if beside else [work], []
         for kind, k in self._tp_calls(n_layers, phase):
-            last = self.s.collectives(kind, self.act_bytes, groups, algorithm=self.algorithm,
+            last = self.s.collectives(kind, self.tp_bytes[kind], groups, algorithm=self.algorithm,
                                       stream="tp", name=f"tp {kind} {name}", after=waits,
                                       repeat=k)  # fmt: skip
             waits = [last]

@@ -446,25 +446,86 @@ def test_async_tp_hides_each_call_behind_its_own_gemms_only() -> None:
     # layer's compute alone. Backward (no recomputation): the gathers (gradients of the
     # reductions) beside the data gradients of g2 and g4 (d2, d4); the two reductions (of
     # the QKV and up projections' summed input gradients) exposed. So with F and B a
-    # layer's forward and backward and n layers:
-    #   forward  n (max(ag, g1) + max(rs, g2) + max(ag, g3) + max(rs, g4) + F - sum g)
-    #   backward n (max(ag, d2) + max(ag, d4) + B - d2 - d4 + 2 rs)
+    # layer's forward and backward and n layers, and each site's GEMM run in tp = 8
+    # pieces of which one has no copy beside it, site(c, g) = g / 8 + max(7 g / 8, c):
+    #   forward  n (site(ag, g1) + site(rs, g2) + site(ag, g3) + site(rs, g4) + F - sum g
+    #               + 2 r)  (r: each fused reduce-scatter's sum of its partials)
+    #   backward n (site(ag, d2) + site(ag, d4) + B - d2 - d4 + 2 rs)
     # The GEMM times straddle the calls: g1 and d2 shorter, the others longer.
     n, ag_guess = 8, 14e-6  # about what predict gives: 14.3 us
     g = (0.25 * ag_guess, 3 * ag_guess, 4 * ag_guess, 5 * ag_guess)
     d = (0.0, 0.5 * ag_guess, 0.0, 6 * ag_guess)
     f, b = sum(g) + 1e-5, sum(d) + 2e-5
+    r = 1e-6
     times = StepTimes(f, b, 0.0, 0.0, 0.0, tp_site_forward_s=g, tp_site_dgrad_s=d,
-                      tp_site_recompute_s=(0.0,) * 4)  # fmt: skip
+                      tp_site_recompute_s=(0.0,) * 4, tp_reduce_s=r)  # fmt: skip
     par = Parallelism(tp=8, tp_comm_overlap=True, tp_comm_overlap_impl="async_tp")
     step, ag, rs = _dgx_h100_tp8(par, times)
-    assert g[0] < ag < g[2]  # as intended: the GEMMs straddle the calls
-    assert g[0] < rs < g[1]
-    assert d[1] < ag < d[3]
-    forward = n * (max(ag, g[0]) + max(rs, g[1]) + max(ag, g[2]) + max(rs, g[3]) + f - sum(g))
-    backward = n * (max(ag, d[1]) + max(ag, d[3]) + b - d[1] - d[3] + 2 * rs)
+    assert 7 * g[0] / 8 < ag < 7 * g[2] / 8  # as intended: the GEMMs straddle the calls
+    assert 7 * g[0] / 8 < rs < 7 * g[1] / 8
+    assert 7 * d[1] / 8 < ag < 7 * d[3] / 8
+
+    def site(c: float, gemm_s: float) -> float:
+        return gemm_s / 8 + max(7 * gemm_s / 8, c)
+
+    forward = n * (site(ag, g[0]) + site(rs, g[1]) + site(ag, g[2]) + site(rs, g[3])
+                   + f - sum(g) + 2 * r)  # fmt: skip
+    backward = n * (site(ag, d[1]) + site(ag, d[3]) + b - d[1] - d[3] + 2 * rs)
     assert step == pytest.approx(forward + backward, rel=1e-9)
     # without sequence parallelism nothing fuses: the all-reduces run after the compute
     plain = replace(par, sequence_parallel=False)
     exposed = replace(plain, tp_comm_overlap=False)
     assert _dgx_h100_tp8(plain, times)[0] == _dgx_h100_tp8(exposed, times)[0]
+
+
+def test_dtensors_sequence_sharding_copies_the_activations_at_each_call() -> None:
+    # torchtitan shards [b, s, h] on dim 1: each all-gather is followed, and each
+    # reduce-scatter preceded, by torch.cat's copy of the whole tensor, read and written:
+    # 2 x b s h x 2 bytes at the HBM bandwidth x 0.8. b = 1, s = 65,536, h = 256 on a GPU
+    # of 2 TB/s: 67,108,864 B / 1.6e12 B/s = 41.9 us. Megatron's [s, b, h] copies nothing.
+    gpu = GpuSpec("X", {"bf16": 100e12}, 80 * 10**9, 2e12)
+    t = Training(seq_length=65536, global_batch_size=1)
+    torchtitan = Parallelism(tp=8, sequence_parallel_dim=1).with_gpus(8)
+    assert step_times(SMALL, t, torchtitan, gpu, Efficiency()).tp_copy_s == pytest.approx(
+        2 * 65536 * 256 * 2 / (2e12 * 0.8), rel=1e-12
+    )
+    megatron = Parallelism(tp=8).with_gpus(8)
+    assert step_times(SMALL, t, megatron, gpu, Efficiency()).tp_copy_s == 0.0
+    # in a step: per layer 2 gathers and 2 reduce-scatters a pass, each with its copy
+    copy_s = 5e-6
+    times = StepTimes(3e-5, 6e-5, 0.0, 0.0, 0.0)
+    plain = _dgx_h100_tp8(Parallelism(tp=8), times)[0]
+    copied = _dgx_h100_tp8(torchtitan, replace(times, tp_copy_s=copy_s))[0]
+    assert copied - plain == pytest.approx(2 * 8 * 4 * copy_s, rel=1e-9)
+
+
+def test_float8_tensor_parallelism_gathers_one_byte_an_element() -> None:
+    # torchao's Float8ColwiseParallel: under fp8 the gathers move half the bytes (and
+    # their copies half the bytes); the reduce-scatters stay 16-bit.
+    from simcoll import load_topology  # noqa: PLC0415
+    from simcoll.prediction import predict  # noqa: PLC0415
+
+    g = load_topology(Path(__file__).resolve().parents[2] / "topologies/dgx-h100.toml")
+    t = Training(seq_length=1024, global_batch_size=1, precision="fp8")
+    zero = StepTimes(0.0, 0.0, 0.0, 0.0, 0.0, tp_copy_s=1e-5)
+    par = Parallelism(tp=8, sequence_parallel_dim=1, tp_fp8_all_gather=True)
+    step = training_step(g, SMALL, t, par, times=zero).metrics["time_s"]
+    act = 1024 * 256 * 2
+    gather = predict(g, "allgather", [act // 2]).rows[0].time_s
+    scatter = predict(g, "reducescatter", [act]).rows[0].time_s
+    per_layer_pass = 2 * (gather + 0.5e-5) + 2 * (scatter + 1e-5)
+    assert step == pytest.approx(2 * 8 * per_layer_pass, rel=1e-9)
+
+
+def test_async_tp_sums_the_partials_it_pulled_at_the_hbm_bandwidth() -> None:
+    # _fused_matmul_reduce_scatter_impl ends in one reduction over the tp stacked
+    # partials: b s h x 2 bytes read and 1/tp of it written, at 2 TB/s x 0.8. b = 1,
+    # s = 65,536, h = 256, tp 8: 33,554,432 x 9/8 B / 1.6e12 B/s = 23.6 us.
+    gpu = GpuSpec("X", {"bf16": 100e12}, 80 * 10**9, 2e12)
+    t = Training(seq_length=65536, global_batch_size=1)
+    par = Parallelism(tp=8, tp_comm_overlap=True, tp_comm_overlap_impl="async_tp")
+    assert step_times(SMALL, t, par.with_gpus(8), gpu, Efficiency()).tp_reduce_s == (
+        pytest.approx(65536 * 256 * 2 * 9 / 8 / (2e12 * 0.8), rel=1e-12)
+    )
+    userbuffers = replace(par, tp_comm_overlap_impl="userbuffers").with_gpus(8)
+    assert step_times(SMALL, t, userbuffers, gpu, Efficiency()).tp_reduce_s == 0.0

@@ -53,9 +53,10 @@ __all__ = ["EFFICIENCY_KEYS", "PARALLELISM_KEYS", "TRAINING_KEYS", "training_ste
 TRAINING_KEYS = ("seq_length", "micro_batch_size", "global_batch_size", "precision", "recompute",
                  "recompute_early_stop", "flash_attention", "attention_kernel")  # fmt: skip
 PARALLELISM_KEYS = ("tp", "pp", "dp", "ep", "cp", "sequence_parallel", "tp_comm_overlap",
-                    "tp_comm_overlap_impl", "virtual_stages", "first_stage_layers",
-                    "last_stage_layers", "data_parallel", "bucket_bytes",
-                    "overlap_grad_reduce", "order",
+                    "tp_comm_overlap_impl", "sequence_parallel_dim", "tp_fp8_all_gather",
+                    "virtual_stages",
+                    "first_stage_layers", "last_stage_layers", "data_parallel",
+                    "bucket_bytes", "overlap_grad_reduce", "order",
                     "fsdp_layers_per_unit", "fsdp_sharding", "fsdp_shard_size",
                     "fsdp_forward_prefetch", "fsdp_backward_prefetch", "fsdp_limit_all_gathers",
                     "fsdp_no_sync", "fsdp_reduce_dtype")  # fmt: skip
@@ -119,6 +120,8 @@ def training_step(
     sequence_parallel: bool | None = None,
     tp_comm_overlap: bool | None = None,
     tp_comm_overlap_impl: str | None = None,
+    sequence_parallel_dim: int | None = None,
+    tp_fp8_all_gather: bool | None = None,
     virtual_stages: int | None = None,
     first_stage_layers: int | None = None,
     last_stage_layers: int | None = None,
