@@ -673,7 +673,7 @@ def assert_link_accounting(
 # -- 1. no link carries more than its bandwidth ------------------------------------------
 
 
-@settings(max_examples=600, deadline=None, database=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(cases())
 def test_no_link_ever_carries_more_than_its_bandwidth(case: Case) -> None:
     """After every rate recomputation, the rates x weights of the flows on a link add up
@@ -689,7 +689,7 @@ def test_no_link_ever_carries_more_than_its_bandwidth(case: Case) -> None:
     assert_times_valid(r.issue_s, r.start_s, r.end_s, r.time_s)
 
 
-@settings(max_examples=400, deadline=None, database=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(session_cases())
 def test_concurrent_collectives_share_links_within_their_bandwidth(case: SessionCase) -> None:
     """Two collectives on different streams start together and share the fabric: no link
@@ -742,7 +742,7 @@ def test_concurrent_collectives_share_links_within_their_bandwidth(case: Session
 # -- 2. bytes are conserved --------------------------------------------------------------
 
 
-@settings(max_examples=600, deadline=None, database=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(cases())
 def test_bytes_sent_equal_bytes_received_and_routed(case: Case) -> None:
     """Conservation, with every expected number derived here from the schedule's pieces:
@@ -793,7 +793,7 @@ def min_positive_latency(latency_s: FloatArray, nbytes: FloatArray, mask: npt.ND
     return float(latency_s[moving].min()) if moving.any() else 0.0
 
 
-@settings(max_examples=800, deadline=None, database=None)
+@settings(max_examples=400, deadline=None, database=None)
 @given(cases(), st.data())
 def test_never_faster_than_lower_bounds(case: Case, data: st.DataObject) -> None:
     """The run takes at least as long as each of these, derived from the inputs:
