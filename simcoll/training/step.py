@@ -451,6 +451,13 @@ class _Builder:
         self.act_bytes = tokens * m.hidden_size * 2  # one micro-batch's hidden states
         # what each tensor-parallel call moves: the activations, gathered in FP8 (1 byte)
         # where torchao's float8 tensor parallelism casts before the all-gather
+        # PyTorch's async TP (with sequence parallelism: it fuses no all-reduce)
+        self.fused = p.tp > 1 and p.tp_comm_overlap and p.tp_comm_overlap_impl == "async_tp" \
+            and p.sequence_parallel  # fmt: skip
+        if self.fused and not times.tp_site_forward_s:
+            raise ConfigError("parallelism: tp_comm_overlap_impl async_tp needs each fused "
+                              "GEMM's time, which the given step times lack "
+                              "(StepTimes.tp_site_forward_s)")  # fmt: skip
         fp8_gathers = p.tp_fp8_all_gather and t.precision == "fp8"
         self.tp_bytes = {"allgather": self.act_bytes // (2 if fp8_gathers else 1),
                          "reducescatter": self.act_bytes, "allreduce": self.act_bytes}  # fmt: skip
@@ -559,9 +566,7 @@ class _Builder:
         """A pass's compute on ``ranks`` and its tensor-parallel calls, each call one op
         per entry of ``group_sets`` (one replica's group per context-parallel rank, or
         every replica's at once); the compute op first."""
-        p = self.p
-        if p.tp > 1 and p.tp_comm_overlap and p.tp_comm_overlap_impl == "async_tp" \
-                and p.sequence_parallel:  # fmt: skip
+        if self.fused:
             return self._fused_work(ranks, compute_s, name, after, group_sets, n_layers, phase)
         copies_s = sum(k * self._copy_s(kind) for kind, k in self._tp_calls(n_layers, phase))
         work = self.s.compute(ranks, compute_s + copies_s, name, after=after)
@@ -642,14 +647,21 @@ class _Builder:
         pairs = [("allgather", n_layers, n_layers * times.tp_site_dgrad_s[i])
                  for i, (kind, _) in enumerate(forward) if kind == "reducescatter"]  # fmt: skip
         exposed = [("reducescatter", n_layers * (n_sites - len(pairs)))]
-        if t.recompute in CHECKPOINTED:
-            again = round(recomputed_share(self.m, t) * n_layers)
-            last = n_sites - 1 if t.recompute_early_stop and not self.m.is_moe \
-                and t.precision != "fp8" else n_sites  # fmt: skip
-            for i, (kind, _) in enumerate(forward):
-                saved = kind == "reducescatter" and (t.recompute == "sac_op" or i == last)
-                if again and not saved:  # beside what is re-run of its GEMM
-                    pairs.append((kind, again, again * times.tp_site_recompute_s[i]))
+        if t.recompute not in CHECKPOINTED:
+            return pairs, exposed
+        share = recomputed_share(self.m, t)
+        for kind in ("allgather", "reducescatter"):
+            sites = [i for i, (k, _) in enumerate(forward) if k == kind]
+            if kind == "reducescatter" and t.recompute == "sac_op":
+                sites = []  # the policy saves their outputs
+            elif kind == "reducescatter" and t.recompute_early_stop and not self.m.is_moe \
+                    and t.precision != "fp8":  # fmt: skip
+                sites = sites[:-1]  # the MLP's, after the GEMM early stop does not re-run
+            total = round(len(sites) * share * n_layers)  # as many as _calls counts
+            for j, i in enumerate(sites):  # beside what is re-run of each site's GEMM
+                k = total // len(sites) + (j < total % len(sites))
+                if k:
+                    pairs.append((kind, k, k * times.tp_site_recompute_s[i]))
         return pairs, exposed
 
     def _tp_chain(self, groups: list[tuple[int, ...]], name: str, after: list[Op],  # noqa: PLR0917

@@ -529,3 +529,35 @@ def test_async_tp_sums_the_partials_it_pulled_at_the_hbm_bandwidth() -> None:
     )
     userbuffers = replace(par, tp_comm_overlap_impl="userbuffers").with_gpus(8)
     assert step_times(SMALL, t, userbuffers, gpu, Efficiency()).tp_reduce_s == 0.0
+
+
+@pytest.mark.parametrize(
+    ("recompute", "early_stop"),
+    [("none", False), ("full", False), ("full", True), ("sac_op", True), ("sac_layer", True)],
+)
+def test_async_tp_issues_the_calls_the_unfused_step_issues(
+    recompute: str, early_stop: bool
+) -> None:
+    # Fusing moves calls beside GEMMs; it neither adds nor drops one: per kind, as many
+    # calls as without overlap, under every recomputation (tp 2 on 2 GPUs, 8 layers).
+    t = Training(seq_length=64, micro_batch_size=2, global_batch_size=2, recompute=recompute,
+                 recompute_early_stop=early_stop)  # fmt: skip
+    sites = (1e-5,) * 4
+    times = replace(TIMES, tp_site_forward_s=sites, tp_site_dgrad_s=sites,
+                    tp_site_recompute_s=sites)  # fmt: skip
+
+    def calls(par: Parallelism) -> Counter[str]:
+        with recording_calls() as made:
+            training_step(free_links(2), SMALL, t, par, times=times, calibration=None,
+                          protocol=None)  # fmt: skip
+        return Counter(c.collective for c in made if c.collective != "compute")
+
+    fused = Parallelism(tp=2, tp_comm_overlap=True, tp_comm_overlap_impl="async_tp")
+    assert calls(fused) == calls(Parallelism(tp=2))
+
+
+def test_async_tp_on_given_times_without_its_gemms_is_one_line() -> None:
+    par = Parallelism(tp=2, tp_comm_overlap=True, tp_comm_overlap_impl="async_tp")
+    with pytest.raises(ConfigError, match=r"^parallelism: tp_comm_overlap_impl async_tp needs"):
+        training_step(free_links(2), SMALL, Training(seq_length=64, global_batch_size=1), par,
+                      times=TIMES)  # fmt: skip
