@@ -196,10 +196,11 @@ def _defaults(
     t = record_from("training", t_table, source)
     labels = {"micro_batch_size": "micro-batch", "recompute": "recompute",
               "precision": "precision", "attention_kernel": "attention kernel"}  # fmt: skip
+    chosen = SEARCH_CHOOSES_T + SEARCH_CHOOSES_P if args.search else ()  # no default there
     for key, label in labels.items():
-        if key not in t_table:
+        if key not in t_table and key not in chosen:
             notes.append(f"{label} {getattr(t, key)} (simcoll's default)")
-    if "data_parallel" not in p_table:
+    if "data_parallel" not in p_table and "data_parallel" not in chosen:
         notes.append(f"dp {p.data_parallel} (simcoll's default)")
     return t, p, notes
 
@@ -235,6 +236,12 @@ def _step(args: argparse.Namespace) -> int:
         model, args.topology, n_gpus, gpu.name, compute_basis(gpu, t.precision, t.attention_kernel)
     )
     if args.search:
+        given = [f"{key} {table[key]}" for table, keys in ((parallel, SEARCH_CHOOSES_P),
+                                                            (training, SEARCH_CHOOSES_T))
+                 for key in keys if key in table]  # fmt: skip
+        if given:  # the file's choices are layouts like the others, not a constraint
+            print(f"simcoll: note: --search chooses these for each layout it tries; the model "
+                  f"file's {', '.join(given)} are not kept", file=sys.stderr)  # fmt: skip
         return search(args, topology, model, t, p, calibration, head, n_gpus, gpu.memory_bytes)
     result = training_step(topology, model, t, p, calibration=calibration)  # type: ignore[arg-type]
     for line in result.timeline.notes:
@@ -254,6 +261,10 @@ SEARCH_CHOOSES = {"--tp": "tp", "--pp": "pp", "--vp": "vp", "--dp": "dp",
                   "--micro-batch": "micro_batch", "--recompute": "recompute",
                   "--first-stage-layers": "first_stage_layers",
                   "--last-stage-layers": "last_stage_layers"}  # fmt: skip
+#: The model file's keys of those (``[parallelism]``, ``[training]``).
+SEARCH_CHOOSES_P = ("tp", "pp", "virtual_stages", "data_parallel", "first_stage_layers",
+                    "last_stage_layers")  # fmt: skip
+SEARCH_CHOOSES_T = ("micro_batch_size", "recompute")
 
 
 def _eager_ops(text: str) -> tuple[str, ...]:

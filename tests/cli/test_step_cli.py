@@ -323,3 +323,21 @@ def test_tensor_parallel_overlap_from_the_command_line(
         main([*base, "--tp-overlap", "ring"])
     assert bad.value.code == 2
     assert "--tp-overlap: invalid choice: 'ring'" in capsys.readouterr().err
+
+
+def test_a_search_says_which_of_the_model_files_choices_it_does_not_keep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The file's tp and micro-batch are layouts the search tries like any other: said in
+    # one note; the defaults the search chooses itself (recompute, dp) are not "defaults".
+    path = tmp_path / "chosen.toml"
+    path.write_text(TINY + "\n[training]\nseq_length = 2048\nmicro_batch_size = 2\n"
+                    "\n[parallelism]\ntp = 2\n")  # fmt: skip
+    argv = ["step", str(path), "dgx-h100", "--search", "--global-batch", "16", "--top", "1",
+            "--format", "json"]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert ("simcoll: note: --search chooses these for each layout it tries; the model "
+            "file's tp 2, micro_batch_size 2 are not kept") in err  # fmt: skip
+    assert "default recompute" not in err
+    assert "default dp" not in err
