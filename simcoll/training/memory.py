@@ -68,12 +68,14 @@ from dataclasses import dataclass, replace
 from simcoll.core.errors import ConfigError
 from simcoll.plan.tuning import DEFAULT_BUFFSIZE_BYTES, LL128_BUFFSIZE_BYTES, LL_BUFFSIZE_BYTES
 from simcoll.training.flops import saved_matmul_columns
+from simcoll.training.layout import BACKWARD, interleaved_order
 from simcoll.training.spec import (
     REDUCE_DTYPE_BYTES,
     Parallelism,
     Training,
     Transformer,
     stage_layers,
+    virtual_stage_layers,
 )
 
 __all__ = [
@@ -82,6 +84,7 @@ __all__ = [
     "activation_bytes_per_layer",
     "fsdp_unsharded_bytes",
     "layer_params_per_gpu",
+    "layers_in_flight",
     "memory_per_gpu",
     "nccl_buffer_bytes",
     "params_per_gpu",
@@ -243,6 +246,45 @@ def _layers_of(m: Transformer, p: Parallelism, stage: int) -> float:
     return m.n_layers / p.pp
 
 
+def layers_in_flight(m: Transformer, p: Parallelism, stage: int, n_microbatches: int) -> float:
+    """The most layers' activations pipeline stage ``stage`` holds at once: its schedule
+    (:func:`~simcoll.training.layout.interleaved_order`, 1F1B or Megatron-LM's interleaved
+    one) walked, each forward holding its model chunk's layers until that micro-batch's
+    backward of the chunk frees them.
+
+    1F1B keeps ``pp - stage`` micro-batches (at most the step's): 2 stages of 2 layers, 4
+    micro-batches, the first stage 2 x 2 layers, the last 1 x 2. Interleaved, 2 chunks
+    per stage of 1, 2 | 2, 3 layers (8 on 2 stages, torchtitan's lighter first and last
+    chunk): the first stage runs 5 forwards before its first backward (Megatron's warm-up
+    ``(pp - 1) x 2 + (v - 1) x pp = 4``, then one): chunk 0 twice, chunk 1 twice, chunk 0,
+    1 + 1 + 2 + 2 + 1 = 7 layers; the last, 2 x 2 + 3 = 7.
+
+    >>> from simcoll.training.spec import Transformer
+    >>> m = Transformer("m", n_layers=4, hidden_size=8, ffn_hidden_size=32, n_heads=2,
+    ...                 vocab_size=100)
+    >>> [layers_in_flight(m, Parallelism(pp=2), s, 4) for s in (0, 1)]
+    [4.0, 2.0]
+    >>> m8 = Transformer("m8", n_layers=8, hidden_size=8, ffn_hidden_size=32, n_heads=2,
+    ...                  vocab_size=100)
+    >>> uneven = Parallelism(pp=2, virtual_stages=2, first_stage_layers=1, last_stage_layers=3)
+    >>> [layers_in_flight(m8, uneven, s, 4) for s in (0, 1)]
+    [7.0, 7.0]
+    """
+    v = p.virtual_stages
+    if v == 1:
+        layers = [_layers_of(m, p, stage)]
+    else:
+        chunks = virtual_stage_layers(m.n_layers, p)  # model chunk c * pp + stage here
+        layers = [float(chunks[c * p.pp + stage]) for c in range(v)]
+    held = peak = 0.0
+    order = interleaved_order(stage=stage, n_stages=p.pp, n_microbatches=n_microbatches,
+                              n_chunks=v)  # fmt: skip
+    for phase, chunk, _ in order:
+        held += -layers[chunk] if phase == BACKWARD else layers[chunk]
+        peak = max(peak, held)
+    return peak
+
+
 def logits_bytes(m: Transformer, t: Training, p: Parallelism) -> float:
     """The last stage's logits for one micro-batch: ``b x s / cp`` tokens by ``V / tp``
     in fp32 (Megatron's vocab-parallel cross-entropy computes in fp32), and the 16-bit
@@ -259,11 +301,12 @@ def logits_bytes(m: Transformer, t: Training, p: Parallelism) -> float:
 
 def stage_memory(m: Transformer, t: Training, p: Parallelism, stage: int) -> MemoryPerGpu:
     """One GPU of pipeline stage ``stage`` under the step's layout (``p`` with ``dp``
-    known): its shards of its layers and root part, its activations (1F1B keeps ``pp -
-    stage`` micro-batches alive on a stage, at most the step's micro-batches; the
-    interleaved schedule the first stage's ``1 + (pp - 1) / (pp v)`` times its own layers'
-    worth, ``L / pp`` where they split evenly, scaled down the same way on later stages),
-    FSDP's unsharded units, and on the last stage the logits."""
+    known): its shards of its layers and root part, its activations (the most layers its
+    schedule holds at once, :func:`layers_in_flight`: 1F1B keeps ``pp - stage``
+    micro-batches alive, at most the step's; the interleaved schedule, on the first
+    stage, ``1 + (pp - 1) / (pp v)`` times that where chunks are even, Korthikanti et al.
+    2022, and on the last ``(v - 1) pp + 1`` chunks' worth), FSDP's unsharded units, and
+    on the last stage the logits."""
     dense, expert = params_per_gpu(m, p, stage)
     k = OPTIMIZER_STATE_BYTES_PER_PARAM
     zero = p.zero_stage
@@ -280,12 +323,12 @@ def stage_memory(m: Transformer, t: Training, p: Parallelism, stage: int) -> Mem
         n_micro = t.n_microbatches(p.dp)
     except ConfigError:  # the layout is refused elsewhere; count a full pipeline
         n_micro = p.pp
-    alive = min(p.pp - stage, n_micro)
-    per_stage = _layers_of(m, p, stage)
-    if p.virtual_stages > 1:
-        in_flight = per_stage * (1 + (p.pp - 1) / (p.pp * p.virtual_stages)) * alive
-    else:
-        in_flight = per_stage * alive
+    try:
+        in_flight = layers_in_flight(m, p, stage, n_micro)
+    except ConfigError:  # a split or a micro-batch count refused elsewhere: the closed
+        alive = min(p.pp - stage, n_micro)  # form for even chunks (Korthikanti et al.)
+        in_flight = _layers_of(m, p, stage) * alive * (
+            1 + (p.pp - 1) / (p.pp * p.virtual_stages) if p.virtual_stages > 1 else 1)  # fmt: skip
     activations = in_flight * activation_bytes_per_layer(m, t, p)
     gathered, unsharded = fsdp_unsharded_bytes(m, p, stage)
     logits = logits_bytes(m, t, p) if stage == p.pp - 1 else 0.0

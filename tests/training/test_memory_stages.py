@@ -3,7 +3,7 @@ and logits, and which stage binds (issue 42), counted by hand."""
 
 from __future__ import annotations
 
-from simcoll.training.memory import memory_per_gpu, stage_memory
+from simcoll.training.memory import activation_bytes_per_layer, memory_per_gpu, stage_memory
 from simcoll.training.spec import Parallelism, Training, Transformer
 
 M = Transformer("m", n_layers=4, hidden_size=8, ffn_hidden_size=32, n_heads=2, vocab_size=100)
@@ -49,3 +49,18 @@ def test_uneven_stages_hold_their_own_layers() -> None:
     layer, h, v = 1040, 8, 100  # as counted in test_each_stage_by_hand
     params = [stage_memory(M, T, p, i).params_bytes for i in range(3)]
     assert params == [2 * (2 * layer + v * h), 2 * layer, 2 * (layer + h + v * h)]
+
+
+def test_the_interleaved_schedule_holds_what_its_warm_up_ran() -> None:
+    # Megatron's interleaved 1F1B, pp 4, 2 chunks per stage of 1 layer each (8 layers),
+    # 8 micro-batches. A stage r runs (pp - r - 1) x 2 + (v - 1) x pp forwards before its
+    # first backward, then one more: stage 0 11, stage 3 5 chunk-forwards of 1 layer. The
+    # closed form (1 + (pp - 1) / (pp v)) x (pp - r) x L / pp said 1.375 x 4 x 2 = 11 on the
+    # first stage, as counted, and 1.375 x 1 x 2 = 2.75 on the last (5 held).
+    m = Transformer("m", n_layers=8, hidden_size=8, ffn_hidden_size=32, n_heads=2,
+                    vocab_size=100)  # fmt: skip
+    t = Training(seq_length=16, micro_batch_size=1, global_batch_size=8)
+    p = Parallelism(pp=4, dp=1, virtual_stages=2)
+    per_layer = activation_bytes_per_layer(m, t, p)
+    held = [stage_memory(m, t, p, r).activations_bytes / per_layer for r in range(4)]
+    assert held == [11, 9, 7, 5]
