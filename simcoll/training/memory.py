@@ -276,9 +276,11 @@ def layers_in_flight(m: Transformer, p: Parallelism, stage: int, n_microbatches:
     else:
         chunks = virtual_stage_layers(m.n_layers, p)  # model chunk c * pp + stage here
         layers = [float(chunks[c * p.pp + stage]) for c in range(v)]
+    # the warm-up runs at most (v + 1) pp forwards, and the steady state repeats every
+    # pp v: 3 pp micro-batches (v forwards each) reach every peak a longer step reaches
     held = peak = 0.0
-    order = interleaved_order(stage=stage, n_stages=p.pp, n_microbatches=n_microbatches,
-                              n_chunks=v)  # fmt: skip
+    order = interleaved_order(stage=stage, n_stages=p.pp,
+                              n_microbatches=min(n_microbatches, 3 * p.pp), n_chunks=v)  # fmt: skip
     for phase, chunk, _ in order:
         held += -layers[chunk] if phase == BACKWARD else layers[chunk]
         peak = max(peak, held)

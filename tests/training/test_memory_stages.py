@@ -3,8 +3,16 @@ and logits, and which stage binds (issue 42), counted by hand."""
 
 from __future__ import annotations
 
-from simcoll.training.memory import activation_bytes_per_layer, memory_per_gpu, stage_memory
-from simcoll.training.spec import Parallelism, Training, Transformer
+import pytest
+
+from simcoll.training.layout import BACKWARD, interleaved_order
+from simcoll.training.memory import (
+    activation_bytes_per_layer,
+    layers_in_flight,
+    memory_per_gpu,
+    stage_memory,
+)
+from simcoll.training.spec import Parallelism, Training, Transformer, virtual_stage_layers
 
 M = Transformer("m", n_layers=4, hidden_size=8, ffn_hidden_size=32, n_heads=2, vocab_size=100)
 T = Training(seq_length=16, micro_batch_size=2, global_batch_size=8)  # 4 micro-batches
@@ -64,3 +72,22 @@ def test_the_interleaved_schedule_holds_what_its_warm_up_ran() -> None:
     per_layer = activation_bytes_per_layer(m, t, p)
     held = [stage_memory(m, t, p, r).activations_bytes / per_layer for r in range(4)]
     assert held == [11, 9, 7, 5]
+
+
+@pytest.mark.parametrize(("first", "last"), [(0, 0), (1, 3), (3, 1)])
+def test_a_long_step_holds_what_three_pipelines_of_micro_batches_hold(
+    first: int, last: int
+) -> None:
+    # The walk stops at 3 pp micro-batches; walked in full, 64 hold no more, even where
+    # chunks differ and a steady-state forward outweighs the backward beside it.
+    m = Transformer("m", n_layers=12, hidden_size=8, ffn_hidden_size=32, n_heads=2,
+                    vocab_size=100)  # fmt: skip
+    p = Parallelism(pp=2, virtual_stages=3, first_stage_layers=first, last_stage_layers=last)
+    chunks = [float(n) for n in virtual_stage_layers(12, p)]
+    for stage in range(2):
+        held = peak = 0.0
+        for phase, chunk, _ in interleaved_order(stage=stage, n_stages=2, n_microbatches=64,
+                                                 n_chunks=3):  # fmt: skip
+            held += (-1 if phase == BACKWARD else 1) * chunks[chunk * 2 + stage]
+            peak = max(peak, held)
+        assert layers_in_flight(m, p, stage, 64) == peak
