@@ -585,10 +585,12 @@ class _Builder:
     def _fused_work(self, ranks: tuple[int, ...], compute_s: float, name: str,  # noqa: PLR0917
                     after: list[Op], group_sets: list[list[tuple[int, ...]]], n_layers: int,
                     phase: str) -> list[Op]:  # fmt: skip
-        """A pass under PyTorch's async TP: each fused call beside its own GEMMs only
-        (:meth:`_fused_sites`), one site after another, so that a call longer than its
-        GEMMs shows, however much other compute the pass has; then the rest of the
-        compute; then the unfused calls. The compute op that ends the pass comes first.
+        """A pass under PyTorch's async TP: the compute beside no tensor-parallel call
+        (the attention, with a context-parallel ring beside it, the norms...); then each
+        fused call beside its own GEMMs only (:meth:`_fused_sites`), one site after
+        another, so that a call longer than its GEMMs shows, however much other compute
+        the pass has; then the unfused calls. The compute op that ends the pass comes
+        first.
 
         A fused call runs its GEMM in ``tp`` pieces, one per shard, pipelined with the
         shards' copies: one piece has no copy beside it (the local shard's, first in an
@@ -597,11 +599,16 @@ class _Builder:
         partials it pulled (:attr:`StepTimes.tp_reduce_s`)."""
         pairs, exposed = self._fused_sites(n_layers, phase)
         fused_s = sum(gemm_s for _, _, gemm_s in pairs)
-        waits, ops, tp = after, [], self.p.tp
+        copies_s = sum(k * self._copy_s(kind) for kind, k in exposed)  # the unfused calls'
+        sums_s = sum(k for kind, k, _ in pairs if kind == "reducescatter") * self.times.tp_reduce_s
+        last = rest = self.s.compute(ranks, max(0.0, compute_s - fused_s) + copies_s + sums_s,
+                                     name, after=after)  # fmt: skip
+        waits, ops, tp = [rest], [], self.p.tp
         for kind, k, gemm_s in pairs:
             g = min(gemm_s, compute_s)
             lead = self.s.compute(ranks, g / tp, name, after=waits)
-            site = [lead, self.s.compute(ranks, g - g / tp, name, after=[lead])]
+            last = self.s.compute(ranks, g - g / tp, name, after=[lead])
+            site = [lead, last]
             for groups in group_sets:
                 site.append(self.s.collectives(kind, self.tp_bytes[kind], groups,
                                                algorithm=self.algorithm, stream="tp",
@@ -609,18 +616,13 @@ class _Builder:
                                                repeat=k))  # fmt: skip
             ops += site
             waits = site[1:]
-        copies_s = sum(k * self._copy_s(kind) for kind, k in exposed)  # the unfused calls'
-        sums_s = sum(k for kind, k, _ in pairs if kind == "reducescatter") * self.times.tp_reduce_s
-        rest = self.s.compute(ranks, max(0.0, compute_s - fused_s) + copies_s + sums_s, name,
-                              after=waits)  # fmt: skip
-        waits = [rest]
         for kind, k in exposed:
             waits = [self.s.collectives(kind, self.tp_bytes[kind], groups, algorithm=self.algorithm,
                                         stream="tp", name=f"tp {kind} {name}", after=waits,
                                         repeat=k)
                      for groups in group_sets]  # fmt: skip
             ops += waits
-        return [rest, *ops]
+        return [last, *(op for op in [rest, *ops] if op is not last)]
 
     def _fused_sites(self, n_layers: int, phase: str) -> tuple[list[tuple[str, int, float]],
                                                                 list[tuple[str, int]]]:  # fmt: skip

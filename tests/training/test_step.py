@@ -561,3 +561,31 @@ def test_async_tp_on_given_times_without_its_gemms_is_one_line() -> None:
     with pytest.raises(ConfigError, match=r"^parallelism: tp_comm_overlap_impl async_tp needs"):
         training_step(free_links(2), SMALL, Training(seq_length=64, global_batch_size=1), par,
                       times=TIMES)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        Parallelism(tp=2, cp=2),
+        Parallelism(tp=2, pp=2),
+        Parallelism(tp=2, cp=2, data_parallel="fsdp"),
+    ],
+)
+def test_async_tp_is_between_userbuffers_and_no_overlap(base: Parallelism) -> None:
+    # Hiding each call behind its own GEMMs hides less than hiding the pass's calls behind
+    # all of its compute, and more than hiding nothing, beside a context-parallel ring and
+    # a pipeline too (the ring runs beside the attention, before the fused sites: it
+    # once ran beside the sites' calls and shared their links, slower than no overlap).
+    g = switch_star(8, link_bandwidth_bytes_per_s=50e9, link_latency_s=1e-6)
+    t = Training(seq_length=4096, micro_batch_size=2, global_batch_size=4, recompute="full")
+    sites = (1e-5,) * 4
+    times = StepTimes(1e-4, 2e-4, 0.0, 0.0, 0.0, tp_site_forward_s=sites,
+                      tp_site_dgrad_s=sites, tp_site_recompute_s=sites)  # fmt: skip
+
+    def step_s(par: Parallelism) -> float:
+        r = training_step(g, SMALL, t, par, times=times, calibration=None, protocol=None)
+        return r.metrics["time_s"]
+
+    userbuffers = step_s(replace(base, tp_comm_overlap=True))
+    fused = step_s(replace(base, tp_comm_overlap=True, tp_comm_overlap_impl="async_tp"))
+    assert userbuffers < fused < step_s(base)
