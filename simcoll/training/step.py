@@ -506,15 +506,21 @@ class _Builder:
         if p.tp == 1:
             return []
         per_layer = 1 if self.m.is_moe else 2  # the attention's, and the dense MLP's
-        # a mixture of experts' last GEMM (the experts') is followed by the combine, not
-        # by a tensor-parallel call; under FP8 the MLP's reduction runs inside te.Linear's
-        # autograd Function, which saves (and so stops) only once it has run
-        last = not self.m.is_moe and self.t.precision != "fp8"
+        last = self._reduction_ends_layer
         if p.sequence_parallel:
             reductions = self._calls(per_layer, phase, n_layers, ends_layer=last, saved=True)
             gathers = self._calls(per_layer, phase, n_layers, ends_layer=False)
             return [("allgather", gathers), ("reducescatter", reductions)]
         return [("allreduce", self._calls(per_layer, phase, n_layers, ends_layer=last))]
+
+    @property
+    def _reduction_ends_layer(self) -> bool:
+        """Whether a layer's last tensor-parallel reduction follows its last GEMM, which
+        PyTorch's early stop does not re-run: a mixture of experts' last GEMM (the
+        experts') is followed by the combine, not by a tensor-parallel call; under FP8 the
+        MLP's reduction runs inside te.Linear's autograd Function, which saves (and so
+        stops) only once it has run."""
+        return not self.m.is_moe and self.t.precision != "fp8"
 
     def _calls(self, per_layer: int, phase: str, n_layers: int, *, ends_layer: bool,
                saved: bool = False) -> int:  # fmt: skip
@@ -649,18 +655,14 @@ class _Builder:
         pairs = [("allgather", n_layers, n_layers * times.tp_site_dgrad_s[i])
                  for i, (kind, _) in enumerate(forward) if kind == "reducescatter"]  # fmt: skip
         exposed = [("reducescatter", n_layers * (n_sites - len(pairs)))]
-        if t.recompute not in CHECKPOINTED:
-            return pairs, exposed
-        share = recomputed_share(self.m, t)
-        for kind in ("allgather", "reducescatter"):
+        for kind in ("allgather", "reducescatter"):  # the recomputation's, as _calls counts
             sites = [i for i, (k, _) in enumerate(forward) if k == kind]
-            if kind == "reducescatter" and t.recompute == "sac_op":
-                sites = []  # the policy saves their outputs
-            elif kind == "reducescatter" and t.recompute_early_stop and not self.m.is_moe \
-                    and t.precision != "fp8":  # fmt: skip
+            ends = kind == "reducescatter" and self._reduction_ends_layer
+            total = self._calls(len(sites), BACKWARD, n_layers, ends_layer=ends,
+                                saved=kind == "reducescatter") - len(sites) * n_layers  # fmt: skip
+            if ends and t.recompute_early_stop:
                 sites = sites[:-1]  # the MLP's, after the GEMM early stop does not re-run
-            total = round(len(sites) * share * n_layers)  # as many as _calls counts
-            for j, i in enumerate(sites):  # beside what is re-run of each site's GEMM
+            for j, i in enumerate(sites if total else []):  # beside what is re-run of its GEMM
                 k = total // len(sites) + (j < total % len(sites))
                 if k:
                     pairs.append((kind, k, k * times.tp_site_recompute_s[i]))

@@ -589,3 +589,21 @@ def test_async_tp_is_between_userbuffers_and_no_overlap(base: Parallelism) -> No
     userbuffers = step_s(replace(base, tp_comm_overlap=True))
     fused = step_s(replace(base, tp_comm_overlap=True, tp_comm_overlap_impl="async_tp"))
     assert userbuffers < fused < step_s(base)
+
+
+def test_step_times_find_every_gemm_async_tp_fuses_a_call_into() -> None:
+    # TP_SITES names layer_ops' GEMMs: a dense layer has the four (QKV, attention out, MLP
+    # up and down), a mixture of experts the attention's two. Each site's forward GEMM is
+    # part of the layer's forward, so the four together are less than it (the attention
+    # and norms are the rest); a data gradient is the same FLOPs as its forward GEMM.
+    gpu = GpuSpec("X", {"bf16": 100e12}, 80 * 10**9, 2e12)
+    t = Training(seq_length=2048, global_batch_size=1)
+    par = Parallelism(tp=2).with_gpus(2)
+    dense = step_times(SMALL, t, par, gpu, Efficiency())
+    assert len(dense.tp_site_forward_s) == len(dense.tp_site_dgrad_s) == 4
+    assert all(s > 0 for s in dense.tp_site_forward_s)
+    assert sum(dense.tp_site_forward_s) < dense.forward_s_per_layer
+    assert dense.tp_site_dgrad_s == pytest.approx(dense.tp_site_forward_s, rel=1e-12)
+    moe = Transformer("moe", n_layers=2, hidden_size=256, ffn_hidden_size=512, n_heads=8,
+                      vocab_size=1000, n_experts=4, top_k=2)  # fmt: skip
+    assert len(step_times(moe, t, par, gpu, Efficiency()).tp_site_forward_s) == 2
