@@ -183,6 +183,8 @@ PARAM_MAXIMUM = {
     "n_channels": MAX_CHANNELS,
     "n_chunks": MAX_CHUNKS,
     "max_in_flight": MAX_IN_FLIGHT,
+    "n_ctas": MAX_CHANNELS,
+    "sm_bus_bandwidth_bytes_per_s": 10**15,  # a petabyte per second, as a params file's links
 }
 
 

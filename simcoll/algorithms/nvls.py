@@ -50,6 +50,9 @@ moves S each way on two servers and 2 S on more (an inner node of a binary tree 
 two children's sums and passes one up), which is why the all-reduce's bus bandwidth on
 two servers can pass the NICs' total and falls to about that total on more
 (NVIDIA/nccl-tests#309: about 466 GB/s on 2 x 8 H100, 320-365 on 4 and 8 servers).
+The heads' CTAs bound it below that (``sm_bus_bandwidth_bytes_per_s``,
+:func:`simcoll.sim.pacing.sm_bound_s`): NCCL's cap of 57.7 GB/s per head on two servers
+and 45.5 on more, at its 16 CTAs, is 462 and 364 GB/s for 8 heads.
 
 Not modelled: NVLS with CollNet (SHARP across servers), user-buffer
 registration (without it NCCL copies through its own NVLS buffers in GPU memory, which at
@@ -69,6 +72,7 @@ from simcoll.core.collectives import Collective
 from simcoll.core.errors import ScheduleError
 from simcoll.core.schedule import DEFAULT_MAX_IN_FLIGHT, Block, Op, Schedule, ScheduleBuilder
 from simcoll.plan.trees import Tree, double_binary_tree
+from simcoll.plan.tuning import NVLS_CHANNELS
 
 __all__ = [
     "ALGORITHMS",
@@ -88,6 +92,7 @@ def _builder(
     n_channels: int,
     n_chunks: int,
     max_in_flight: int,
+    n_ctas: int = NVLS_CHANNELS,
 ) -> ScheduleBuilder:
     return ScheduleBuilder(
         collective,
@@ -100,6 +105,7 @@ def _builder(
             "n_channels": n_channels,
             "n_chunks": n_chunks,
             "max_in_flight": max_in_flight,
+            "n_ctas": n_ctas,
             "paced": True,  # SM-bound legs (simcoll.sim.pacing)
         },
         n_switches=1 if n_ranks > 1 else 0,  # one rank needs no switch
@@ -142,12 +148,16 @@ def nvls_allreduce(
     n_channels: int = 1,
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    n_ctas: int = NVLS_CHANNELS,
 ) -> Schedule:
     """All-reduce in the switch: rank k reduces shard k through the switch, then
     multicasts it; each GPU sends and receives S (n + 1) / n.
 
     Each shard is cut into ``n_channels x n_chunks`` pieces; the reduce leg of channel c
-    runs on channel c, the multicast leg on channel ``n_channels + c``.
+    runs on channel c, the multicast leg on channel ``n_channels + c``. ``n_ctas`` is the
+    CTAs NCCL runs the call with (``NCCL_NVLS_NCHANNELS``, within ``NCCL_MIN_CTAS`` and
+    ``NCCL_MAX_CTAS``), kept in the schedule's params: they set NCCL's chunks
+    (:func:`simcoll.prediction.simulated.nvls_call_chunks`), not its channels here.
 
     >>> s = nvls_allreduce(3, 30, n_chunks=2)
     >>> s.n_transfers, s.transfer_bytes.tolist()[:4]
@@ -155,7 +165,8 @@ def nvls_allreduce(
     """
     per_shard = n_channels * n_chunks
     b = _builder(Collective.ALLREDUCE, n_ranks, size_bytes, n_ranks * per_shard,
-                 n_channels=n_channels, n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
+                 n_channels=n_channels, n_chunks=n_chunks, max_in_flight=max_in_flight,
+                 n_ctas=n_ctas)  # fmt: skip
     if n_ranks > 1:
         for j in range(per_shard):
             channel = j % n_channels
@@ -221,6 +232,8 @@ def nvls_tree_allreduce(
     n_channels: int = 1,
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    n_ctas: int = NVLS_CHANNELS,
+    sm_bus_bandwidth_bytes_per_s: int = 0,
 ) -> Schedule:
     """All-reduce as NCCL's NVLS-tree runs it across servers of ``gpus_per_node`` GPUs
     (ranks ``j g .. j g + g - 1`` on server j), each with a switch that reduces.
@@ -236,6 +249,11 @@ def nvls_tree_allreduce(
     Per GPU this moves S (g + 1) / g each way over NVLink, as on one server; a head
     sends and receives ``S / g`` times 1 (two servers) to 2 (an inner server in one tree)
     over its NIC.
+
+    ``n_ctas`` is as for :func:`nvls_allreduce`; ``sm_bus_bandwidth_bytes_per_s`` the
+    most bus bandwidth (nccl-tests' busbw) those CTAs move (0: no bound; for the prediction
+    layer to give: :func:`simcoll.plan.tuning.nvls_tree_sm_bus_bandwidth_bytes_per_s`).
+    The engine paces the call to it (:mod:`simcoll.sim.pacing`).
 
     Raises
     ------
@@ -258,7 +276,7 @@ gpus_per_node = 4
     n_nodes = n_ranks // g
     if n_nodes == 1:
         return nvls_allreduce(n_ranks, size_bytes, n_channels=n_channels, n_chunks=n_chunks,
-                              max_in_flight=max_in_flight)  # fmt: skip
+                              max_in_flight=max_in_flight, n_ctas=n_ctas)  # fmt: skip
     per_shard = 2 * n_channels * n_chunks
     groups = tuple(tuple(range(j * g, (j + 1) * g)) for j in range(n_nodes))
     b = ScheduleBuilder(
@@ -278,6 +296,8 @@ gpus_per_node = 4
             # switch (linked to each of them), for the engine to place it.
             "switch_groups": groups,
             "switch_scope": "server",
+            "n_ctas": n_ctas,
+            "sm_bus_bandwidth_bytes_per_s": sm_bus_bandwidth_bytes_per_s,
             "paced": True,  # SM-bound legs (simcoll.sim.pacing)
         },
     )

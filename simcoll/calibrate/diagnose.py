@@ -19,8 +19,8 @@ one line. The what-ifs, each where the topology and the runs have what it change
   ``host_memory_bandwidth``);
 - **PCIe a generation lower**: every PCIe link at half its bandwidth (a GPU or NIC trained
   at Gen4 in a Gen5 slot, or at x8);
-- **half the channels**: NCCL's channels (CTAs) halved (``NCCL_MAX_NCHANNELS``; runs of
-  NCCL only);
+- **half the channels**: NCCL's channels and NVLS's CTAs halved (``NCCL_MAX_CTAS``; runs
+  of NCCL only);
 - **spine at half speed**: every switch-to-switch link at half its bandwidth (links
   trained at half their rate; unlike a 2:1 oversubscribed spine, half the uplinks at full
   speed, which slows only traffic that needs more uplinks than it has).
@@ -153,8 +153,8 @@ def what_ifs(
                             degrade(topology, "pcie", 0.5), knobs))  # fmt: skip
     channels = knobs.channels(search_plan(topology, gpus).n_channels) if nccl else 1
     if channels > 1:
-        half = replace(knobs, min_channels=None, max_channels=channels // 2)
-        found.append(WhatIf("half the channels", f"--nccl NCCL_MAX_NCHANNELS={channels // 2} "
+        half = replace(knobs, min_channels=None, min_ctas=None, max_ctas=channels // 2)
+        found.append(WhatIf("half the channels", f"--nccl NCCL_MAX_CTAS={channels // 2} "
                             f"(of {channels})", topology, half))  # fmt: skip
     spine = _fabric_links(topology)
     if spine:

@@ -170,6 +170,8 @@ class _Call:
     root: int
     algorithm: str
     ranks_per_switch: int = 0
+    #: the most bus bandwidth the call's CTAs move (0: no bound; NVLS-tree's)
+    sm_bus_bandwidth_bytes_per_s: float = 0.0
     rings: tuple[tuple[int, ...], ...] = ()  # the channels' ring orders; () : rank order
     trees: tuple[Tree, ...] = ()  # the channels' trees; () : NCCL's double binary tree
     #: per channel of ``rings`` or ``trees``: the nodes an edge's route passes (a plan's)
@@ -191,15 +193,24 @@ class _Call:
     def cost(self, pairs: Sequence[RankPair], *, share: bool = True) -> PatternCost:
         return self.net.cost(self.node_pairs(pairs), share=share)
 
-    def chain(self, hops: Sequence[Sequence[NodePair]], bytes_per_pair: float) -> float:
+    def chain(
+        self,
+        hops: Sequence[Sequence[NodePair]],
+        bytes_per_pair: float,
+        *,
+        least_s: Sequence[float] = (),
+    ) -> float:
         """A pipelined chain whose hop h is the node pairs ``hops[h]``, each moving
         ``bytes_per_pair`` in k chunks. Chunked, the hops run at once and share links;
-        unchunked, one after another, each hop alone."""
+        unchunked, one after another, each hop alone. Hop h takes at least ``least_s[h] /
+        k`` per chunk where given (a paced leg's: :mod:`simcoll.sim.pacing`)."""
         every = [pair for hop in hops for pair in hop]
         load = self.net.load(every) if self.k > 1 else None
         wire = self.net.wire_load(every) if self.k > 1 and self.net.contention else None
         costs = [self.net.cost(hop, load=load, wire=wire) for hop in hops]
-        timing = [(cost.alpha_s, self.tau(bytes_per_pair / self.k, cost)) for cost in costs]
+        least = list(least_s) + [0.0] * (len(costs) - len(least_s))
+        timing = [(cost.alpha_s, max(self.tau(bytes_per_pair / self.k, cost), floor_s / self.k))
+                  for cost, floor_s in zip(costs, least, strict=True)]  # fmt: skip
         return chain_of_hops_time_s(timing, self.k, self.window)
 
     def tau(self, bytes_per_pair: float, cost: PatternCost) -> float:
@@ -402,7 +413,12 @@ def _nvls_tree(c: _Call) -> float:
     from_heads = [pair[::-1] for pair in to_heads]
     hops = [gpus_up * (2 * g), to_heads * 2, *up_levels, *down_levels, from_heads * 2,
             [pair[::-1] for pair in gpus_up] * (2 * g)]  # fmt: skip
-    return c.chain(hops, c.size / (2 * g))
+    # the SMs' least time for the call (sim.pacing.sm_bound_s) paces the legs the flow
+    # model paces: what a GPU sends into its switch (its share up, a head's store)
+    bus = c.sm_bus_bandwidth_bytes_per_s
+    sm_s = c.size * 2 * (c.n - 1) / c.n / bus if bus > 0 else 0.0
+    paced = [sm_s, 0.0, *[0.0] * (len(up_levels) + len(down_levels)), sm_s, 0.0]
+    return c.chain(hops, c.size / (2 * g), least_s=paced)
 
 
 def _sharp(c: _Call) -> float:
@@ -764,6 +780,7 @@ def alphabeta_time_s(
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     root: int = 0,
     ranks_per_switch: int = 0,
+    sm_bus_bandwidth_bytes_per_s: float = 0.0,
     protocol: Protocol | str | None = None,
     contention: bool = True,
     rank_nodes: tuple[str, ...] | None = None,
@@ -790,6 +807,9 @@ def alphabeta_time_s(
     n_channels, n_chunks, max_in_flight, root, ranks_per_switch
         As the algorithm functions take them (:mod:`simcoll.algorithms`); an algorithm
         ignores those it has no use for (``ranks_per_switch`` is ``sharp``'s).
+    sm_bus_bandwidth_bytes_per_s
+        NVLS-tree's: the most bus bandwidth its CTAs move (0: no bound), as
+        :func:`simcoll.algorithms.nvls.nvls_tree_allreduce` takes it.
     protocol
         An NCCL protocol (or its name): every transfer pays its step latency on top of
         its route's and moves ``bytes / efficiency`` on the wire, as in ``simulate``.
@@ -870,6 +890,7 @@ sharp, tree
         root=root,
         algorithm=algorithm,
         ranks_per_switch=ranks_per_switch,
+        sm_bus_bandwidth_bytes_per_s=sm_bus_bandwidth_bytes_per_s,
         rings=tuple(tuple(ring) for ring in rings),
         trees=tuple(trees),
         waypoints=tuple(waypoints),

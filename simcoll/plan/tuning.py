@@ -13,7 +13,7 @@ reads the environment.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from simcoll.core.collectives import Collective
@@ -27,6 +27,7 @@ __all__ = [
     "CallTuning",
     "NcclKnobs",
     "nvls_chunks",
+    "nvls_tree_sm_bus_bandwidth_bytes_per_s",
     "parse_nccl_knobs",
     "protocol_allowed",
     "protocols_for",
@@ -148,6 +149,39 @@ def nvls_chunks(
     return max(1, min(max_chunks, per_channel))
 
 
+def nvls_tree_sm_bus_bandwidth_bytes_per_s(
+    n_nodes: int,
+    gpus_per_node: int,
+    n_ctas: int,
+    cta_bus_bandwidth_bytes_per_s: Mapping[str, float],
+) -> int:
+    """The most bus bandwidth (nccl-tests' busbw) NVLS-tree's CTAs move across ``n_nodes``
+    servers of ``gpus_per_node`` GPUs with ``n_ctas`` CTAs each, bytes/s: what one CTA
+    per GPU adds (a params file's ``cta_bus_bandwidth_bytes_per_s``, keyed
+    ``nvls_tree_2_servers`` on two servers and ``nvls_tree`` on more) times the GPUs of a
+    server and the CTAs; 0 (no bound) on one server or where the params give none.
+
+    The bound is the SMs' work, not the wires': each CTA's warps reduce the switch's sum
+    with its tree children's, send it up, and copy what comes down to the children and
+    the multicast (``all_reduce.h``, NVLS_TREE: 5 and 4 of its 20 warps), and more CTAs
+    raise it over the same wires (``NCCL_MIN_CTAS=24`` takes 8 x 8 H100 from 321 to 391
+    GB/s, NVIDIA/nccl-tests#309). The H100 server's params give NCCL's own cap
+    (``perChMaxNVLSTreeBw``: 45.5 GB/s per head beyond two servers, at its 16 CTAs).
+
+    >>> hopper = {"nvls_tree_2_servers": 57.7e9 / 16, "nvls_tree": 45.5e9 / 16}
+    >>> nvls_tree_sm_bus_bandwidth_bytes_per_s(8, 8, 16, hopper) / 1e9  # 8 heads x 45.5
+    364.0
+    >>> nvls_tree_sm_bus_bandwidth_bytes_per_s(2, 8, 24, hopper) / 1e9  # 8 x 57.7 x 24/16
+    692.4
+    >>> nvls_tree_sm_bus_bandwidth_bytes_per_s(1, 8, 16, hopper)  # one server: NVLS
+    0
+    """
+    key = "nvls_tree_2_servers" if n_nodes == 2 else "nvls_tree"
+    if n_nodes < 2 or key not in cta_bus_bandwidth_bytes_per_s:
+        return 0
+    return round(cta_bus_bandwidth_bytes_per_s[key] * gpus_per_node * n_ctas)
+
+
 #: NCCL's slots per connection (``NCCL_STEPS``, ``src/include/device.h``).
 NCCL_STEPS = 8
 #: NCCL's default buffers per connection and protocol (``init.cc:computeBuffSizes``):
@@ -164,11 +198,12 @@ MAX_CHANNELS = 64
 class NcclKnobs:
     """What users of real NCCL set in the environment, as simcoll takes them.
 
-    ``min_channels`` / ``max_channels`` clamp the plan's channels (``NCCL_MIN_NCHANNELS``
-    or ``NCCL_MIN_CTAS``, ``NCCL_MAX_NCHANNELS`` or ``NCCL_MAX_CTAS``; NCCL extends to the
-    minimum by repeating its channels); ``buffsize_bytes`` is the Simple buffer
-    (``NCCL_BUFFSIZE``); ``algorithm`` and ``protocol`` are ``NCCL_ALGO`` and ``NCCL_PROTO``
-    (one name each).
+    ``min_channels`` / ``max_channels`` clamp the plan's channels (``NCCL_MIN_NCHANNELS``,
+    ``NCCL_MAX_NCHANNELS``; NCCL extends to the minimum by repeating its channels);
+    ``min_ctas`` / ``max_ctas`` (``NCCL_MIN_CTAS``, ``NCCL_MAX_CTAS``) clamp those and
+    NVLS's CTAs too, which the ``NCHANNELS`` settings leave alone (``connect.cc``,
+    ``nvls.cc``); ``buffsize_bytes`` is the Simple buffer (``NCCL_BUFFSIZE``);
+    ``algorithm`` and ``protocol`` are ``NCCL_ALGO`` and ``NCCL_PROTO`` (one name each).
     """
 
     min_channels: int | None = None
@@ -176,24 +211,41 @@ class NcclKnobs:
     buffsize_bytes: int = DEFAULT_BUFFSIZE_BYTES
     algorithm: str | None = None
     protocol: str | None = None
+    min_ctas: int | None = None
+    max_ctas: int | None = None
 
     def channels(self, plan_channels: int) -> int:
         """The channels a communicator runs: the plan's, clamped by the knobs.
 
-        >>> NcclKnobs(min_channels=24).channels(16), NcclKnobs(max_channels=4).channels(16)
+        >>> NcclKnobs(min_channels=24).channels(16), NcclKnobs(max_ctas=4).channels(16)
         (24, 4)
         """
-        n = plan_channels if self.max_channels is None else min(plan_channels, self.max_channels)
-        if self.min_channels is not None:
-            n = max(n, self.min_channels)
-        return max(1, min(n, MAX_CHANNELS))
+        return _clamp(plan_channels, (self.min_channels, self.min_ctas),
+                      (self.max_channels, self.max_ctas))  # fmt: skip
+
+    def nvls_ctas(self) -> int:
+        """The CTAs NCCL runs NVLS and NVLS-tree with: its 16, within ``NCCL_MIN_CTAS``
+        and ``NCCL_MAX_CTAS`` (``nvls.cc``; the ``NCHANNELS`` settings do not apply).
+
+        >>> NcclKnobs(min_ctas=24).nvls_ctas(), NcclKnobs(max_channels=4).nvls_ctas()
+        (24, 16)
+        """
+        return _clamp(NVLS_CHANNELS, (self.min_ctas,), (self.max_ctas,))
+
+
+def _clamp(n: int, least: Sequence[int | None], most: Sequence[int | None]) -> int:
+    """``n`` at most each of ``most`` and then at least each of ``least`` (None: no
+    bound), within 1..:data:`MAX_CHANNELS`."""
+    n = min([n, *(m for m in most if m is not None)])
+    n = max([n, *(m for m in least if m is not None)])
+    return max(1, min(n, MAX_CHANNELS))
 
 
 _KNOB_OF_ENV = {
     "NCCL_MIN_NCHANNELS": "min_channels",
-    "NCCL_MIN_CTAS": "min_channels",
+    "NCCL_MIN_CTAS": "min_ctas",
     "NCCL_MAX_NCHANNELS": "max_channels",
-    "NCCL_MAX_CTAS": "max_channels",
+    "NCCL_MAX_CTAS": "max_ctas",
     "NCCL_BUFFSIZE": "buffsize_bytes",
     "NCCL_ALGO": "algorithm",
     "NCCL_PROTO": "protocol",
@@ -206,9 +258,9 @@ _NCCL_ALGOS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls
 def parse_nccl_knobs(items: Sequence[str], *, field: str = "--nccl") -> NcclKnobs:
     """``NAME=VALUE`` settings of NCCL's environment variables as :class:`NcclKnobs`.
 
-    >>> parse_nccl_knobs(["NCCL_MIN_NCHANNELS=24", "NCCL_ALGO=Ring", "NCCL_BUFFSIZE=8388608"])
-    NcclKnobs(min_channels=24, max_channels=None, buffsize_bytes=8388608, algorithm='ring', \
-protocol=None)
+    >>> knobs = parse_nccl_knobs(["NCCL_MIN_CTAS=24", "NCCL_ALGO=Ring", "NCCL_BUFFSIZE=8388608"])
+    >>> knobs.min_ctas, knobs.min_channels, knobs.buffsize_bytes, knobs.algorithm
+    (24, None, 8388608, 'ring')
 
     Raises
     ------
@@ -230,7 +282,7 @@ protocol=None)
 
 
 def _knob_value(knob: str, raw: str, where: str) -> object:
-    if knob in ("min_channels", "max_channels"):
+    if knob in ("min_channels", "max_channels", "min_ctas", "max_ctas"):
         if not raw.isdigit() or not 1 <= int(raw) <= MAX_CHANNELS:
             raise ConfigError(f"expected a channel count 1..{MAX_CHANNELS}, got {raw!r}",
                               field=where)  # fmt: skip

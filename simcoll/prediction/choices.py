@@ -11,6 +11,8 @@ import networkx as nx
 from simcoll.algorithms import ALGORITHMS, algorithm_names
 from simcoll.core.collectives import Collective
 from simcoll.plan.placement import gpus_per_host, ranks_per_reducing_switch
+from simcoll.plan.tuning import NcclKnobs, nvls_tree_sm_bus_bandwidth_bytes_per_s
+from simcoll.topology.calibration import Calibration
 
 __all__ = [
     "AUTO_FAMILY",
@@ -66,14 +68,29 @@ def algorithm_params(
     n_ranks: int,
     *,
     rank_nodes: Sequence[str] | None = None,
+    knobs: NcclKnobs | None = None,
+    calibration: Calibration | None = None,
 ) -> dict[str, int]:
-    """The user's parameters, plus ``gpus_per_node`` from the topology where it applies
-    (counted over the ranks' GPUs, ``rank_nodes``, when given)."""
+    """The user's parameters, plus what the topology and NCCL's settings (``knobs``) say
+    where the algorithm takes it: ``gpus_per_node`` (counted over the ranks' GPUs,
+    ``rank_nodes``, when given), NVLS's CTAs (``n_ctas``: NCCL's 16 within
+    ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``) and the bus bandwidth NVLS-tree's CTAs move
+    by ``calibration``'s rate per CTA
+    (:func:`~simcoll.plan.tuning.nvls_tree_sm_bus_bandwidth_bytes_per_s`)."""
     chosen = dict(params or {})
     fn = ALGORITHMS.get((collective, name))
     accepted = inspect.signature(fn).parameters if fn is not None else {}
     if "gpus_per_node" in accepted:
         chosen.setdefault("gpus_per_node", gpus_per_host(topology, n_ranks, rank_nodes))
+    if "n_ctas" in accepted:
+        chosen.setdefault("n_ctas", (knobs or NcclKnobs()).nvls_ctas())
+    if "sm_bus_bandwidth_bytes_per_s" in accepted and calibration is not None:
+        g = min(chosen.get("gpus_per_node", n_ranks), n_ranks)
+        bus_bytes_per_s = nvls_tree_sm_bus_bandwidth_bytes_per_s(
+            n_ranks // max(1, g), g, chosen["n_ctas"], calibration.cta_bus_bandwidth_bytes_per_s
+        )
+        if bus_bytes_per_s:  # 0: no bound (one server; none in the params)
+            chosen.setdefault("sm_bus_bandwidth_bytes_per_s", bus_bytes_per_s)
     if "ranks_per_switch" in accepted and "ranks_per_switch" not in chosen:
         per_switch = ranks_per_reducing_switch(topology, n_ranks)
         if per_switch:

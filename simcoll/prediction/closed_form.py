@@ -111,7 +111,8 @@ def _fastest(
     alone = len(picked.names) == 1
     for name in picked.names:
         try:
-            chosen = algorithm_params(name, c, params, setup.topology, n, rank_nodes=setup.nodes)
+            chosen = algorithm_params(name, c, params, setup.topology, n, rank_nodes=setup.nodes,
+                                      knobs=setup.knobs, calibration=setup.calibration)  # fmt: skip
         except (ConfigError, ScheduleError) as error:
             if alone and isinstance(error, ConfigError):
                 raise
@@ -193,6 +194,7 @@ def _formula(  # noqa: PLR0917 - one call of either model
         n_chunks=params.get("n_chunks", 1),
         max_in_flight=params.get("max_in_flight", DEFAULT_MAX_IN_FLIGHT),
         root=params.get("root", 0), ranks_per_switch=params.get("ranks_per_switch", 0),
+        sm_bus_bandwidth_bytes_per_s=params.get("sm_bus_bandwidth_bytes_per_s", 0),
         rings=[ch.ring for ch in plan.channels] if plan and name == "ring" else (),
         trees=[ch.tree for ch in plan.channels if ch.tree] if plan and name == "tree" else (),
         waypoints=waypoints,

@@ -28,6 +28,7 @@ from simcoll.plan.channels import Plan
 from simcoll.plan.placement import map_ranks
 from simcoll.plan.tuning import (
     MAX_DEFAULT_CHUNKS,
+    NVLS_CHANNELS,
     NcclKnobs,
     nvls_chunks,
     protocol_allowed,
@@ -224,7 +225,8 @@ def candidate_choices(setup: Setup, size_bytes: int) -> tuple[list[Candidate], S
     for name in setup.names:
         try:
             chosen = algorithm_params(name, setup.collective, setup.params, setup.topology, n,
-                                      rank_nodes=setup.nodes)  # fmt: skip
+                                      rank_nodes=setup.nodes, knobs=setup.knobs,
+                                      calibration=setup.calibration)  # fmt: skip
         except (ScheduleError, ConfigError) as error:
             if len(setup.names) == 1 and isinstance(error, ConfigError):
                 raise
@@ -583,9 +585,10 @@ NVLS_TRANSFER_BUDGET = 2**19
 def nvls_call_chunks(name: str, n_ranks: int, size_bytes: int, params: Mapping[str, int]) -> int:
     """NVLS and NVLS-tree all-reduce pieces per shard as NCCL pipelines them: a channel
     carries few chunks of a middle-sized call, so filling and draining its pipeline
-    takes a large share of the call (:func:`simcoll.plan.tuning.nvls_chunks`). simcoll
-    runs NCCL's 16 channels as one: in the fluid model each channel's share of the links
-    is the rest's, so the pieces per channel, not the channels, set the pipeline. A piece
+    takes a large share of the call (:func:`simcoll.plan.tuning.nvls_chunks`), over the
+    call's CTAs (``params["n_ctas"]``, NCCL's 16 by default). simcoll runs them as one:
+    in the fluid model each channel's share of the links is the rest's, so the pieces
+    per channel, not the channels, set the pipeline. A piece
     is one of NCCL's chunks while the call stays within :data:`NVLS_TRANSFER_BUDGET`
     transfers: paced legs (:mod:`simcoll.sim.pacing`) fill the pipeline one piece per
     leg, so a piece of several chunks would fill it as many times slower. The flow and
@@ -595,12 +598,17 @@ def nvls_call_chunks(name: str, n_ranks: int, size_bytes: int, params: Mapping[s
     256
     >>> nvls_call_chunks("nvls_tree", 1024, 2**30, {"gpus_per_node": 8})  # 64 of its 128
     64
+    >>> nvls_call_chunks("nvls_tree", 16, 2**26, {"gpus_per_node": 8})  # 128 KiB chunks
+    4
+    >>> nvls_call_chunks("nvls_tree", 16, 2**26, {"gpus_per_node": 8, "n_ctas": 24})  # 64
+    6
     """
     heads = min(params.get("gpus_per_node", n_ranks), n_ranks) if name == "nvls_tree" else n_ranks
     n_nodes = n_ranks // max(1, heads)
     per_chunk = nvls_transfers_per_chunk(name, n_ranks, heads)
     most = max(MAX_DEFAULT_CHUNKS, NVLS_TRANSFER_BUDGET // max(1, per_chunk))
-    return nvls_chunks(name, heads, size_bytes, n_nodes=n_nodes, max_chunks=most)
+    ctas = params.get("n_ctas", NVLS_CHANNELS)
+    return nvls_chunks(name, heads, size_bytes, n_nodes=n_nodes, n_channels=ctas, max_chunks=most)
 
 
 def nvls_transfers_per_chunk(name: str, n_ranks: int, heads: int) -> int:

@@ -44,7 +44,7 @@ from simcoll.network.fabric import Fabric, FabricStats
 from simcoll.network.packet import DEFAULT_PACKET_BYTES, PacketFabric
 from simcoll.plan.channels import Plan
 from simcoll.plan.placement import map_ranks, switch_endpoints
-from simcoll.sim.pacing import multimem_sends, paced_rate_caps
+from simcoll.sim.pacing import multimem_sends, paced_rate_caps, sm_bound_s
 from simcoll.sim.routes import (
     LinkArrays,
     LinkTable,
@@ -486,6 +486,7 @@ class _Run(FlowRun):
                 pair_links=routes.pair_links,
                 pair_weights=routes.pair_weights,
                 capacity_bytes_per_s=routes.capacity_bytes_per_s,
+                sm_bound_s=sm_bound_s(s),
             )
         # A ring's quotient (routes given) has small components and many flows in
         # flight: finish times in a heap pay there (see Fabric); trees' do not.

@@ -24,6 +24,17 @@ SM-issued is :func:`multimem_sends`: what a GPU sends into its switch (its share
 sum coming back, the multicast's copies) is the same operation, cut through; a network
 send is the NIC's DMA, at the wire's pace; neither is paced.
 
+The CTAs can bound the pipeline below its busiest link: NVLS-tree's heads reduce, send
+and copy every byte that crosses the network with a few warps of each CTA, and NCCL caps
+its model of the call at a bus bandwidth per head for that reason (``perChMaxNVLSTreeBw``).
+A schedule that gives ``params["sm_bus_bandwidth_bytes_per_s"]`` (the prediction layer
+does, from the params file's rate per CTA times the call's CTAs:
+:func:`simcoll.plan.tuning.nvls_tree_sm_bus_bandwidth_bytes_per_s`) is paced to
+:func:`sm_bound_s`, the time its bus bytes take at that rate, where that is longer than
+the link bound. Measured (2026-11-29, gj-aion's 8 x 8 H100, NVIDIA/nccl-tests#309): NCCL's
+default 16 CTAs 319-321 GB/s busbw from 2 GiB, simulated 348-352 (373-379 unbound); with
+``NCCL_MIN_CTAS=24`` 385-391, simulated 371-379 (the network binds).
+
 A schedule asks for it with ``params["paced"] = True``, as the NVLS builders of
 :mod:`simcoll.algorithms.nvls` do, and the engine (:class:`simcoll.sim.engine._Run`)
 applies it per call, so a call in a workload is paced as the same call alone. The
@@ -54,7 +65,7 @@ import numpy.typing as npt
 from simcoll.core.schedule import Schedule
 from simcoll.sim.routes import bytes_per_link
 
-__all__ = ["link_bound_of_bytes_s", "multimem_sends", "paced_rate_caps"]
+__all__ = ["link_bound_of_bytes_s", "multimem_sends", "paced_rate_caps", "sm_bound_s"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -71,6 +82,24 @@ def multimem_sends(schedule: Schedule) -> BoolArray:
     [(0, 2, True), (1, 2, True), (2, 0, False), (0, 2, True)]
     """
     return (schedule.src < schedule.n_ranks) & (schedule.dst >= schedule.n_ranks)
+
+
+def sm_bound_s(schedule: Schedule) -> float:
+    """The least time the SMs need for an all-reduce schedule whose CTAs move at most
+    ``params["sm_bus_bandwidth_bytes_per_s"]`` of bus bandwidth (nccl-tests' busbw:
+    ``S x 2 (n - 1) / n`` bytes per rank, :func:`simcoll.plan.tuning.
+    nvls_tree_sm_bus_bandwidth_bytes_per_s`), seconds; 0 where none is given.
+
+    >>> from simcoll.algorithms.nvls import nvls_tree_allreduce
+    >>> s = nvls_tree_allreduce(16, 2**30, sm_bus_bandwidth_bytes_per_s=400 * 10**9)
+    >>> round(sm_bound_s(s) * 1e6, 1)  # 1 GiB x 30/16 at 400 GB/s
+    5033.2
+    """
+    bus_bytes_per_s = float(schedule.params.get("sm_bus_bandwidth_bytes_per_s", 0))
+    n = schedule.n_ranks
+    if bus_bytes_per_s <= 0.0 or n < 2:
+        return 0.0
+    return schedule.size_bytes * 2 * (n - 1) / n / bus_bytes_per_s
 
 
 def link_bound_of_bytes_s(
@@ -106,10 +135,12 @@ def paced_rate_caps(
     pair_links: list[IntArray],
     pair_weights: list[FloatArray | None],
     capacity_bytes_per_s: FloatArray,
+    sm_bound_s: float = 0.0,
 ) -> FloatArray:
     """Per transfer, the most rate it may take, bytes/s: for a ``paced`` transfer that
     crosses a link, its connection's wire bytes over the link bound
-    (:func:`link_bound_of_bytes_s`); ``inf`` for the others.
+    (:func:`link_bound_of_bytes_s`) or over ``sm_bound_s``, the least time the SMs need
+    for the call (:func:`sm_bound_s`), whichever is longer; ``inf`` for the others.
 
     A two-stage pipeline: connection 0 (transfers 0 and 1) on a 4 B/s link, connection 1
     (transfers 2 and 3) on a 2 B/s link, 2 B each. The slow link needs 2 s, so both
@@ -130,6 +161,7 @@ def paced_rate_caps(
         pair_weights=pair_weights,
         capacity_bytes_per_s=capacity_bytes_per_s,
     )
+    bound_s = max(bound_s, sm_bound_s)
     if bound_s <= 0.0:
         return caps
     lengths = np.fromiter(map(len, pair_links), dtype=np.int64, count=len(pair_links))

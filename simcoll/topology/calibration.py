@@ -26,6 +26,12 @@ parameter, each a physical cause that calibration can fit:
 - ``protocol_efficiency[protocol]``: a factor on one NCCL protocol's data fraction (LL,
   LL128, simple), for what a protocol loses beyond its line format (NCCL caps LL and
   LL128 bandwidth per channel, ``llMaxBw`` in ``src/graph/tuning.cc``).
+- ``cta_bus_bandwidth_bytes_per_s[algorithm]``: the bus bandwidth (nccl-tests' busbw) one
+  CTA on each GPU adds to a call whose SMs, not its links, bound it: NVLS-tree across
+  servers (``nvls_tree_2_servers`` on two, ``nvls_tree`` on more), whose warps reduce,
+  send and copy every byte a head moves over the network. A call of C CTAs on servers
+  of g GPUs moves at most ``C x g x`` this (``NCCL_MIN_CTAS`` raises C). Written by hand
+  from NCCL's own caps (``perChMaxNVLSTreeBw``); ``simcoll calibrate`` does not fit it.
 - ``launch_s``: a fixed cost per collective call, whatever its size and steps (launching
   the kernels on every GPU, the host thread handing the call to the library).
 - ``floor_s``: the least time a call takes, whatever it moves. nccl-tests times calls
@@ -66,6 +72,7 @@ from simcoll.core.shipped import data_root
 from simcoll.topology.schema import LinkKind
 
 __all__ = [
+    "CTA_BOUND_ALGORITHMS",
     "ENDPOINT_CLASSES",
     "HARDWARE_FOLDER",
     "LINK_CLASSES",
@@ -81,6 +88,9 @@ __all__ = [
 ]
 
 LINK_CLASSES = ("nvlink", "pcie", "net")
+#: The calls whose CTAs bound their rate (``cta_bus_bandwidth_bytes_per_s``): NVLS-tree on
+#: two servers and on more.
+CTA_BOUND_ALGORITHMS = ("nvls_tree_2_servers", "nvls_tree")
 #: In-network switch endpoints (:func:`simcoll.core.protocols.Protocol.latency_s`): an
 #: ``efficiency`` of one of these is a factor on transfers to or from such a switch.
 ENDPOINT_CLASSES = ("nvls", "collnet")
@@ -103,7 +113,10 @@ _SECTIONS = {
     "step_latency_s": LINK_CLASSES,
     "link_latency_s": _LINK_KINDS,
     "link_bandwidth_bytes_per_s": _LINK_KINDS,
+    "cta_bus_bandwidth_bytes_per_s": CTA_BOUND_ALGORITHMS,
 }
+#: The sections a params file holds only where they are set.
+_WRITTEN_WHERE_SET = ("link_bandwidth_bytes_per_s", "cta_bus_bandwidth_bytes_per_s")
 #: The sections of per-kind values (not per class).
 _PER_KIND = ("link_latency_s", "link_bandwidth_bytes_per_s")
 #: The largest link bandwidth a params file may give: a petabyte per second, some 1,000
@@ -120,6 +133,7 @@ class Calibration:
     link_latency_s: Mapping[str, float] = field(default_factory=dict)
     link_bandwidth_bytes_per_s: Mapping[str, float] = field(default_factory=dict)
     protocol_efficiency: Mapping[str, float] = field(default_factory=dict)
+    cta_bus_bandwidth_bytes_per_s: Mapping[str, float] = field(default_factory=dict)
     launch_s: float = 0.0
     provenance: Mapping[str, Any] = field(default_factory=dict)
     floor_s: float = 0.0
@@ -207,6 +221,7 @@ class Calibration:
             link_latency_s=sections["link_latency_s"],
             link_bandwidth_bytes_per_s=sections["link_bandwidth_bytes_per_s"],
             protocol_efficiency=sections["protocol_efficiency"],
+            cta_bus_bandwidth_bytes_per_s=sections["cta_bus_bandwidth_bytes_per_s"],
             launch_s=float(values.get("launch_s", 0.0)),
             floor_s=float(values.get("floor_s", 0.0)),
             provenance=dict(provenance or {}),
@@ -272,7 +287,7 @@ def _check(section: str, key: str, value: object, valid: tuple[str, ...]) -> Non
             "its wire",
             field=where,
         )
-    if section == "link_bandwidth_bytes_per_s":
+    if section.endswith("bandwidth_bytes_per_s"):
         if not 0 < value <= MAX_BANDWIDTH_BYTES_PER_S:
             raise ConfigError(f"must be a bandwidth in (0, {MAX_BANDWIDTH_BYTES_PER_S:g}] bytes/s, "
                               f"got {value!r}", field=where)  # fmt: skip
@@ -329,6 +344,7 @@ def read_calibration(path: str | Path, *, _seen: tuple[str, ...] = ()) -> Calibr
             link_latency_s=sections["link_latency_s"],
             link_bandwidth_bytes_per_s=sections["link_bandwidth_bytes_per_s"],
             protocol_efficiency=sections["protocol_efficiency"],
+            cta_bus_bandwidth_bytes_per_s=sections["cta_bus_bandwidth_bytes_per_s"],
             launch_s=document.get("launch_s", 0.0),
             floor_s=document.get("floor_s", 0.0),
             provenance=provenance,
@@ -434,6 +450,11 @@ def write_calibration(
             if calibration.link_bandwidth_bytes_per_s
             else []
         ),
+        *(
+            ["# cta_bus_bandwidth_bytes_per_s: busbw one CTA per GPU adds to an SM-bound call;"]
+            if calibration.cta_bus_bandwidth_bytes_per_s
+            else []
+        ),
         "# protocol_efficiency: factor on an NCCL protocol's data fraction;",
         "# launch_s: added once to every collective call, seconds;",
         "# floor_s: the least time of a call timed back to back (0-byte calls), seconds.",
@@ -455,8 +476,8 @@ def write_calibration(
         "",
     ]
     for section in _SECTIONS:
-        if section == "link_bandwidth_bytes_per_s" and not calibration.link_bandwidth_bytes_per_s:
-            continue  # written where fitted: every other params file stays as it was
+        if section in _WRITTEN_WHERE_SET and not getattr(calibration, section):
+            continue  # written where set: every other params file stays as it was
         lines.append(f"[{section}]")
         lines += [f"{key} = {_toml(value)}" for key, value in getattr(calibration, section).items()]
         lines.append("")

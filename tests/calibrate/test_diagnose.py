@@ -105,7 +105,7 @@ def _injected(fault: str, algorithm: str | None) -> list[float]:
     if fault == "PCIe a generation lower":  # the builder's Gen4 x16
         return _simulated_s(_design(pcie_bandwidth="31.5 GB/s"), knobs, sizes)
     if fault == "half the channels":  # as the run's environment would say it
-        return _simulated_s(design, NcclKnobs(max_channels=8, algorithm=algorithm), sizes)
+        return _simulated_s(design, NcclKnobs(max_ctas=8, algorithm=algorithm), sizes)
     if fault == "spine at half speed":  # every switch-to-switch link halved by hand
         design = design.copy()
         for u, v, attrs in design.edges(data=True):

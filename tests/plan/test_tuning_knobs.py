@@ -51,10 +51,15 @@ def test_pieces_per_protocol() -> None:
 def test_knobs_from_the_environment() -> None:
     knobs = parse_nccl_knobs(["NCCL_MIN_CTAS=24", "NCCL_MAX_NCHANNELS=32", "NCCL_PROTO=ll128",
                               "NCCL_ALGO=Tree", "NCCL_BUFFSIZE=8M"])  # fmt: skip
-    assert knobs == NcclKnobs(24, 32, 2**23, "tree", "LL128")
+    assert knobs == NcclKnobs(max_channels=32, buffsize_bytes=2**23, algorithm="tree",
+                              protocol="LL128", min_ctas=24)  # fmt: skip
     assert knobs.channels(16) == 24  # the minimum repeats channels
     assert NcclKnobs(max_channels=2).channels(16) == 2
     assert NcclKnobs().channels(16) == 16
+    # NVLS runs NCCL's 16 CTAs within the CTA settings only (connect.cc, nvls.cc)
+    assert (knobs.nvls_ctas(), NcclKnobs().nvls_ctas()) == (24, 16)
+    assert NcclKnobs(min_channels=24, max_channels=2).nvls_ctas() == 16
+    assert NcclKnobs(max_ctas=8).nvls_ctas() == NcclKnobs(max_ctas=8).channels(16) == 8
 
 
 @pytest.mark.parametrize(

@@ -287,16 +287,17 @@ def test_nccls_trees_across_servers_follow_the_flow_model(fabric: str, placement
 @pytest.mark.parametrize(
     "n_nodes", [16, pytest.param(128, marks=pytest.mark.slow)]
 )  # fmt: skip
-def test_nccls_default_at_1_gib_across_servers_is_the_flow_models_within_2_percent(
+def test_nccls_default_at_1_gib_across_servers_is_the_flow_models_within_3_percent(
     n_nodes: int,
 ) -> None:
     # NVLS-tree, NCCL's pick for 1 GiB on DGX H100 servers over NDR, as the closed form
-    # costs it (a chain of its hops, level by level up and down the two trees) against
-    # the flow model on 128 and 1,024 GPUs: 1.2 and 1.7 % apart. This is what answers
-    # the same question on 65,536 and 131,072 GPUs, past any schedule's transfers.
+    # costs it (a chain of its hops, level by level up and down the two trees, its legs
+    # into the switch paced at the CTAs' bound) against the flow model on 128 and 1,024
+    # GPUs: 1.7 and 2.4 % apart (1.2 and 1.7 % before the CTAs bound it). This is what
+    # answers the same question on 65,536 and 131,072 GPUs, past any schedule's transfers.
     g = load("h100-ib-fat-tree", {"n_nodes": str(n_nodes)})
     flow = predict(g, "allreduce", [2**30]).rows[0]
     analytical = predict(g, "allreduce", [2**30], model="analytical").rows[0]
     assert (flow.algorithm, analytical.algorithm) == ("nvls_tree", "nvls_tree")
     assert analytical.model == "analytical"
-    assert analytical.time_s == pytest.approx(flow.time_s, rel=0.02)
+    assert analytical.time_s == pytest.approx(flow.time_s, rel=0.03)

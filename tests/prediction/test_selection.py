@@ -107,7 +107,7 @@ def test_a_named_protocol_is_nccl_proto() -> None:
     assert (simple.algorithm, simple.protocol) == ("ring", "simple")
 
 
-@pytest.mark.parametrize("ctas", [{}, {"min_channels": 24}, {"max_channels": 2}])
+@pytest.mark.parametrize("ctas", [{}, {"min_ctas": 24}, {"max_ctas": 2}])
 def test_nccls_model_picks_the_fastest_of_the_times_it_prints(ctas: dict[str, int]) -> None:
     # `--model nccl` costed its pick with 2 channels and printed the pick's time with 16:
     # on 4 DGX H100 it ran NVLS-tree at 2-16 MiB and the ring at 32 MiB, each slower by
@@ -130,6 +130,6 @@ def test_nccls_model_picks_the_fastest_of_the_times_it_prints(ctas: dict[str, in
         assert named[row.algorithm, row.protocol][i].time_s == pytest.approx(row.time_s)
     # the knob reaches the printed time: 2 channels are held to 2 x the per-channel caps
     # (tree LL128 29.0 GB/s busbw each on 4 nodes, against 345 for all 16 channels)
-    if ctas.get("max_channels"):
+    if ctas.get("max_ctas"):
         default = predict(fabric, "allreduce", sizes, model="nccl").rows
         assert all(a.time_s > b.time_s for a, b in zip(picked, default, strict=True))

@@ -186,6 +186,7 @@ def test_a_key_no_collective_point_reads_is_refused_before_any_point(
     assert str(info.value) == (
         f"s.toml: {table}.{key}: a collective point has no parameter {key!r}; {hint}valid: "
         "collective, size_bytes, algorithm, n_ranks, model, protocol, calibration, placement, "
-        "plan, in_place, gpus_per_node, max_in_flight, n_channels, n_chunks, "
-        "ranks_per_switch, root, or topology.NAME for a topology parameter"
+        "plan, in_place, gpus_per_node, max_in_flight, n_channels, n_chunks, n_ctas, "
+        "ranks_per_switch, root, sm_bus_bandwidth_bytes_per_s, or topology.NAME for a "
+        "topology parameter"
     )

@@ -13,10 +13,11 @@ from simcoll.algorithms.nvls import nvls_allreduce
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.schedule import ScheduleBuilder
+from simcoll.prediction import predict
 from simcoll.prediction.simulated import nvls_transfers_per_chunk
 from simcoll.sim import engine
 from simcoll.sim.graph import ExecutionGraph
-from simcoll.sim.pacing import multimem_sends, paced_rate_caps
+from simcoll.sim.pacing import multimem_sends, paced_rate_caps, sm_bound_s
 from simcoll.topology import load, ring
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
@@ -151,3 +152,24 @@ def test_caps_of_the_wrong_length_or_sign_are_refused() -> None:
             run.cap_rates(bad)
     run.cap_rates(np.array([np.inf]))  # no cap is a cap of inf
     run.release()
+
+
+def test_an_nvls_tree_call_bound_by_its_ctas_takes_their_time_plus_its_fill() -> None:
+    # Two DGX H100 on bare links, 1 GiB: the links alone bound NVLS-tree at about
+    # S (g + 1) / g / 450 GB/s (2.7 ms). Its CTAs bound at 100 GB/s of bus bandwidth
+    # take S x 2 (n - 1) / n / 100 GB/s = 20.1 ms, paced; the pipeline fills one chunk
+    # per leg (six legs: up, to the head, over the network each way, the store, down),
+    # and each leg's connection moves 1/64 of its bytes per chunk (1 GiB over 16
+    # channels, 8 heads and NCCL's 128 KiB chunks), so the call ends within 6/64 after.
+    size, n, bus = 2**30, 16, 100 * 10**9
+    topology = load(TOPOLOGIES / "h100-ib-fat-tree.toml", overrides={"n_nodes": "2"})
+    args = {"algorithm": "nvls_tree", "n_ranks": n, "calibration": None}
+    free = predict(topology, "allreduce", [size], **args).rows[0].time_s
+    bound = predict(topology, "allreduce", [size], params={"sm_bus_bandwidth_bytes_per_s": bus},
+                    **args).rows[0].time_s  # fmt: skip
+    least_s = size * 2 * (n - 1) / n / bus
+    assert free < least_s / 5
+    assert least_s <= bound <= least_s * (1 + 6 / 64)
+    schedule = build_schedule("allreduce", "nvls_tree", n_ranks=n, size_bytes=size,
+                              gpus_per_node=8, sm_bus_bandwidth_bytes_per_s=bus)  # fmt: skip
+    assert sm_bound_s(schedule) == pytest.approx(least_s)

@@ -92,6 +92,10 @@ WHY = (
          "pcie: must be a bandwidth in (0, 1e+15] bytes/s, got 1e+16"),
         ("[link_bandwidth_bytes_per_s]\nnet = 5e9\n", "p.toml: link_bandwidth_bytes_per_s.net: "
          "unknown key; valid: nvlink, pcie, cpu_link, ib, ethernet"),
+        ("[cta_bus_bandwidth_bytes_per_s]\nnvls_tree = 0\n", "p.toml: cta_bus_bandwidth_bytes_"
+         "per_s.nvls_tree: must be a bandwidth in (0, 1e+15] bytes/s, got 0"),
+        ("[cta_bus_bandwidth_bytes_per_s]\nring = 1e9\n", "p.toml: cta_bus_bandwidth_bytes_"
+         "per_s.ring: unknown key; valid: nvls_tree_2_servers, nvls_tree"),
     ],
 )  # fmt: skip
 def test_bad_params_file_is_one_line(tmp_path, text, message):
@@ -115,6 +119,14 @@ def test_a_fitted_link_bandwidth_replaces_its_kinds_links_and_round_trips(tmp_pa
     # a file that fits none keeps the layout every params file had before the section
     plain = write_calibration(tmp_path / "q.toml", Calibration(efficiency={"net": 0.5}))
     assert "link_bandwidth" not in plain.read_text()
+
+
+def test_a_rate_per_cta_round_trips_and_is_written_only_where_set(tmp_path):
+    cal = Calibration(cta_bus_bandwidth_bytes_per_s={"nvls_tree": 2.84375e9})
+    back = read_calibration(write_calibration(tmp_path / "p.toml", cal))
+    assert back.values == {"cta_bus_bandwidth_bytes_per_s.nvls_tree": 2.84375e9}
+    plain = write_calibration(tmp_path / "q.toml", Calibration(efficiency={"net": 0.5}))
+    assert "cta_bus" not in plain.read_text()
 
 
 def test_missing_params_file(tmp_path):
