@@ -581,7 +581,7 @@ CASES: tuple[Case, ...] = (
         "allreduce-65536-3tier",
         "predict --model analytical: NCCL's default all-reduce 1 GiB (its pick: NVLS-tree), "
         "8,192 DGX H100 on the 3-tier NDR Clos at its largest (h100-3tier-clos, 64 pods; "
-        "the closed form, 1.7 % from the flow model at 1,024 GPUs)",
+        "the closed form, within 2.4 % of the flow model at 1,024 GPUs)",
         120.0,
         lambda: _predict_case(
             "allreduce-65536-3tier",
