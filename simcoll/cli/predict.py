@@ -122,9 +122,10 @@ def add_predict(sub: SubParsers) -> None:
                    "(see 'simcoll plan show')")  # fmt: skip
     p.add_argument("--nccl", metavar="NAME=VALUE", action="append", default=[],
                    help="an NCCL setting of the run, as in its environment: "
-                   "NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS (or NCCL_MIN_CTAS, "
-                   "NCCL_MAX_CTAS), NCCL_BUFFSIZE, NCCL_ALGO, NCCL_PROTO (repeatable; "
-                   "simcoll never reads the environment itself)")  # fmt: skip
+                   "NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS (ring and tree channels), "
+                   "NCCL_MIN_CTAS, NCCL_MAX_CTAS (those and NVLS's CTAs, 16 by default, "
+                   "which bound NVLS-tree's rate), NCCL_BUFFSIZE, NCCL_ALGO, NCCL_PROTO "
+                   "(repeatable; simcoll never reads the environment itself)")  # fmt: skip
     p.add_argument("--channels", type=positive_int_at_most(MAX_CHANNELS), metavar="N",
                    help="channels used at every size (default: NCCL's choice per size on "
                    f"the plan; 1 with --plan rank; at most {MAX_CHANNELS})")  # fmt: skip
