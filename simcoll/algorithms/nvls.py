@@ -157,7 +157,8 @@ def nvls_allreduce(
     runs on channel c, the multicast leg on channel ``n_channels + c``. ``n_ctas`` is the
     CTAs NCCL runs the call with (``NCCL_NVLS_NCHANNELS``, within ``NCCL_MIN_CTAS`` and
     ``NCCL_MAX_CTAS``), kept in the schedule's params: they set NCCL's chunks
-    (:func:`simcoll.prediction.simulated.nvls_call_chunks`), not its channels here.
+    (:func:`simcoll.prediction.simulated.nvls_call_chunks`) and the SMs the call holds
+    beside compute (:mod:`simcoll.prediction.sm_sharing`), not its channels here.
 
     >>> s = nvls_allreduce(3, 30, n_chunks=2)
     >>> s.n_transfers, s.transfer_bytes.tolist()[:4]
@@ -184,15 +185,18 @@ def nvls_reducescatter(
     n_channels: int = 1,
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    n_ctas: int = NVLS_CHANNELS,
 ) -> Schedule:
-    """Reduce-scatter in the switch: the reduce leg alone, block r reduced down to rank r.
+    """Reduce-scatter in the switch: the reduce leg alone, block r reduced down to rank r
+    (``n_ctas`` as for :func:`nvls_allreduce`: the CTAs the call holds).
 
     >>> nvls_reducescatter(4, 64).bytes_received_per_rank().tolist()
     [16, 16, 16, 16, 256]
     """
     per_block = n_channels * n_chunks
     b = _builder(Collective.REDUCESCATTER, n_ranks, size_bytes, per_block,
-                 n_channels=n_channels, n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
+                 n_channels=n_channels, n_chunks=n_chunks, max_in_flight=max_in_flight,
+                 n_ctas=n_ctas)  # fmt: skip
     if n_ranks > 1:
         for j in range(per_block):
             for block in range(n_ranks):
@@ -207,16 +211,19 @@ def nvls_allgather(
     n_channels: int = 1,
     n_chunks: int = 1,
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    n_ctas: int = NVLS_CHANNELS,
 ) -> Schedule:
     """All-gather by multicast: rank r stores block r once, the switch writes it to every
-    GPU (rank r included, as ``multimem.st`` does).
+    GPU (rank r included, as ``multimem.st`` does; ``n_ctas`` as for
+    :func:`nvls_allreduce`).
 
     >>> nvls_allgather(4, 64).bytes_sent_per_rank().tolist()
     [16, 16, 16, 16, 256]
     """
     per_block = n_channels * n_chunks
     b = _builder(Collective.ALLGATHER, n_ranks, size_bytes, per_block,
-                 n_channels=n_channels, n_chunks=n_chunks, max_in_flight=max_in_flight)  # fmt: skip
+                 n_channels=n_channels, n_chunks=n_chunks, max_in_flight=max_in_flight,
+                 n_ctas=n_ctas)  # fmt: skip
     if n_ranks > 1:
         for j in range(per_block):
             for block in range(n_ranks):

@@ -752,10 +752,13 @@ class Session:
 
 def _ctas(decided: Decided) -> int:
     """The CTAs (SMs) a decided call runs on: one per channel it used, NCCL's kernel
-    layout (0 for a call that moves no byte)."""
+    layout, or NVLS's CTAs (16 by default, whose channels simcoll runs as one); 0 for a
+    call that moves no byte."""
     choice = decided.choice
     if choice.row.size_bytes == 0:
         return 0
+    if "n_ctas" in choice.knobs:
+        return int(choice.knobs["n_ctas"])
     if choice.plan is not None:
         return choice.plan.n_channels
     return int(choice.knobs.get("n_channels", 1))

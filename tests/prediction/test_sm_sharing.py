@@ -73,3 +73,22 @@ def test_sm_seconds_held_add_over_overlapping_calls() -> None:
     taken = taken_sm_s(np.array([0.0, 2.0]), np.array([4.0, 10.0]), np.array([16, 8]),
                        np.array([1.0, 3.0]), np.array([3.0, 12.0]))  # fmt: skip
     assert taken.tolist() == [16 * 2 + 8 * 1, 16 * 1 + 8 * 7]
+
+
+@pytest.mark.parametrize("knob", [(), ("NCCL_MAX_CTAS=8",)])
+def test_an_nvls_call_holds_nvlss_ctas(graph, knob) -> None:  # type: ignore[no-untyped-def]
+    # NCCL runs NVLS on its 16 NVLS CTAs (NVLS_NCHANNELS_SM90, src/transport/nvls.cc),
+    # within NCCL_MAX_CTAS; simcoll runs their channels as one schedule channel, but the
+    # call still holds every CTA: the span around it grows by 16 (or 8) x T / 132.
+    from simcoll.plan.tuning import parse_nccl_knobs  # noqa: PLC0415
+
+    ctas = 8 if knob else 16
+    d0 = 0.050
+    s = Session(graph, sm_sharing=True, knobs=parse_nccl_knobs(list(knob)))
+    s.compute(range(8), d0, "compute")
+    s.collective("allreduce", SIZE_BYTES, range(8), algorithm="nvls", stream="tp")
+    timeline = s.run()
+    (compute,) = timeline.spans_of(0, "compute")
+    (call,) = timeline.spans_of(0, "tp")
+    assert call.end_s < d0
+    assert compute.end_s == pytest.approx(d0 + ctas * (call.end_s - call.start_s) / SMS, rel=1e-9)
