@@ -416,7 +416,7 @@ def _nvls_tree(c: _Call) -> float:
     # the SMs' least time for the call (sim.pacing.sm_bound_s) paces the legs the flow
     # model paces: what a GPU sends into its switch (its share up, a head's store)
     bus = c.sm_bus_bandwidth_bytes_per_s
-    sm_s = c.size * 2 * (c.n - 1) / c.n / bus if bus > 0 else 0.0
+    sm_s = c.size * Collective.ALLREDUCE.busbw_factor(c.n) / bus if bus > 0 else 0.0
     paced = [sm_s, 0.0, *[0.0] * (len(up_levels) + len(down_levels)), sm_s, 0.0]
     return c.chain(hops, c.size / (2 * g), least_s=paced)
 

@@ -220,7 +220,7 @@ class NcclKnobs:
         >>> NcclKnobs(min_channels=24).channels(16), NcclKnobs(max_ctas=4).channels(16)
         (24, 4)
         """
-        return _clamp(plan_channels, (self.min_channels, self.min_ctas),
+        return _clamp(plan_channels, (self.min_channels, self._least_ctas),
                       (self.max_channels, self.max_ctas))  # fmt: skip
 
     def nvls_ctas(self) -> int:
@@ -229,8 +229,18 @@ class NcclKnobs:
 
         >>> NcclKnobs(min_ctas=24).nvls_ctas(), NcclKnobs(max_channels=4).nvls_ctas()
         (24, 16)
+        >>> NcclKnobs(min_ctas=24, max_ctas=8).nvls_ctas()  # NCCL lowers the minimum
+        8
         """
-        return _clamp(NVLS_CHANNELS, (self.min_ctas,), (self.max_ctas,))
+        return _clamp(NVLS_CHANNELS, (self._least_ctas,), (self.max_ctas,))
+
+    @property
+    def _least_ctas(self) -> int | None:
+        """``NCCL_MIN_CTAS``, no more than ``NCCL_MAX_CTAS``: NCCL lowers a minimum above
+        the maximum to it, with a warning (``init.cc``)."""
+        if self.min_ctas is None or self.max_ctas is None:
+            return self.min_ctas
+        return min(self.min_ctas, self.max_ctas)
 
 
 def _clamp(n: int, least: Sequence[int | None], most: Sequence[int | None]) -> int:

@@ -85,9 +85,9 @@ def multimem_sends(schedule: Schedule) -> BoolArray:
 
 
 def sm_bound_s(schedule: Schedule) -> float:
-    """The least time the SMs need for an all-reduce schedule whose CTAs move at most
-    ``params["sm_bus_bandwidth_bytes_per_s"]`` of bus bandwidth (nccl-tests' busbw:
-    ``S x 2 (n - 1) / n`` bytes per rank, :func:`simcoll.plan.tuning.
+    """The least time the SMs need for a schedule whose CTAs move at most
+    ``params["sm_bus_bandwidth_bytes_per_s"]`` of bus bandwidth (nccl-tests' busbw: an
+    all-reduce's ``S x 2 (n - 1) / n`` bytes per rank, :func:`simcoll.plan.tuning.
     nvls_tree_sm_bus_bandwidth_bytes_per_s`), seconds; 0 where none is given.
 
     >>> from simcoll.algorithms.nvls import nvls_tree_allreduce
@@ -96,10 +96,10 @@ def sm_bound_s(schedule: Schedule) -> float:
     5033.2
     """
     bus_bytes_per_s = float(schedule.params.get("sm_bus_bandwidth_bytes_per_s", 0))
-    n = schedule.n_ranks
-    if bus_bytes_per_s <= 0.0 or n < 2:
+    if bus_bytes_per_s <= 0.0:
         return 0.0
-    return schedule.size_bytes * 2 * (n - 1) / n / bus_bytes_per_s
+    factor = schedule.collective.busbw_factor(schedule.n_ranks)  # nccl-tests' busbw / algbw
+    return schedule.size_bytes * factor / bus_bytes_per_s
 
 
 def link_bound_of_bytes_s(

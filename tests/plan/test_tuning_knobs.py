@@ -60,6 +60,9 @@ def test_knobs_from_the_environment() -> None:
     assert (knobs.nvls_ctas(), NcclKnobs().nvls_ctas()) == (24, 16)
     assert NcclKnobs(min_channels=24, max_channels=2).nvls_ctas() == 16
     assert NcclKnobs(max_ctas=8).nvls_ctas() == NcclKnobs(max_ctas=8).channels(16) == 8
+    # a CTA minimum above the maximum is lowered to it (init.cc), for every kind of channel
+    both = NcclKnobs(min_ctas=24, max_ctas=8)
+    assert (both.nvls_ctas(), both.channels(16)) == (8, 8)
 
 
 @pytest.mark.parametrize(

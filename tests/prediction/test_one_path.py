@@ -84,3 +84,24 @@ def _scenario_point(file: str, collective: str, size_bytes: int, overrides: dict
     assert result.error is None, result.error
     assert result.timeline is not None
     return result.rows, result.timeline
+
+
+def test_an_nvls_tree_call_bound_by_its_ctas_is_the_same_call_in_a_workload() -> None:
+    # NCCL_MAX_CTAS=4 bounds NVLS-tree on 2 DGX H100 at 4 x 8 x 57.7/16 = 115 GB/s busbw
+    # (the shipped params' rate per CTA), far below its links: predict and a workload's
+    # call must both take that bound, to the same time, and differ from the unbound call.
+    from simcoll.plan.tuning import parse_nccl_knobs  # noqa: PLC0415
+    from simcoll.prediction.session import Session  # noqa: PLC0415
+    from simcoll.topology import load  # noqa: PLC0415
+
+    graph = load("topologies/h100-ib-fat-tree.toml", {"n_nodes": "2"})
+    times = []
+    for knobs in (parse_nccl_knobs([]), parse_nccl_knobs(["NCCL_MAX_CTAS=4"])):
+        alone = predict(graph, "allreduce", [2**28], algorithm="nvls_tree", knobs=knobs)
+        session = Session(graph, knobs=knobs)
+        session.collective("allreduce", 2**28, range(16), algorithm="nvls_tree", stream="dp")
+        (span,) = session.run().spans_of(0, "dp")
+        assert span.end_s - span.start_s == pytest.approx(alone.rows[0].time_s, rel=1e-12)
+        times.append(alone.rows[0].time_s)
+    bound_s = 2**28 * 2 * 15 / 16 / (4 * 8 * 57.7e9 / 16)
+    assert times[0] < bound_s <= times[1]
