@@ -246,11 +246,18 @@ class FlowRun:
         rate_cap_bytes_per_s: FloatArray | None = None,
     ) -> None:
         self.links = links
-        self.pair_of = pair_of
+        # The event loop reads and writes per-transfer values one item at a time: stdlib
+        # arrays give Python numbers at a fraction of numpy's per-item cost. The numpy
+        # attributes are views of the same memory, not copies (a copy of each is 8 bytes
+        # a transfer: 12 MB for a 1,024-rank ring's half a million transfers).
+        self._pair = _ints(pair_of)
+        self._wire = _floats(wire_bytes)
+        self._latency = _floats(on_grid_array(latency_s))  # ticks: simcoll.network.clock
+        self.pair_of = np.frombuffer(self._pair, dtype=np.int64)
+        self.wire_bytes = np.frombuffer(self._wire, dtype=np.float64)
+        self.latency_s = np.frombuffer(self._latency, dtype=np.float64)
         self.pair_links = pair_links
         self.pair_weights = pair_weights
-        self.latency_s = on_grid_array(latency_s)  # ticks: see simcoll.network.clock
-        self.wire_bytes = wire_bytes
         self.cap_rates(rate_cap_bytes_per_s)
         self.fabric: Fabric | PacketFabric
         self.on_done: Callable[[], None] | None = None
@@ -263,11 +270,6 @@ class FlowRun:
                                  contention=model == "flow", finish_heap=finish_heap)  # fmt: skip
         n = len(pair_of)
         self._group_connections(conn_of, conn_window)
-        # The event loop reads and writes these one item at a time: stdlib arrays give
-        # Python numbers at a fraction of numpy's per-item cost, in the same memory.
-        self._pair = _ints(pair_of)
-        self._wire = _floats(wire_bytes)
-        self._latency = _floats(self.latency_s)
         self.deps_left = _ints(np.diff(deps_indptr))
         self._dependents_ptr, self._dependents = _invert(deps_indptr, deps, n)
         self.issue_s = np.full(n, np.nan)
@@ -410,7 +412,7 @@ class FlowRun:
         done = kernel.run_flows(
             pair_of=self.pair_of,
             wire_bytes=self.wire_bytes,
-            latency_s=np.frombuffer(self._latency, dtype=np.float64),
+            latency_s=self.latency_s,
             deps_left=np.frombuffer(self.deps_left, dtype=np.int64),
             dependents_ptr=np.frombuffer(self._dependents_ptr, dtype=np.int64),
             dependents=np.frombuffer(self._dependents, dtype=np.int64),
