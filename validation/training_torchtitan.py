@@ -93,7 +93,7 @@ def simulate(row: Row, kernels: str = "a100-sxm") -> float:
                         global_batch_size=row.micro_batch_size * row.n_gpus,
                         precision="bf16", recompute=recompute,
                         recompute_early_stop=recompute != "none",
-                        eager_ops=EAGER[row.model])  # fmt: skip
+                        eager_ops=EAGER[row.model], separate_projections=True)  # fmt: skip
     layout = Parallelism(data_parallel="fsdp", fsdp_reduce_dtype="fp32")
     topology = load("a100-roce-2to1", {"n_nodes": str(row.n_gpus // 8)})
     topology.graph["gpu"] = {**topology.graph["gpu"], **A100_80GB, "kernels": kernels or None}

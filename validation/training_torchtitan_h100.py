@@ -170,7 +170,8 @@ def step(row: Row, kernels: float | None) -> StepResult:
                         global_batch_size=row.local_batch * row.dp_shard,
                         precision=PRECISION[row.precision], recompute=recompute,
                         recompute_early_stop=True,
-                        eager_ops=() if row.compiled else EAGER)  # fmt: skip
+                        eager_ops=() if row.compiled else EAGER,
+                        separate_projections=True)  # fmt: skip
     layout = Parallelism(tp=row.tp, cp=row.cp, pp=row.pp, data_parallel="fsdp",
                          fsdp_reduce_dtype="fp32", tp_comm_overlap=row.async_tp,
                          tp_comm_overlap_impl="async_tp", sequence_parallel_dim=1,

@@ -125,6 +125,11 @@ def add_step(sub: SubParsers) -> None:
                    help="elementwise modules PyTorch runs op by op, not fused (eager, no "
                    "torch.compile): any of norm (torchtitan's RMSNorm), rotary, activation "
                    "(silu(a) * b); default: every one fused")  # fmt: skip
+    p.add_argument("--separate-projections", action="store_true", default=None,
+                   help="run the query, key and value projections, and the gated MLP's "
+                   "gate and up projections, as a GEMM each (torchtitan's wq, wk, wv, w1, "
+                   "w3), not one fused GEMM (Megatron-Core's linear_qkv and linear_fc1; "
+                   "the default)")  # fmt: skip
     p.add_argument("--params", metavar="PARAMS.toml|none",
                    help="network calibration (default: the topology file's)")  # fmt: skip
     p.add_argument("--search", action="store_true",
@@ -168,7 +173,8 @@ def _defaults(
                "global_batch_size": args.global_batch, "recompute": args.recompute,
                "recompute_early_stop": args.recompute_early_stop,
                "precision": args.precision, "attention_kernel": args.attention_kernel,
-               "eager_ops": args.eager_ops}  # fmt: skip
+               "eager_ops": args.eager_ops,
+               "separate_projections": args.separate_projections}  # fmt: skip
     given_p: dict[str, Any] = {"tp": args.tp, "pp": args.pp, "cp": args.cp, "ep": args.ep,
                                "virtual_stages": args.vp,
                                "first_stage_layers": args.first_stage_layers,
@@ -299,7 +305,8 @@ def _report(result: StepResult, t: Training, head: str) -> str:
         f"{t.global_batch_size} ({m['n_microbatches']:.0f} micro-batches per replica), "
         f"seq {t.seq_length}, {t.precision}, recompute {t.recompute}"
         f"{' (early stop)' if t.recompute_early_stop else ''}"
-        f"{', eager ' + '/'.join(t.eager_ops) if t.eager_ops else ''}",
+        f"{', eager ' + '/'.join(t.eager_ops) if t.eager_ops else ''}"
+        f"{', separate projections' if t.separate_projections else ''}",
         f"step time          {m['time_s']:.4f} s",
         f"tokens/s           {m['tokens_per_s']:,.0f}",
         f"tokens/s per GPU   {m['tokens_per_s'] / m['n_gpus']:,.1f}",

@@ -45,7 +45,7 @@ from simcoll.training.attention import (
     attention_flops_per_s,
     measures,
 )
-from simcoll.training.flops import ComputeOp
+from simcoll.training.flops import ComputeOp, separate_gemms
 from simcoll.training.gemm import (
     GemmShape,
     full_wave_fraction,
@@ -157,7 +157,10 @@ def _attention_time_s(op: ComputeOp, gpu: GpuSpec, precision: str,
 
 
 def op_time_s(op: ComputeOp, gpu: GpuSpec, precision: str, efficiency: Efficiency) -> float:
-    """One kernel's time (see the module docstring)."""
+    """One kernel's time (see the module docstring); an op that runs several GEMMs
+    (:attr:`~simcoll.training.flops.ComputeOp.gemms`) their times one after another."""
+    if op.gemms and op.op_class == "gemm":
+        return sum(op_time_s(g, gpu, precision, efficiency) for g in separate_gemms(op))
     if op.gemm is not None and op.op_class == "gemm":
         return max(KERNEL_LAUNCH_S, _gemm_time_s(op.gemm, op, gpu, precision, efficiency))
     if op.attention is not None and op.kernel:

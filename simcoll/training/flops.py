@@ -45,7 +45,9 @@ __all__ = [
     "n_params",
     "recomputed_ops",
     "recomputed_share",
+    "row_pieces",
     "saved_matmul_columns",
+    "separate_gemms",
 ]
 
 #: What a compute op is, for its efficiency: a matrix multiplication, the attention's
@@ -72,6 +74,9 @@ class ComputeOp:
     # a GEMM standing for several matmuls of one input, their output columns in call
     # order (torchtitan's wq, wk, wv; w1, w3); () for one
     matmuls: tuple[float, ...] = ()
+    # the GEMMs it runs one after another where its matmuls run apart (torchtitan's
+    # separate nn.Linear modules, Training.separate_projections); () for its one ``gemm``
+    gemms: tuple[GemmShape, ...] = ()
 
 
 def _attention_params(m: Transformer) -> int:
@@ -121,6 +126,50 @@ def _gemm(name: str, tokens: float, k: float, n: float, element_bytes: float, *,
                      shape.memory_bytes(element_bytes, ACTIVATION_BYTES), gemm=shape)  # fmt: skip
 
 
+def row_pieces(op: ComputeOp, n_pieces: int, element_bytes: float) -> list[ComputeOp]:
+    """``op``'s GEMM as PyTorch's async TP runs it: ``n_pieces`` GEMMs of ``m / n_pieces``
+    rows each (one per shard of the gathered or scattered activations), each of the
+    GEMMs it runs apart (:attr:`ComputeOp.gemms`: torchtitan's ``wq``, ``wk``, ``wv``)
+    apart. Both fused ops call ``mm`` once per shard and weight
+    (``_fused_all_gather_matmul_impl``'s consumer loops over ``Bs``;
+    ``_fused_matmul_reduce_scatter_impl`` chunks ``A`` by rows,
+    ``torch/distributed/_symmetric_memory/__init__.py``), so each piece runs at the
+    throughput of its own, smaller shape and reads its weight again. ``element_bytes``:
+    the inputs' bytes (1 under FP8's ``_scaled_mm``), the output's are 16-bit.
+
+    >>> qkv = replace(_gemm("qkv", 8192, 4096, 768, 2), gemms=tuple(
+    ...     GemmShape(1, 8192, n, 4096) for n in (512, 128, 128)))
+    >>> [(p.gemm.m, p.gemm.n, p.gemm.k) for p in row_pieces(qkv, 8, 2)][:4]
+    [(1024.0, 512, 4096), (1024.0, 128, 4096), (1024.0, 128, 4096), (1024.0, 512, 4096)]
+    >>> pieces = row_pieces(qkv, 8, 2)
+    >>> len(pieces), sum(p.flops for p in pieces) == qkv.flops
+    (24, True)
+    >>> extra = 2 * (2 * 8192 * 4096 + 7 * 4096 * 768)  # the input twice more, weights 7 times
+    >>> sum(p.memory_bytes for p in pieces) - qkv.memory_bytes == extra
+    True
+    """
+    if op.gemm is None:
+        raise ValueError(f"row_pieces: {op.name} is not a GEMM")
+    out = []
+    for _ in range(n_pieces):
+        for g in op.gemms or (op.gemm,):
+            shape = GemmShape(g.b, g.m / n_pieces, g.n, g.k)
+            out.append(replace(op, flops=float(shape.flops), gemm=shape, matmuls=(), gemms=(),
+                               memory_bytes=shape.memory_bytes(element_bytes,
+                                                               ACTIVATION_BYTES)))  # fmt: skip
+    return out
+
+
+def separate_gemms(op: ComputeOp) -> list[ComputeOp]:
+    """``op`` as the GEMMs it runs (:attr:`ComputeOp.gemms`, each with its share of the
+    op's traffic by FLOPs), or ``[op]`` where it runs one."""
+    if not op.gemms:
+        return [op]
+    return [replace(op, gemm=g, gemms=(), matmuls=(), flops=float(g.flops),
+                    memory_bytes=op.memory_bytes * g.flops / op.flops)
+            for g in op.gemms]  # fmt: skip
+
+
 def backward_ops(forward: list[ComputeOp]) -> list[ComputeOp]:
     """The backward of a forward's ops, in reverse order: a GEMM ``[m x k] @ [k x n]``
     becomes its data gradient ``[m x n] @ [n x k]`` and its weight gradient
@@ -141,11 +190,16 @@ def backward_ops(forward: list[ComputeOp]) -> list[ComputeOp]:
                                memory_bytes=FP8_CAST_BYTES * out, pass_="backward"))  # fmt: skip
         elif op.gemm is not None:  # gradients in 16 bits
             g = op.gemm
-            for name, shape in ((f"{op.name} dgrad", GemmShape(g.b, g.m, g.k, g.n)),
-                                (f"{op.name} wgrad", GemmShape(g.b, g.k, g.n, g.m))):  # fmt: skip
+            for name, shape, apart in (
+                (f"{op.name} dgrad", GemmShape(g.b, g.m, g.k, g.n),
+                 tuple(GemmShape(s.b, s.m, s.k, s.n) for s in op.gemms)),
+                (f"{op.name} wgrad", GemmShape(g.b, g.k, g.n, g.m),
+                 tuple(GemmShape(s.b, s.k, s.n, s.m) for s in op.gemms)),
+            ):  # fmt: skip
                 traffic = shape.memory_bytes(ACTIVATION_BYTES, ACTIVATION_BYTES)
                 ops.append(replace(op, name=name, flops=float(shape.flops), gemm=shape,
-                                   memory_bytes=traffic, pass_="backward"))  # fmt: skip
+                                   gemms=apart, memory_bytes=traffic,
+                                   pass_="backward"))  # fmt: skip
         elif op.attention is not None and op.kernel:
             ops.append(replace(op, flops=2.5 * op.flops, memory_bytes=2 * op.memory_bytes,
                                pass_="backward"))  # fmt: skip
@@ -171,7 +225,11 @@ def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
     a = ACTIVATION_BYTES
     ops = [
         ComputeOp("norm 1", "elementwise", 4 * sp_tokens * h, 2 * a * sp_tokens * h),
-        replace(_gemm("qkv", tokens, h, (h + 2 * kv) / tp, e), matmuls=(h / tp, kv / tp, kv / tp)),
+        _projections(
+            _gemm("qkv", tokens, h, (h + 2 * kv) / tp, e),
+            (h / tp, kv / tp, kv / tp),
+            t.separate_projections,
+        ),
         # q k^T and p v; FlashAttention skips the causal mask's blocks (half the square)
         # and keeps the scores on chip; an unfused kernel computes and stores them all
         ComputeOp(
@@ -207,9 +265,10 @@ def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
         ]
     else:
         ops += [
-            replace(
+            _projections(
                 _gemm("mlp up", tokens, h, up / tp, e),
-                matmuls=(f / tp, f / tp) if m.gated_mlp else (),
+                (f / tp, f / tp) if m.gated_mlp else (),
+                t.separate_projections,
             ),
             ComputeOp("activation", "elementwise", 4 * tokens * f / tp, a * tokens * (up + f) / tp),
             _gemm("mlp down", tokens, f / tp, h, e),
@@ -218,6 +277,27 @@ def layer_ops(m: Transformer, t: Training, p: Parallelism) -> list[ComputeOp]:
     if t.eager_ops:
         ops = _eager(ops, t.eager_ops, tokens * (h + kv) / tp, gated=m.gated_mlp)
     return _with_fp8_casts(ops) if t.precision == "fp8" else ops
+
+
+def _projections(op: ComputeOp, columns: tuple[float, ...], apart: bool) -> ComputeOp:
+    """A GEMM of one input standing for matmuls of ``columns`` output columns each (the
+    query, key and value projections; the gate and up projections), run as one GEMM
+    (Megatron-Core's ``linear_qkv`` and ``linear_fc1``, MPT's ``Wqkv``) or, ``apart``,
+    as one GEMM each (torchtitan's ``wq``, ``wk``, ``wv``, ``w1``, ``w3``: ``nn.Linear``
+    modules of their own).
+
+    >>> op = _projections(_gemm("qkv", 8, 4, 6, 2), (4, 1, 1), True)
+    >>> op.matmuls, [(g.m, g.n, g.k) for g in op.gemms]
+    ((4, 1, 1), [(8, 4, 4), (8, 1, 4), (8, 1, 4)])
+    """
+    assert op.gemm is not None
+    g = op.gemm
+    apart = apart and len(columns) > 1
+    return replace(
+        op,
+        matmuls=columns,
+        gemms=tuple(GemmShape(g.b, g.m, n, g.k) for n in columns) if apart else (),
+    )
 
 
 #: Bytes per element PyTorch eager moves for torchtitan's ``RMSNorm`` (``x.float()``
@@ -332,7 +412,10 @@ def _not_saved(ops: list[ComputeOp], t: Training) -> list[ComputeOp]:
         elif rerun:
             g = op.gemm
             shape = GemmShape(g.b, g.m, sum(rerun), g.k)
+            apart = tuple(s for s, kept in zip(op.gemms, saved[id(op)], strict=True)
+                          if not kept) if op.gemms else ()  # fmt: skip
             out.append(replace(op, gemm=shape, flops=float(shape.flops), matmuls=(),
+                               gemms=apart if len(apart) > 1 else (),
                                memory_bytes=op.memory_bytes * shape.n / g.n))  # fmt: skip
     return out
 

@@ -231,6 +231,15 @@ class Training:
     ``activation``), which run op by op as PyTorch eager runs torchtitan's modules
     without ``torch.compile`` (:func:`~simcoll.training.flops.layer_ops` counts their
     bytes).
+
+    The query, key and value projections run as one GEMM, and so do the gated MLP's gate
+    and up projections (Megatron-Core's ``linear_qkv`` and ``linear_fc1``, MPT's
+    ``Wqkv``), unless ``separate_projections``: torchtitan's Llama holds ``wq``, ``wk``,
+    ``wv``, ``w1`` and ``w3`` as ``nn.Linear`` modules of their own, each a GEMM of its
+    own shape in the forward and in both gradients (at tensor parallel 8 on Llama 3 8B,
+    ``wk`` and ``wv`` have 128 output columns each), under ``torch.compile`` too
+    (Inductor's ``pre_grad_fusion_options`` is empty by default, and PyTorch's async TP
+    fuses a gather into such a list of GEMMs, ``fused_all_gather_matmul``'s ``Bs``).
     """
 
     seq_length: int
@@ -242,6 +251,7 @@ class Training:
     flash_attention: bool = True
     attention_kernel: str = "flash2"
     eager_ops: tuple[str, ...] = ()
+    separate_projections: bool = False
 
     def __post_init__(self) -> None:
         for name in ("seq_length", "micro_batch_size", "global_batch_size"):
@@ -266,6 +276,7 @@ class Training:
             raise ConfigError(f"training: recompute must be one of {', '.join(RECOMPUTE)}, "
                               f"got {self.recompute!r}")  # fmt: skip
         _flag("training", "recompute_early_stop", self.recompute_early_stop)
+        _flag("training", "separate_projections", self.separate_projections)
         if self.recompute_early_stop and self.recompute not in CHECKPOINTED:
             raise ConfigError(f"training: recompute_early_stop applies to recompute = "
                               f"{', '.join(CHECKPOINTED)}, got recompute "

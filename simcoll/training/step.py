@@ -90,6 +90,7 @@ from simcoll.training.flops import (
     model_flops_per_token,
     recomputed_ops,
     recomputed_share,
+    row_pieces,
 )
 from simcoll.training.layout import BACKWARD, FORWARD, Layout, interleaved_order
 from simcoll.training.memory import (
@@ -155,6 +156,11 @@ class StepTimes:
     tp_site_forward_s: tuple[float, ...] = ()
     tp_site_dgrad_s: tuple[float, ...] = ()
     tp_site_recompute_s: tuple[float, ...] = ()  # what the recomputation re-runs of it
+    #: The same three as PyTorch's async TP runs them, in ``tp`` pieces of rows
+    #: (:func:`~simcoll.training.flops.row_pieces`); () where not so run: the whole GEMMs'.
+    tp_site_forward_split_s: tuple[float, ...] = ()
+    tp_site_dgrad_split_s: tuple[float, ...] = ()
+    tp_site_recompute_split_s: tuple[float, ...] = ()
     #: The copy of a micro-batch's hidden states (read and written at the HBM bandwidth)
     #: beside each tensor-parallel gather and reduce-scatter along the sequence of
     #: ``[b, s, h]`` (``sequence_parallel_dim = 1``, PyTorch DTensor's ``torch.cat``).
@@ -222,6 +228,17 @@ def step_times(
         return tuple(op_time_s(found[n], gpu, t.precision, efficiency) if n in found else 0.0
                      for n in names)  # fmt: skip
 
+    fused = (p.tp > 1 and p.sequence_parallel and p.tp_comm_overlap
+             and p.tp_comm_overlap_impl == "async_tp")  # fmt: skip
+    element_bytes = {"fp8": 1}.get(t.precision, ACTIVATION_BYTES)
+
+    def split_s(names: Iterable[str], found: dict[str, ComputeOp] = by_name,
+                inputs_bytes: float = element_bytes) -> tuple[float, ...]:  # fmt: skip
+        if not fused:
+            return ()
+        return tuple(time_s(row_pieces(found[n], p.tp, inputs_bytes)) if n in found else 0.0
+                     for n in names)  # fmt: skip
+
     copy_s = reduce_s = 0.0
     hidden = t.micro_batch_size * t.seq_length // p.cp * m.hidden_size * ACTIVATION_BYTES
     if p.tp > 1 and p.sequence_parallel and p.sequence_parallel_dim == 1:
@@ -235,7 +252,9 @@ def step_times(
                      op_time_s(adam, gpu, "fp32" if "fp32" in gpu.peak_flops_per_s else
                                t.precision, efficiency), gradient_s_per_param,
                      site_s(sites), site_s(f"{n} dgrad" for n in sites),
-                     site_s(sites, again), copy_s, reduce_s)  # fmt: skip
+                     site_s(sites, again), split_s(sites),
+                     split_s((f"{n} dgrad" for n in sites), inputs_bytes=ACTIVATION_BYTES),
+                     split_s(sites, again), copy_s, reduce_s)  # fmt: skip
 
 
 def fsdp_gradient_bytes_per_param(t: Training, p: Parallelism) -> int:
@@ -604,14 +623,16 @@ class _Builder:
         a site takes ``g / tp + max(g (1 - 1/tp), c)``; a reduce-scatter then sums the
         partials it pulled (:attr:`StepTimes.tp_reduce_s`)."""
         pairs, exposed = self._fused_sites(n_layers, phase)
-        fused_s = sum(gemm_s for _, _, gemm_s in pairs)
+        fused_s = sum(gemm_s for _, _, gemm_s, _ in pairs)
         copies_s = sum(k * self._copy_s(kind) for kind, k in exposed)  # the unfused calls'
-        sums_s = sum(k for kind, k, _ in pairs if kind == "reducescatter") * self.times.tp_reduce_s
+        sums_s = (sum(k for kind, k, _, _ in pairs if kind == "reducescatter")
+                  * self.times.tp_reduce_s)  # fmt: skip
         last = rest = self.s.compute(ranks, max(0.0, compute_s - fused_s) + copies_s + sums_s,
                                      name, after=after)  # fmt: skip
         waits, ops, tp = [rest], [], self.p.tp
-        for kind, k, gemm_s in pairs:
-            g = min(gemm_s, compute_s)
+        for kind, k, gemm_s, split_s in pairs:
+            # the pass's share of the whole GEMMs' time, run as the pieces take it
+            g = split_s * min(1.0, compute_s / gemm_s) if gemm_s > 0 else 0.0
             lead = self.s.compute(ranks, g / tp, name, after=waits)
             last = self.s.compute(ranks, g - g / tp, name, after=[lead])
             site = [lead, last]
@@ -630,12 +651,14 @@ class _Builder:
             ops += waits
         return [last, *(op for op in [rest, *ops] if op is not last)]
 
-    def _fused_sites(self, n_layers: int, phase: str) -> tuple[list[tuple[str, int, float]],
-                                                                list[tuple[str, int]]]:  # fmt: skip
+    def _fused_sites(
+        self, n_layers: int, phase: str
+    ) -> tuple[list[tuple[str, int, float, float]], list[tuple[str, int]]]:
         """``n_layers`` layers' tensor-parallel calls under PyTorch's async TP (Inductor's
         ``micro_pipeline_tp`` pass, ``torch/_inductor/fx_passes/micro_pipeline_tp.py``):
-        (collective, repeat, GEMM seconds beside them) per site of :data:`TP_SITES`, and
-        (collective, repeat) of those left exposed.
+        (collective, repeat, the whole GEMMs' seconds, the same GEMMs' in the fused op's
+        row pieces) per site of :data:`TP_SITES`, and (collective, repeat) of those left
+        exposed.
 
         It fuses an all-gather into the GEMMs that read its output
         (``fused_all_gather_matmul``) and a GEMM into the reduce-scatter of its output
@@ -649,10 +672,17 @@ class _Builder:
         and up projections'), which the pattern does not match: they stay exposed."""
         t, times = self.t, self.times
         n_sites = len(times.tp_site_forward_s)
+        whole = (times.tp_site_forward_s, times.tp_site_dgrad_s, times.tp_site_recompute_s)
+        forward_s, dgrad_s, recompute_s = (
+            split or whole_s for whole_s, split in zip(whole, (
+                times.tp_site_forward_split_s, times.tp_site_dgrad_split_s,
+                times.tp_site_recompute_split_s), strict=True))  # fmt: skip
         forward = [(TP_SITES[i][0], times.tp_site_forward_s[i]) for i in range(n_sites)]
         if phase == FORWARD:
-            return [(kind, n_layers, n_layers * g) for kind, g in forward], []
-        pairs = [("allgather", n_layers, n_layers * times.tp_site_dgrad_s[i])
+            return [(kind, n_layers, n_layers * g, n_layers * forward_s[i])
+                    for i, (kind, g) in enumerate(forward)], []  # fmt: skip
+        pairs = [("allgather", n_layers, n_layers * times.tp_site_dgrad_s[i],
+                  n_layers * dgrad_s[i])
                  for i, (kind, _) in enumerate(forward) if kind == "reducescatter"]  # fmt: skip
         exposed = [("reducescatter", n_layers * (n_sites - len(pairs)))]
         for kind in ("allgather", "reducescatter"):  # the recomputation's, as _calls counts
@@ -665,7 +695,8 @@ class _Builder:
             for j, i in enumerate(sites if total else []):  # beside what is re-run of its GEMM
                 k = total // len(sites) + (j < total % len(sites))
                 if k:
-                    pairs.append((kind, k, k * times.tp_site_recompute_s[i]))
+                    pairs.append((kind, k, k * times.tp_site_recompute_s[i],
+                                  k * recompute_s[i]))  # fmt: skip
         return pairs, exposed
 
     def _tp_chain(self, groups: list[tuple[int, ...]], name: str, after: list[Op],  # noqa: PLR0917

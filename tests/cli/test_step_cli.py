@@ -252,6 +252,14 @@ def test_eager_ops_and_torchtitans_checkpointing_from_the_command_line(
     assert op["mfu"] < op["hfu"] < 4 / 3 * op["mfu"]
     assert main([*base[:-2], "--recompute", "sac_layer", "--eager-ops", "rotary"]) == 0
     assert "recompute sac_layer, eager rotary" in capsys.readouterr().out
+    # torchtitan's wq, wk, wv and w1, w3 apart: what the API gives for the same step
+    assert main([*base, "--separate-projections"]) == 0
+    apart = json.loads(capsys.readouterr().out)
+    model, _, _ = read_model_file(tiny)
+    training = Training(seq_length=2048, global_batch_size=8, separate_projections=True)
+    result = training_step(load("dgx-h100"), model, training,
+                           Parallelism(data_parallel="fsdp"))  # fmt: skip
+    assert apart["time_s"] == result.metrics["time_s"] != fused["time_s"]
 
 
 def test_interleaved_chunks_of_unequal_size_from_the_command_line(
@@ -304,9 +312,9 @@ def test_tensor_parallel_overlap_from_the_command_line(
 ) -> None:
     # --tp-overlap: each way is what the API computes for it, and the table says which.
     base = ["step", str(tiny), "dgx-h100", "--tp", "8", "--global-batch", "1", "--seq",
-            "2048"]  # fmt: skip
+            "16384"]  # fmt: skip
     model, _, _ = read_model_file(tiny)
-    t = Training(seq_length=2048, global_batch_size=1)
+    t = Training(seq_length=16384, global_batch_size=1)
     times = {}
     for how, layout in (("none", Parallelism(tp=8)),
                         ("userbuffers", Parallelism(tp=8, tp_comm_overlap=True)),
@@ -315,8 +323,16 @@ def test_tensor_parallel_overlap_from_the_command_line(
         assert main([*base, "--tp-overlap", how, "--format", "json"]) == 0
         times[how] = json.loads(capsys.readouterr().out)["time_s"]
         assert times[how] == training_step(load("dgx-h100"), model, t, layout).metrics["time_s"]
-    # userbuffers hide every call the compute can cover; async TP only those its GEMMs can
+    # userbuffers hide every call the compute can cover; async TP only those its GEMMs can,
+    # run in 8 row pieces of 2,048 tokens each
     assert times["userbuffers"] < times["async_tp"] < times["none"]
+    # at 2,048 tokens the pieces (256 rows, hidden 1,024) are each about one kernel
+    # launch: async TP loses more than it hides
+    short = [*base[:-1], "2048", "--format", "json"]
+    assert main([*short, "--tp-overlap", "async_tp"]) == 0
+    fused = json.loads(capsys.readouterr().out)["time_s"]
+    assert main([*short, "--tp-overlap", "none"]) == 0
+    assert fused > json.loads(capsys.readouterr().out)["time_s"]
     assert main([*base, "--tp-overlap", "async_tp"]) == 0
     assert "(zero1); tp overlap async_tp; micro-batch" in capsys.readouterr().out
     with pytest.raises(SystemExit) as bad:

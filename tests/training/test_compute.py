@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,10 @@ import pytest
 from simcoll.topology.gpu_spec import GpuSpec
 from simcoll.training.attention import AttentionShape
 from simcoll.training.compute import KERNEL_LAUNCH_S, Efficiency, compute_basis, op_time_s
-from simcoll.training.flops import ComputeOp, backward_ops
+from simcoll.training.flops import ComputeOp, backward_ops, layer_ops
 from simcoll.training.gemm import GemmShape, full_wave_fraction, gemm_table
+from simcoll.training.spec import Parallelism, Training, Transformer
+from simcoll.training.step import step_times
 
 H100 = GpuSpec("H100", {"bf16": 989e12, "fp8": 1979e12}, 80 * 10**9, 3.35e12, sm_count=132,
                kernels="h100-sxm")  # fmt: skip
@@ -193,3 +196,58 @@ def test_fp8_gemms_pay_transformer_engines_casts_at_the_hbms_bandwidth() -> None
         assert back.memory_bytes == 4 * t * n
         seconds = op_time_s(back, H100, "fp8", Efficiency())
         assert seconds == pytest.approx(4 * t * n / (3.35e12 * Efficiency().memory), rel=1e-12)
+
+
+def test_separate_projections_run_each_matmul_as_a_gemm_of_its_own_shape() -> None:
+    # torchtitan's wq, wk, wv: [8192 x 8192] @ [8192 x n] for n = 8192, 1024, 1024, on the
+    # A100's waves (108 SMs). n = 8192: 2,048 tiles of 256 x 128 in 19 waves of 108, 2,048
+    # / 2,052 useful. n = 1,024: 512 tiles of 128 x 128 in 5 waves, 512 / 540 (256 x 128:
+    # 256 / 324; 64 x 128: 1,024 / 1,080). Fused (Megatron's linear_qkv, n = 10,240):
+    # 10,240 tiles of 64 x 128 in 95 waves, 10,240 / 10,260. Every one compute-bound.
+    peak = 312e12 * full_wave_fraction("bf16")
+
+    def gemm_s(n: int, useful: float) -> float:
+        return 2 * 8192 * n * 8192 / (peak * useful)
+
+    apart = gemm_s(8192, 2048 / 2052) + 2 * gemm_s(1024, 512 / 540)
+    fused = gemm_s(10240, 10240 / 10260)
+    m = Transformer("m", n_layers=1, hidden_size=8192, ffn_hidden_size=8192, n_heads=64,
+                    n_kv_heads=8, vocab_size=1000)  # fmt: skip
+    for separate, expected in ((True, apart), (False, fused)):
+        t = Training(seq_length=8192, separate_projections=separate)
+        qkv = next(op for op in layer_ops(m, t, Parallelism()) if op.name == "qkv")
+        assert op_time_s(qkv, A100, "bf16", Efficiency()) == pytest.approx(expected, rel=1e-12)
+    assert apart > 1.01 * fused  # wk and wv (a fifth of the FLOPs) waste 5 % of their waves
+    # their gradients too: dgrad [8192 x n] @ [n x 8192], wgrad [8192 x 8192] @ [8192 x n]
+    t = Training(seq_length=8192, separate_projections=True)
+    qkv = next(op for op in layer_ops(m, t, Parallelism()) if op.name == "qkv")
+    dgrad, wgrad = backward_ops([qkv])
+    assert [g.k for g in dgrad.gemms] == [8192, 1024, 1024]
+    assert [g.n for g in wgrad.gemms] == [8192, 1024, 1024]
+    assert sum(g.flops for g in dgrad.gemms) == dgrad.flops == qkv.flops
+
+
+def test_async_tp_runs_each_fused_gemm_in_row_pieces() -> None:
+    # PyTorch's fused_all_gather_matmul: one mm per shard of the gathered activations and
+    # per weight. At tp 8 the QKV projection of 8,192 tokens, h = 4,096 (32 heads, 8 KV
+    # heads of 128): pieces [1,024 x 4,096] @ [4,096 x n], n = 512, 128, 128 (wq, wk, wv
+    # over tp), 8 of each; on the H100 their times from XLA's table by shape.
+    m = Transformer("m", n_layers=1, hidden_size=4096, ffn_hidden_size=14336, n_heads=32,
+                    n_kv_heads=8, vocab_size=1000)  # fmt: skip
+    t = Training(seq_length=8192, separate_projections=True)
+    par = Parallelism(tp=8, tp_comm_overlap=True, tp_comm_overlap_impl="async_tp").with_gpus(8)
+    times = step_times(m, t, par, H100, Efficiency())
+    pieces = [gemm_op(1, 1024, n, 4096) for n in (512, 128, 128)]
+    expected = 8 * sum(op_time_s(op, H100, "bf16", Efficiency()) for op in pieces)
+    assert times.tp_site_forward_split_s[0] == pytest.approx(expected, rel=1e-12)
+    whole = sum(op_time_s(gemm_op(1, 8192, n, 4096), H100, "bf16", Efficiency())
+                for n in (512, 128, 128))  # fmt: skip
+    assert times.tp_site_forward_s[0] == pytest.approx(whole, rel=1e-12)
+    assert times.tp_site_forward_split_s[0] > whole  # smaller pieces, lower throughput
+    # the data gradient of the attention's output projection, the backward's gather site:
+    # [8,192 x 4,096] @ [4,096 x 512] as 8 pieces of 1,024 rows
+    dgrad = 8 * op_time_s(gemm_op(1, 1024, 512, 4096), H100, "bf16", Efficiency())
+    assert times.tp_site_dgrad_split_s[1] == pytest.approx(dgrad, rel=1e-12)
+    # without async TP nothing is split
+    assert step_times(m, t, replace(par, tp_comm_overlap=False), H100,
+                      Efficiency()).tp_site_forward_split_s == ()  # fmt: skip

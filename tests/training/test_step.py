@@ -439,6 +439,29 @@ def test_userbuffers_run_a_passs_calls_beside_all_of_its_compute() -> None:
     assert step == pytest.approx(max(n * 3e-5, calls) + max(n * 6e-5, calls), rel=1e-9)
 
 
+def _async_tp_step_s(
+    n: int,
+    calls_s: tuple[float, float],
+    whole_s: tuple[tuple[float, ...], tuple[float, ...]],
+    split_s: tuple[tuple[float, ...], tuple[float, ...]],
+    pass_s: tuple[float, float, float],
+) -> float:
+    """The hand count of the async TP tests below: ``n`` layers, the gather and the
+    reduce-scatter's times (ag, rs), each site's whole GEMM (g, d) and as its row pieces
+    run (gs, ds), the layer's forward, backward and each fused reduction's sum (f, b, r).
+    A site takes gs / 8 + max(7 gs / 8, c); the rest of a pass is its compute less the
+    whole GEMMs."""
+    (ag, rs), (g, d), (gs, ds), (f, b, r) = calls_s, whole_s, split_s, pass_s
+
+    def site(c: float, gemm_s: float) -> float:
+        return gemm_s / 8 + max(7 * gemm_s / 8, c)
+
+    forward = n * (site(ag, gs[0]) + site(rs, gs[1]) + site(ag, gs[2]) + site(rs, gs[3])
+                   + f - sum(g) + 2 * r)  # fmt: skip
+    backward = n * (site(ag, ds[1]) + site(ag, ds[3]) + b - d[1] - d[3] + 2 * rs)
+    return forward + backward
+
+
 def test_async_tp_hides_each_call_behind_its_own_gemms_only() -> None:
     # PyTorch's async TP. Per layer, forward: the gather beside the QKV GEMM (g1), the
     # reduction beside the attention's output projection (g2), the MLP's gather beside its
@@ -464,18 +487,32 @@ def test_async_tp_hides_each_call_behind_its_own_gemms_only() -> None:
     assert 7 * g[0] / 8 < ag < 7 * g[2] / 8  # as intended: the GEMMs straddle the calls
     assert 7 * g[0] / 8 < rs < 7 * g[1] / 8
     assert 7 * d[1] / 8 < ag < 7 * d[3] / 8
-
-    def site(c: float, gemm_s: float) -> float:
-        return gemm_s / 8 + max(7 * gemm_s / 8, c)
-
-    forward = n * (site(ag, g[0]) + site(rs, g[1]) + site(ag, g[2]) + site(rs, g[3])
-                   + f - sum(g) + 2 * r)  # fmt: skip
-    backward = n * (site(ag, d[1]) + site(ag, d[3]) + b - d[1] - d[3] + 2 * rs)
-    assert step == pytest.approx(forward + backward, rel=1e-9)
+    expected = _async_tp_step_s(n, (ag, rs), (g, d), (g, d), (f, b, r))
+    assert step == pytest.approx(expected, rel=1e-9)
     # without sequence parallelism nothing fuses: the all-reduces run after the compute
     plain = replace(par, sequence_parallel=False)
     exposed = replace(plain, tp_comm_overlap=False)
     assert _dgx_h100_tp8(plain, times)[0] == _dgx_h100_tp8(exposed, times)[0]
+
+
+def test_async_tp_sites_take_their_gemms_as_the_fused_ops_row_pieces_run_them() -> None:
+    # As above, with each fused GEMM slower in its tp row pieces (gs, ds: 1.25 and 1.5
+    # times the whole GEMM's g, d): a site takes gs / 8 + max(7 gs / 8, c), and the rest
+    # of the pass is still its compute less the whole GEMMs (F - sum g), so the pass
+    # grows by what the pieces lose even where every call hides.
+    n, ag_guess = 8, 14e-6
+    g = (0.25 * ag_guess, 3 * ag_guess, 4 * ag_guess, 5 * ag_guess)
+    d = (0.0, 0.5 * ag_guess, 0.0, 6 * ag_guess)
+    gs, ds = tuple(1.25 * x for x in g), tuple(1.5 * x for x in d)
+    f, b, r = sum(g) + 1e-5, sum(d) + 2e-5, 1e-6
+    times = StepTimes(f, b, 0.0, 0.0, 0.0, tp_site_forward_s=g, tp_site_dgrad_s=d,
+                      tp_site_recompute_s=(0.0,) * 4, tp_site_forward_split_s=gs,
+                      tp_site_dgrad_split_s=ds, tp_site_recompute_split_s=(0.0,) * 4,
+                      tp_reduce_s=r)  # fmt: skip
+    par = Parallelism(tp=8, tp_comm_overlap=True, tp_comm_overlap_impl="async_tp")
+    step, ag, rs = _dgx_h100_tp8(par, times)
+    expected = _async_tp_step_s(n, (ag, rs), (g, d), (gs, ds), (f, b, r))
+    assert step == pytest.approx(expected, rel=1e-9)
 
 
 def test_dtensors_sequence_sharding_copies_the_activations_at_each_call() -> None:

@@ -69,11 +69,28 @@ def test_the_august_2024_405b_rows_are_predicted_within_15_percent(kernels: floa
 
 def test_plain_tensor_parallel_runs_as_dtensor_and_torchao_run_it(kernels: float) -> None:
     # TP 8 without async TP (8B on 64 GPUs, 70B on 256; bf16 and float8): each call with
-    # DTensor's torch.cat copy, float8 gathers in 1 byte. validation/README.md: -0.9 to
-    # +10.5 % (before these, +0.8 to +15.2 %).
+    # DTensor's torch.cat copy, float8 gathers in 1 byte, wq/wk/wv and w1/w3 as GEMMs of
+    # their own. validation/README.md: -3.2 to +6.5 % (before the separate GEMMs -0.9 to
+    # +10.5 %; before the copies and float8 gathers, +0.8 to +15.2 %).
     rows = [r for r in script.read_rows() if r.tp == 8 and r.pp == 1 and not r.async_tp
             and not r.skipped]  # fmt: skip
     assert len(rows) == 5
     for row in rows:
         error = script.simulate(row, kernels) / row.tokens_per_s_per_gpu - 1
-        assert -0.02 < error < 0.11, (row.label, error)
+        assert -0.04 < error < 0.07, (row.label, error)
+
+
+def test_async_tensor_parallel_gains_less_than_userbuffers_would(kernels: float) -> None:
+    # PyTorch's async TP (8B on 64 GPUs, 70B on 256): each call beside its own GEMMs, run
+    # in 8 row pieces. validation/README.md: -1.0 to +12.0 % (+1.7 to +15.9 % with the
+    # GEMMs whole); each measured faster than its plain TP row, and so simulated.
+    rows = [r for r in script.read_rows() if r.tp == 8 and r.pp == 1 and not r.skipped]
+    plain = {r.label: r for r in rows if not r.async_tp}
+    fused = [r for r in rows if r.async_tp]
+    assert len(fused) == 5
+    for row in fused:
+        base = plain[row.label.removesuffix(" async-TP")]
+        assert row.tokens_per_s_per_gpu > base.tokens_per_s_per_gpu
+        simulated = script.simulate(row, kernels)
+        assert simulated > script.simulate(base, kernels)
+        assert -0.02 < simulated / row.tokens_per_s_per_gpu - 1 < 0.13, row.label
