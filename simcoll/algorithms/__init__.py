@@ -29,7 +29,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from simcoll.algorithms import bruck, doubling, hierarchical, nvls, sharp, tree
+from simcoll.algorithms import bruck, collnet, doubling, hierarchical, nvls, sharp, tree
 from simcoll.algorithms.direct import (
     direct_allgather,
     direct_allreduce,
@@ -89,6 +89,7 @@ ALGORITHMS: dict[tuple[Collective, str], AlgorithmFn] = {
     **nvls.ALGORITHMS,
     **tree.ALGORITHMS,
     **sharp.ALGORITHMS,
+    **collnet.ALGORITHMS,
 }
 
 

@@ -28,6 +28,7 @@ schedules pipeline piece by piece across steps: a what-if no MPI library runs.
 
 from __future__ import annotations
 
+from simcoll.algorithms.collnet import servers_per_switch
 from simcoll.core.collectives import Collective
 from simcoll.plan.tuning import CHUNK_TARGET_BYTES, MAX_DEFAULT_CHUNKS
 
@@ -81,8 +82,10 @@ def _shape(collective: Collective, name: str, n: int, gpus_per_node: int) -> tup
         if name == "hierarchical":
             g = min(gpus_per_node, n)
             return n, n // g if g > 1 else 1  # a node's ring moves a whole slice
-        if name in ("reduce_broadcast", "sharp"):
+        if name in ("reduce_broadcast", "sharp", "collnet_chain"):
             return 1, 1
+        if name == "collnet_direct":
+            return min(gpus_per_node, n), 1  # a piece per head
         return n, 1  # ring, direct, reducescatter_allgather, nvls
     if name == "halving_doubling":  # the last doubling or first halving; else the fold
         if collective is C.ALLGATHER:
@@ -206,6 +209,10 @@ def transfer_count(
             "tree": 2 * (n - 1) if planned else 4 * (n - 1),
             "nvls": 2 * n * (n + 1),
         }
+        if name in ("collnet_direct", "collnet_chain"):  # 2n per piece, and the roots'
+            leaves = hosts // servers_per_switch(ranks_per_switch, g, hosts)
+            heads = g if name == "collnet_direct" else 1
+            return heads * (2 * n + (2 * leaves if leaves > 1 else 0)) * per
         if name == "nvls_tree":
             if hosts < 2:
                 return 2 * n * (n + 1) * per

@@ -80,12 +80,14 @@ def fabric_switches(
     groups: Sequence[Sequence[int]],
     algorithm: str,
     router: Router | None = None,
+    *,
+    share: bool = False,
 ) -> list[str]:
     """The reducing fabric switch of each group of ranks (the engine's rule for SHARP).
 
     Group j gets the fabric switch (kind ``switch``, ``reduces`` true) nearest to its
     GPUs: fewest hops to the farthest of them (both ways), then fewest in all, then the
-    smallest id; each switch serves one group.
+    smallest id; each switch serves one group unless ``share`` (CollNet's trees).
 
     Raises
     ------
@@ -101,16 +103,17 @@ def fabric_switches(
     )
     chosen: list[str] = []
     for group in groups:
-        best: tuple[int, int, str] | None = None
+        best: tuple[int, int, int, str] | None = None
         for switch in candidates:
-            if switch in chosen:
+            if switch in chosen and not share:
                 continue
             try:
                 hops = [len(router.route(nodes[r], switch)) for r in group]
                 hops += [len(router.route(switch, nodes[r])) for r in group]
             except TopologyError:
                 continue
-            key = (max(hops), sum(hops), switch)
+            # shared, the least used of the nearest: trees spread over the spines
+            key = (max(hops), sum(hops), chosen.count(switch), switch)
             best = key if best is None or key < best else best
         if best is None:
             name = topology.graph.get("source") or topology.graph.get("name", "topology")
@@ -119,7 +122,7 @@ def fabric_switches(
                 f"e.g. sharp = true in a fat-tree file) reachable from all {len(nodes)} GPUs; "
                 f"{name} has none"
             )
-        chosen.append(best[2])
+        chosen.append(best[3])
     return chosen
 
 

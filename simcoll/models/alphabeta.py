@@ -119,6 +119,7 @@ from dataclasses import dataclass, replace
 import networkx as nx
 
 from simcoll.algorithms.chunking import STEPWISE
+from simcoll.algorithms.collnet import collnet_servers, servers_per_switch
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.protocols import Protocol, parse_protocol
@@ -443,6 +444,90 @@ def _sharp(c: _Call) -> float:
     return c.chain(hops, c.size)
 
 
+def _collnet(chain: bool) -> Formula:
+    """NCCL's CollNet all-reduce (:mod:`simcoll.algorithms.collnet`) as a pipelined chain
+    of its hops. Direct: every GPU to each other head of its server (``S / G`` a pair),
+    the heads up their SHARP trees (one per head index) and back, each head to the other
+    GPUs. Chain: per channel ``c`` (head ``c mod G``, ``S / C`` a pair) up the server's
+    chain hop by hop, the tree, and down the chain. An estimate where the hops of
+    different channels or trees meet on a link."""
+
+    def formula(c: _Call) -> float:
+        if c.n == 1:
+            return 0.0
+        servers = hosts_of(c.net.topology, c.nodes)
+        g = len(servers[0])
+        collnet_servers(c.algorithm, c.n, g)  # the schedule's refusal, word for word
+        if any(len(server) != g for server in servers):
+            sizes = [len(server) for server in servers]
+            raise ConfigError(f"{c.algorithm}: CollNet reduces across servers of equal "
+                              f"size, got {sizes} ranks per server")  # fmt: skip
+        n_nodes = len(servers)
+        per = servers_per_switch(c.ranks_per_switch, g, n_nodes)
+        if n_nodes % per:
+            raise ConfigError(f"{c.algorithm}: first-level switches of {per} servers do not "
+                              f"split {n_nodes} servers")  # fmt: skip
+        heads_of = list(range(min(c.ch, g))) if chain else list(range(g))
+        trees = []  # per head index: its first-level groups, and all of them (two levels)
+        for h in heads_of:
+            members = [server[h] for server in servers]
+            groups = [members[j : j + per] for j in range(0, n_nodes, per)]
+            trees.append(groups + ([members] if len(groups) > 1 else []))
+        # placed in one pass, as the engine places the schedule's endpoints
+        switches = iter(fabric_switches(c.net.topology, c.nodes, [g for t in trees for g in t],
+                                        c.algorithm, c.net.router, share=True))  # fmt: skip
+        tree_up: list[NodePair] = []
+        tree_mid: list[NodePair] = []
+        for tree in trees:
+            placed = [next(switches) for _ in tree]
+            groups = tree[:-1] if len(tree) > 1 else tree
+            tree_up += [(c.nodes[r], placed[j]) for j, group in enumerate(groups)
+                        for r in group]  # fmt: skip
+            if len(tree) > 1:
+                tree_mid += [(placed[j], placed[-1]) for j in range(len(groups))]
+        middle: list[list[NodePair]] = [tree_up, tree_mid, [(b, a) for a, b in tree_mid],
+                                        [(b, a) for a, b in tree_up]]  # fmt: skip
+        middle = [hop for hop in middle if hop]
+        if not chain:
+            scatter: list[NodePair] = [(c.nodes[server[a]], c.nodes[server[b]])
+                                       for server in servers for a in range(g)
+                                       for b in range(g) if a != b]  # fmt: skip
+            return _fill_then_bottleneck(c, [scatter, *middle, [(b, a) for a, b in scatter]],
+                                         c.size / g)  # fmt: skip
+        up: list[list[NodePair]] = [[] for _ in range(g - 1)]
+        for channel in range(c.ch):
+            h = channel % g
+            for server in servers:
+                order = [server[(h + i) % g] for i in range(g)]
+                for step, i in enumerate(range(g - 1, 0, -1)):
+                    up[step].append((c.nodes[order[i]], c.nodes[order[i - 1]]))
+        down: list[list[NodePair]] = [[(b, a) for a, b in hop] for hop in reversed(up)]
+        return _fill_then_bottleneck(c, [*up, *middle, *down], c.size / c.ch)
+
+    return formula
+
+
+def _fill_then_bottleneck(c: _Call, hops: Sequence[Sequence[NodePair]],
+                          bytes_per_pair: float) -> float:  # fmt: skip
+    """A long pipelined chain whose hops reuse the same links (CollNet's: a GPU sends in
+    the scatter and the gather, up and down the chain): the first of ``k`` chunks through
+    every hop as each hop alone moves it, then the other ``k - 1`` at the pace of the
+    busiest hop with every hop's pairs on the links. Unchunked (k = 1) it is
+    :meth:`_Call.chain`'s sum of the hops alone; :meth:`_Call.chain` would charge the
+    fill at the loaded pace too, up to twice the flow model's time for a chain of 16
+    hops in 16 chunks."""
+    alone = [c.net.cost(hop) for hop in hops]
+    chunk = bytes_per_pair / c.k
+    fill = sum(cost.alpha_s + c.tau(chunk, cost) for cost in alone)
+    if c.k == 1:
+        return fill
+    every = [pair for hop in hops for pair in hop]
+    load = c.net.load(every)
+    wire = c.net.wire_load(every) if c.net.contention else None
+    loaded = [c.net.cost(hop, load=load, wire=wire) for hop in hops]
+    return fill + (c.k - 1) * max(c.tau(chunk, cost) for cost in loaded)
+
+
 # --- textbook algorithms (per step) ---------------------------------------------------------
 
 
@@ -715,6 +800,8 @@ _FORMULAS: dict[tuple[Collective, str], Formula] = {
     (C.ALLGATHER, "nvls"): _nvls(C.ALLGATHER),
     (C.ALLREDUCE, "nvls_tree"): _nvls_tree,
     (C.ALLREDUCE, "sharp"): _sharp,
+    (C.ALLREDUCE, "collnet_direct"): _collnet(chain=False),
+    (C.ALLREDUCE, "collnet_chain"): _collnet(chain=True),
     (C.ALLREDUCE, "tree"): _double_binary_tree,
     (C.BROADCAST, "tree"): _binomial(),
     (C.BROADCAST, "msb_tree"): _binomial(build=msb_binomial_tree),
@@ -855,9 +942,9 @@ def alphabeta_time_s(
     >>> alphabeta_time_s(star, "allreduce", "rings", 8, 64)
     Traceback (most recent call last):
     ...
-    simcoll.core.errors.ConfigError: no alpha-beta formula for allreduce/rings; valid: direct, \
-halving_doubling, hierarchical, nvls, nvls_tree, reduce_broadcast, reducescatter_allgather, ring, \
-sharp, tree
+    simcoll.core.errors.ConfigError: no alpha-beta formula for allreduce/rings; valid: \
+collnet_chain, collnet_direct, direct, halving_doubling, hierarchical, nvls, nvls_tree, \
+reduce_broadcast, reducescatter_allgather, ring, sharp, tree
     """
     c = collective if isinstance(collective, Collective) else Collective.parse(collective)
     formula = _FORMULAS.get((c, algorithm))

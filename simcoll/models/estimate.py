@@ -148,8 +148,11 @@ def estimate_point(
         g = max(1, min(gpus_per_node or n, n))
         shards, heads = (n, 1) if algorithm == "nvls" else (2 * g, n // g)
         return PointEstimate(shards * per * (2 * n + 4 * heads))
-    if algorithm in ("tree", "double_binary_tree", "msb_tree", "hierarchical", "sharp"):
+    if algorithm in ("tree", "double_binary_tree", "msb_tree", "hierarchical", "sharp",
+                     "collnet_chain"):  # fmt: skip
         return PointEstimate(2 * n * per)
+    if algorithm == "collnet_direct":  # per piece of each head's: every GPU up and back
+        return PointEstimate(2 * n * per * max(1, min(gpus_per_node or n, n)))
     if c is Collective.SENDRECV:
         return PointEstimate(n * per)
     if c.is_rooted:

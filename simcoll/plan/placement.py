@@ -287,7 +287,8 @@ def switch_endpoints(
     to and from every GPU of group j (that server's NVSwitch). With groups alone (SHARP),
     endpoint j goes to the qualifying fabric switch (kind ``switch``) nearest to the GPUs
     of group j: the fewest hops to the farthest of them, then to all of them, then the
-    smallest id; each switch serves one endpoint.
+    smallest id; each switch serves one endpoint, unless ``params["switch_share"]``
+    (CollNet's SHARP trees, one per head index, share the fabric's switches).
 
     Raises
     ------
@@ -325,7 +326,8 @@ def switch_endpoints(
             for n, attrs in topology.nodes.items()
             if attrs.get("reduces") is True and attrs["kind"] is NodeKind.SWITCH
         )
-        chosen = _nearest_switches(topology, rank_nodes, groups, fabric)
+        chosen = _nearest_switches(topology, rank_nodes, groups, fabric,
+                                   share=bool(schedule.params.get("switch_share")))  # fmt: skip
         what = "sharp = true in a fat-tree file) reachable from all"
     if len(chosen) < schedule.n_switches:
         name = topology.graph.get("source") or topology.graph.get("name", "topology")
@@ -341,22 +343,25 @@ def _nearest_switches(
     rank_nodes: tuple[str, ...],
     groups: tuple[tuple[int, ...], ...],
     candidates: list[str],
+    *,
+    share: bool = False,
 ) -> list[str]:
     router = Router(topology)
     chosen: list[str] = []
     for group in groups:
-        best: tuple[int, int, str] | None = None
+        best: tuple[int, int, int, str] | None = None
         for switch in candidates:
-            if switch in chosen:
+            if switch in chosen and not share:
                 continue
             try:
                 hops = [len(router.route(rank_nodes[r], switch)) for r in group]
                 hops += [len(router.route(switch, rank_nodes[r])) for r in group]
             except TopologyError:
                 continue
-            key = (max(hops), sum(hops), switch)
+            # shared, the least used of the nearest: trees spread over the spines
+            key = (max(hops), sum(hops), chosen.count(switch), switch)
             best = key if best is None or key < best else best
         if best is None:
             break
-        chosen.append(best[2])
+        chosen.append(best[3])
     return chosen

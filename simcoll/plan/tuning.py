@@ -51,6 +51,8 @@ PROTOCOLS_OF: dict[str, tuple[str, ...]] = {
     "nvls": ("simple",),
     "nvls_tree": ("simple",),
     "sharp": ("simple",),
+    "collnet_direct": ("simple",),  # all_reduce.h: CollNet runs NCCL_PROTO_SIMPLE only
+    "collnet_chain": ("simple",),
 }
 
 
@@ -261,8 +263,8 @@ _KNOB_OF_ENV = {
     "NCCL_PROTO": "protocol",
 }
 _NCCL_ALGOS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree",
-               "collnet": "sharp",
-               "collnetdirect": "sharp", "collnetchain": "sharp"}  # fmt: skip
+               "collnet": "collnet_direct",
+               "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain"}  # fmt: skip
 
 
 def parse_nccl_knobs(items: Sequence[str], *, field: str = "--nccl") -> NcclKnobs:

@@ -64,7 +64,8 @@ __all__ = ["SECONDS_PER_LOOKUP", "CallCosts", "call_estimates", "expected_s", "s
 #: their routing apart); 5 us is used.
 SECONDS_PER_LOOKUP = 5e-6
 _ROUTE_SAMPLE = 8
-_IN_NETWORK = ("nvls", "nvls_tree", "sharp")  # need a switch that reduces
+_IN_NETWORK = ("nvls", "nvls_tree", "sharp", "collnet_direct", "collnet_chain")  # need a
+# switch that reduces
 
 
 @dataclass
@@ -233,18 +234,21 @@ def _one_piece(
 def _reduces_for(setup: Setup, name: str, reducing: list[str]) -> bool:
     """Whether some switch can reduce for the call (as :func:`simcoll.plan.placement.
     switch_endpoints` asks): for NVLS, one linked to every GPU; for NVLS-tree, one
-    linked to every GPU of each server; for SHARP, a fabric switch."""
+    linked to every GPU of each server; for SHARP, a fabric switch (for CollNet, with two
+    or more servers)."""
     topology = setup.topology
     if name == "nvls":
         return any(all(topology.has_edge(g, r) for g in setup.nodes) for r in reducing)
+    servers: dict[object, list[str]] = {}
+    for gpu in setup.nodes:
+        servers.setdefault(topology.nodes[gpu].get("host"), []).append(gpu)
     if name == "nvls_tree":
-        servers: dict[object, list[str]] = {}
-        for gpu in setup.nodes:
-            servers.setdefault(topology.nodes[gpu].get("host"), []).append(gpu)
         return len(servers) > 1 and all(
             any(all(topology.has_edge(gpu, r) for gpu in gpus) for r in reducing)
             for gpus in servers.values()
         )
+    if name.startswith("collnet") and len(servers) < 2:
+        return False  # CollNet reduces across servers
     return any(topology.nodes[r]["kind"] is NodeKind.SWITCH for r in reducing)
 
 

@@ -73,7 +73,8 @@ def algorithm_params(
 ) -> dict[str, int]:
     """The user's parameters, plus what the topology and NCCL's settings (``knobs``) say
     where the algorithm takes it: ``gpus_per_node`` (counted over the ranks' GPUs,
-    ``rank_nodes``, when given), NVLS's CTAs (``n_ctas``: NCCL's 16 within
+    ``rank_nodes``, when given), CollNet Chain's channels (one per GPU of a server, each
+    its head), NVLS's CTAs (``n_ctas``: NCCL's 16 within
     ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``) and the bus bandwidth NVLS-tree's CTAs move
     by ``calibration``'s rate per CTA
     (:func:`~simcoll.plan.tuning.nvls_tree_sm_bus_bandwidth_bytes_per_s`)."""
@@ -91,6 +92,9 @@ def algorithm_params(
         )
         if bus_bytes_per_s:  # 0: no bound (one server; none in the params)
             chosen.setdefault("sm_bus_bandwidth_bytes_per_s", bus_bytes_per_s)
+    if name == "collnet_chain":  # a channel per head, every GPU's NIC one's (NCCL runs
+        # CollNet on its ring channels, connect.cc: at least one per NIC)
+        chosen.setdefault("n_channels", min(chosen["gpus_per_node"], n_ranks))
     if "ranks_per_switch" in accepted and "ranks_per_switch" not in chosen:
         per_switch = ranks_per_reducing_switch(topology, n_ranks)
         if per_switch:

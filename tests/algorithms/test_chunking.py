@@ -89,6 +89,8 @@ def test_transfer_count_is_the_built_schedules(collective, name, fn):
             options = {"gpus_per_node": [g for g in (1, 2, 4, n) if n % g == 0]}
         if "ranks_per_switch" in taken:
             options = {"ranks_per_switch": [n, *(r for r in (2, 4) if n % r == 0 and r < n)]}
+        if name.startswith("collnet"):  # servers of g GPUs, two or more
+            options = {"gpus_per_node": [g for g in (1, 2, 4) if n % g == 0 and n // g > 1]}
         for key, values in options.items() or [(None, [None])]:
             for value in values:
                 if key is not None:

@@ -236,7 +236,8 @@ def test_copies_of_a_stage_run_at_once_on_their_own_links() -> None:
         (lambda s: s.compute([0], 1e300, "bwd"), "bwd: compute time must be at most 1e+09 s, "
          "got 1e+300"),
         (lambda s: s.collective("allreduce", 8, [0, 1], algorithm="nope"), "allreduce 8 B: "
-         "allreduce has no algorithm 'nope'; valid: direct, halving_doubling, hierarchical, "
+         "allreduce has no algorithm 'nope'; valid: collnet_chain, collnet_direct, direct, "
+         "halving_doubling, hierarchical, "
          "nvls, nvls_tree, reduce_broadcast, reducescatter_allgather, ring, sharp, tree"),
         (lambda s: s.compute([0], 1.0, "x", after=[star().compute([0], 1.0, "y")]),
          "x: after= takes ops of this session, got one of another session"),

@@ -67,7 +67,8 @@ def test_a_failed_point_is_recorded_and_the_rest_go_on(tmp_path: Path) -> None:
     result = run_sweep(load_scenario(path), out, workers=1)
     assert [p.ok for p in result.points] == [True, False]
     assert result.failures[0].error == (
-        "allreduce has no algorithm 'nope'; valid: direct, halving_doubling, hierarchical, "
+        "allreduce has no algorithm 'nope'; valid: collnet_chain, collnet_direct, direct, "
+        "halving_doubling, hierarchical, "
         "nvls, nvls_tree, reduce_broadcast, reducescatter_allgather, ring, sharp, tree"
     )
     records = [json.loads(line) for line in (out / RESULTS_JSONL).read_text().splitlines()]
