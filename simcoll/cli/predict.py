@@ -36,6 +36,7 @@ from simcoll.plan.placement import per_server_ranks, place_ranks
 from simcoll.plan.tuning import parse_nccl_knobs
 from simcoll.prediction import predict
 from simcoll.prediction.choices import DEFAULT_ALGORITHM, candidates, default_algorithm
+from simcoll.prediction.nccl_choice import NOT_COSTED
 from simcoll.prediction.pipeline import Prediction
 from simcoll.topology import gpu_nodes, load, parse_overrides
 from simcoll.topology.calibration import Calibration
@@ -353,6 +354,8 @@ def _print_table(rows: list[Row], title: str, algorithm: str, args: argparse.Nam
             costed = {"flow": "simulated", "ideal": "simulated", "packet": "simulated",
                       "analytical": "costed by formula"}.get(args.model)  # fmt: skip
             how = "NCCL's tuning model" + (f", then {costed}" if costed else "")
+            if parse_nccl_knobs(args.nccl).algorithm in NOT_COSTED:
+                how = "NCCL_ALGO" + (f", then {costed}" if costed else "")
         print(f"# Picked by {how}: {_picks(rows)}")
 
 

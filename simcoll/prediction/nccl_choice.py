@@ -20,7 +20,13 @@ from simcoll.models.nccl import NCCL_ALGORITHMS, nccl_time_s
 from simcoll.plan.tuning import protocol_allowed
 from simcoll.prediction.simulated import Setup
 
-__all__ = ["NCCL_DEFAULT_CHANNELS", "P2P_LL_THRESHOLD_BYTES", "costed_channels", "nccl_choice"]
+__all__ = [
+    "NCCL_DEFAULT_CHANNELS",
+    "NOT_COSTED",
+    "P2P_LL_THRESHOLD_BYTES",
+    "costed_channels",
+    "nccl_choice",
+]
 
 #: NCCL picks its channel count per machine; 16 is what it uses for large messages on
 #: an 8-GPU NVSwitch node (``--model nccl`` searches no plan, and its per-channel caps
