@@ -93,7 +93,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nccl", metavar="NAME=VALUE", action="append", default=[],
                    help="an NCCL setting the runs were made with, as in their environment "
                    "(NCCL_MIN_CTAS, NCCL_MAX_CTAS, NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, "
-                   "NCCL_BUFFSIZE, NCCL_ALGO, NCCL_PROTO; repeatable), simulated as "
+                   "NCCL_BUFFSIZE, NCCL_ALGO, NCCL_PROTO, NCCL_COLLNET_ENABLE; "
+                   "repeatable), simulated as "
                    "`simcoll predict --nccl` does")  # fmt: skip
     p.add_argument("--collective", metavar="NAME", default=None,
                    help="collective of files that do not say it (nccl-tests logs); in a "

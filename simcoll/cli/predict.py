@@ -36,7 +36,6 @@ from simcoll.plan.placement import per_server_ranks, place_ranks
 from simcoll.plan.tuning import parse_nccl_knobs
 from simcoll.prediction import predict
 from simcoll.prediction.choices import DEFAULT_ALGORITHM, candidates, default_algorithm
-from simcoll.prediction.nccl_choice import NOT_COSTED
 from simcoll.prediction.pipeline import Prediction
 from simcoll.topology import gpu_nodes, load, parse_overrides
 from simcoll.topology.calibration import Calibration
@@ -125,8 +124,10 @@ def add_predict(sub: SubParsers) -> None:
                    help="an NCCL setting of the run, as in its environment: "
                    "NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS (ring and tree channels), "
                    "NCCL_MIN_CTAS, NCCL_MAX_CTAS (those and NVLS's CTAs, 16 by default, "
-                   "which bound NVLS-tree's rate), NCCL_BUFFSIZE, NCCL_ALGO, NCCL_PROTO "
-                   "(repeatable; simcoll never reads the environment itself)")  # fmt: skip
+                   "which bound NVLS-tree's rate), NCCL_BUFFSIZE, NCCL_ALGO, NCCL_PROTO, "
+                   "NCCL_COLLNET_ENABLE (1: NCCL's pick considers CollNet, on a fabric whose "
+                   "switches reduce) (repeatable; simcoll never reads the environment "
+                   "itself)")  # fmt: skip
     p.add_argument("--channels", type=positive_int_at_most(MAX_CHANNELS), metavar="N",
                    help="channels used at every size (default: NCCL's choice per size on "
                    f"the plan; 1 with --plan rank; at most {MAX_CHANNELS})")  # fmt: skip
@@ -354,8 +355,6 @@ def _print_table(rows: list[Row], title: str, algorithm: str, args: argparse.Nam
             costed = {"flow": "simulated", "ideal": "simulated", "packet": "simulated",
                       "analytical": "costed by formula"}.get(args.model)  # fmt: skip
             how = "NCCL's tuning model" + (f", then {costed}" if costed else "")
-            if parse_nccl_knobs(args.nccl).algorithm in NOT_COSTED:
-                how = "NCCL_ALGO" + (f", then {costed}" if costed else "")
         print(f"# Picked by {how}: {_picks(rows)}")
 
 

@@ -72,10 +72,11 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from simcoll.algorithms.collnet import collnet_servers
 from simcoll.core.collectives import Collective
 from simcoll.core.errors import ConfigError
 from simcoll.core.protocols import link_class
-from simcoll.models._net import Network, hosts_of, reducing_switch
+from simcoll.models._net import Network, fabric_switches, hosts_of, reducing_switch
 from simcoll.plan.placement import map_ranks
 from simcoll.topology import Router
 
@@ -98,6 +99,8 @@ NCCL_ALGORITHMS: dict[str, frozenset[Collective]] = {
     "tree": frozenset({C.ALLREDUCE}),
     "nvls": frozenset({C.ALLREDUCE, C.ALLGATHER, C.REDUCESCATTER}),
     "nvls_tree": frozenset({C.ALLREDUCE}),
+    "collnet_direct": frozenset({C.ALLREDUCE}),
+    "collnet_chain": frozenset({C.ALLREDUCE}),
 }
 """The algorithms of NCCL's model simcoll implements, and the collectives it costs them for."""
 
@@ -110,6 +113,8 @@ def _base_latency() -> dict[str, Triple]:
         "ring": (6.6, 14.0, 8.4),
         "nvls": (0.0, 0.0, 0.0),
         "nvls_tree": (0.0, 0.0, 0.0),
+        "collnet_direct": (0.0, 0.0, 0.0),
+        "collnet_chain": (0.0, 0.0, 0.0),
     }
 
 
@@ -120,18 +125,24 @@ def _hw_latency() -> dict[str, dict[str, Triple]]:
             "ring": (0.6, 1.9, 3.4),
             "nvls": (0.0, 0.0, 25.0),
             "nvls_tree": (0.0, 0.0, 25.0),
+            "collnet_direct": (0.0, 0.0, 3.7),
+            "collnet_chain": (0.0, 0.0, 2.8),
         },
         "pci": {
             "tree": (1.0, 1.9, 4.0),
             "ring": (1.0, 2.5, 5.7),
             "nvls": (0.0, 0.0, 0.0),
             "nvls_tree": (0.0, 0.0, 0.0),
+            "collnet_direct": (0.0, 0.0, 3.7),
+            "collnet_chain": (0.0, 0.0, 2.8),
         },
         "net": {
             "tree": (5.0, 8.5, 14.0),
             "ring": (2.7, 4.0, 14.0),
             "nvls": (0.0, 0.0, 18.0),
             "nvls_tree": (0.0, 0.0, 20.9),
+            "collnet_direct": (0.0, 0.0, 31.0),
+            "collnet_chain": (0.0, 0.0, 30.0),
         },
     }
 
@@ -190,6 +201,9 @@ class NcclConstants:
     tree_pattern_factor: float = 1.0
     #: ``nvlsEfficiency``: 0.85 on Hopper, 0.74 on Blackwell (SOTA 3.2).
     nvls_efficiency: float = 0.85
+    #: CollNet Direct's all-reduce busBw x 0.85 from compute capability 9.0 on (tuning.cc
+    #: at NVIDIA/nccl's snapshot b647562 and later).
+    collnet_direct_factor: float = 0.85
     #: ``netOverhead`` in us when nNodes > 1: Intel 1, AMD 2; times 3 for simple (SOTA 3.3).
     net_overhead_us: float = 1.0
     net_overhead_simple_factor: float = 3.0
@@ -389,6 +403,9 @@ def nccl_estimate(  # noqa: PLR0917 - NCCL's model: collective, algorithm, proto
             f"NCCL runs NVLS with the simple protocol and at least 2 channels only; got "
             f"{NCCL_PROTOCOLS[p]} with {n_channels} channel(s)"
         )
+    if algorithm.startswith("collnet") and p != 2:
+        raise ConfigError(f"NCCL runs CollNet with the simple protocol only; got "
+                          f"{NCCL_PROTOCOLS[p]}")  # fmt: skip
     nodes = map_ranks(topology, n_ranks) if rank_nodes is None else tuple(rank_nodes)
     if len(nodes) != n_ranks:
         raise ConfigError(f"rank_nodes names {len(nodes)} GPUs for {n_ranks} ranks")
@@ -403,7 +420,8 @@ def nccl_estimate(  # noqa: PLR0917 - NCCL's model: collective, algorithm, proto
     nsteps = {C.ALLREDUCE: 2 * (n_ranks - 1), C.BROADCAST: n_ranks, C.REDUCE: n_ranks}.get(
         c, n_ranks - 1
     )
-    algbw = bus * 0.5 if algorithm == "tree" else bus * n_ranks / nsteps  # NVLS-tree: x n/nsteps
+    halved = algorithm == "tree" or algorithm.startswith("collnet")  # NCCL's ratio .5
+    algbw = bus * 0.5 if halved else bus * n_ranks / nsteps  # NVLS-tree: x n/nsteps
     lat = _latency_us(c, algorithm, p, n_ranks, nsteps, g, constants)
     bw = algbw
     if algorithm == "tree" and size_bytes >= 64:
@@ -430,6 +448,11 @@ def _check_switches(topology: nx.DiGraph[str], nodes: tuple[str, ...], algorithm
     server or on a server without one."""
     if algorithm == "nvls":
         reducing_switch(topology, nodes, algorithm)
+    if algorithm.startswith("collnet"):
+        servers = hosts_of(topology, nodes)
+        collnet_servers(algorithm, len(nodes), len(servers[0]))  # the schedule's refusal
+        fabric_switches(topology, nodes, [list(range(len(nodes)))], algorithm)
+        return
     if algorithm != "nvls_tree":
         return
     servers = hosts_of(topology, nodes)
@@ -457,6 +480,11 @@ def _bus_bandwidth_gbps(  # noqa: PLR0917 - private step of nccl_estimate
             return n_ch * min(intra, g.inter_gbps / n_ch)
         inter = g.inter_gbps / n_ch * (2 if g.n_nodes <= 2 else 1)
         return n_ch * min(intra, inter, k.per_channel_max_nvls_tree_bw_gbps[scale])
+    if algorithm.startswith("collnet"):
+        # NCCL costs CollNet by the graph's bwIntra at any node count; Direct's GPU/NIC
+        # ratio is 1 here (simcoll's Direct makes every GPU a head), then x 0.85 (Hopper)
+        factor = k.collnet_direct_factor if algorithm == "collnet_direct" else 1.0
+        return g.intra_gbps * factor
     total = g.intra_gbps if g.n_nodes == 1 else min(g.intra_gbps, g.inter_gbps)
     bus = n_ch * (total / n_ch)
     ll, ll128 = p == 0, p == 1
@@ -486,6 +514,11 @@ def _latency_us(  # noqa: PLR0917 - private step of nccl_estimate
     base = k.base_latency_us[algorithm][p]
     if algorithm == "nvls":
         return intra_lat + (inter_lat if g.n_nodes > 1 else 0.0)
+    ppn = n // g.n_nodes
+    if algorithm == "collnet_direct":  # 0.4 us per peer: the arity's serialization
+        return base + 2 * (min(1, ppn - 1) * intra_lat + (ppn - 1) * 0.4) + inter_lat
+    if algorithm == "collnet_chain":
+        return base + 2 * (ppn - 1) * intra_lat + inter_lat
     if algorithm == "nvls_tree":
         return base + intra_lat + 2 * (g.n_nodes.bit_length() - 1) * inter_lat
     if algorithm == "tree":

@@ -205,7 +205,10 @@ class NcclKnobs:
     ``min_ctas`` / ``max_ctas`` (``NCCL_MIN_CTAS``, ``NCCL_MAX_CTAS``) clamp those and
     NVLS's CTAs too, which the ``NCHANNELS`` settings leave alone (``connect.cc``,
     ``nvls.cc``); ``buffsize_bytes`` is the Simple buffer (``NCCL_BUFFSIZE``);
-    ``algorithm`` and ``protocol`` are ``NCCL_ALGO`` and ``NCCL_PROTO`` (one name each).
+    ``algorithm`` and ``protocol`` are ``NCCL_ALGO`` and ``NCCL_PROTO`` (one name each);
+    ``collnet_enable`` (``NCCL_COLLNET_ENABLE=1``, with NCCL's SHARP plugin present) lets
+    NCCL's pick of an all-reduce consider CollNet Direct and Chain (``init.cc``: off by
+    default).
     """
 
     min_channels: int | None = None
@@ -215,6 +218,7 @@ class NcclKnobs:
     protocol: str | None = None
     min_ctas: int | None = None
     max_ctas: int | None = None
+    collnet_enable: bool = False
 
     def channels(self, plan_channels: int) -> int:
         """The channels a communicator runs: the plan's, clamped by the knobs.
@@ -261,6 +265,7 @@ _KNOB_OF_ENV = {
     "NCCL_BUFFSIZE": "buffsize_bytes",
     "NCCL_ALGO": "algorithm",
     "NCCL_PROTO": "protocol",
+    "NCCL_COLLNET_ENABLE": "collnet_enable",
 }
 _NCCL_ALGOS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree",
                "collnet": "collnet_direct",
@@ -309,6 +314,10 @@ def _knob_value(knob: str, raw: str, where: str) -> object:
                               field=where)  # fmt: skip
         return size
     name = raw.strip().lower()
+    if knob == "collnet_enable":
+        if name not in ("0", "1"):
+            raise ConfigError(f"expected 0 or 1, got {raw!r}", field=where)
+        return name == "1"
     if knob == "algorithm":
         if name not in _NCCL_ALGOS:
             raise ConfigError(f"expected one of {', '.join(_NCCL_ALGOS)}, got {raw!r}",

@@ -159,6 +159,8 @@ def call_setup(
         names.remove("nvls_tree")  # only where its servers are (by name it says why not)
     if by_nccl and name == "auto" and c is Collective.ALLREDUCE and spans:
         names.append("nvls_tree")  # NCCL's NVLSTree: among its picks across servers
+    if by_nccl and name == "auto" and c is Collective.ALLREDUCE and knobs.collnet_enable:
+        names += ["collnet_direct", "collnet_chain"]  # NCCL_COLLNET_ENABLE=1: costed too
     names = runnable_with(names, protocols)
     if machine.calibration is not None:
         protocols = [machine.calibration.protocol(p) for p in protocols]

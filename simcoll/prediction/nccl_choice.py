@@ -22,7 +22,6 @@ from simcoll.prediction.simulated import Setup
 
 __all__ = [
     "NCCL_DEFAULT_CHANNELS",
-    "NOT_COSTED",
     "P2P_LL_THRESHOLD_BYTES",
     "costed_channels",
     "nccl_choice",
@@ -59,8 +58,6 @@ def nccl_choice(setup: Setup, size_bytes: int) -> Setup:
     """
     n = len(setup.nodes)
     if not any(setup.collective in NCCL_ALGORITHMS.get(name, frozenset()) for name in setup.names):
-        if setup.names and all(name in NOT_COSTED for name in setup.names):
-            return _forced(setup)
         return _p2p(setup, size_bytes)
     channels = costed_channels(setup)
     best: tuple[float, str, Protocol | None] | None = None
@@ -134,24 +131,6 @@ def _runnable(setup: Setup) -> list[str]:
     if not names and setup.names:
         raise ConfigError(f"the plan ({setup.plan_name}) has no trees for the tree algorithm")
     return names
-
-
-#: NCCL's algorithms its model here does not cost (CollNet: NCCL costs it only with the
-#: SHARP plugin loaded): named by ``NCCL_ALGO``, they run as named, never as the
-#: point-to-point path.
-NOT_COSTED = ("collnet_direct", "collnet_chain")
-
-
-def _forced(setup: Setup) -> Setup:
-    """``setup`` with what ``NCCL_ALGO`` named and NCCL's model does not cost: each with
-    the protocols it runs (CollNet: Simple)."""
-    protocols = [p for p in setup.protocols
-                 if any(protocol_allowed(p, name) for name in setup.names)]  # fmt: skip
-    if not protocols:
-        raise ConfigError(f"{', '.join(setup.names)} runs none of the protocols allowed "
-                          f"({', '.join(p.name if p else 'none' for p in setup.protocols)}): "
-                          "NCCL runs CollNet with Simple")  # fmt: skip
-    return replace(setup, protocols=protocols)
 
 
 def _p2p(setup: Setup, size_bytes: int) -> Setup:

@@ -176,3 +176,47 @@ def test_each_head_indexs_tree_gets_a_root_of_its_own_where_the_fabric_has_them(
     closed = alphabeta_time_s(tree, "allreduce", "collnet_direct", 64, 2**24,
                               ranks_per_switch=32)  # fmt: skip
     assert closed == pytest.approx(result.time_s, rel=1e-9)
+
+
+def test_nccls_model_costs_collnet_as_tuning_cc_does() -> None:
+    # NCCL's tuning.cc for CollNet, Simple, on 2 servers of 4 GPUs whose intra-server ring
+    # runs at 400 GB/s (each GPU's NVLink to its NVSwitch): busBw = bwIntra (x 0.85 for
+    # Direct from compute capability 9.0; every GPU has its NIC, so no GPU/NIC factor),
+    # algbw = busBw / 2; latency Direct 2 (min(1, ppn - 1) 3.7 + (ppn - 1) 0.4) + 31 us,
+    # Chain 2 (ppn - 1) 2.8 + 30 us (NVLink hwLat, NET hwLat; base 0).
+    from simcoll.models.nccl import nccl_estimate  # noqa: PLC0415
+
+    s, graph = 2**30, _two_servers(4)
+    for name, bus_gbps, latency_us in (("collnet_direct", 400 * 0.85, 2 * (3.7 + 3 * 0.4) + 31),
+                                       ("collnet_chain", 400.0, 2 * 3 * 2.8 + 30)):  # fmt: skip
+        estimate = nccl_estimate(graph, "allreduce", name, "simple", 8, s, n_channels=4)
+        assert estimate.bus_bandwidth_bytes_per_s == pytest.approx(bus_gbps * 1e9, rel=1e-12)
+        assert estimate.latency_s == pytest.approx(latency_us * 1e-6, rel=1e-12)
+        assert estimate.time_s == pytest.approx(latency_us * 1e-6 + s / (bus_gbps / 2 * 1e9),
+                                                rel=1e-12)  # fmt: skip
+    with pytest.raises(ConfigError, match="NCCL runs CollNet with the simple protocol only"):
+        nccl_estimate(graph, "allreduce", "collnet_chain", "LL128", 8, s, n_channels=4)
+    with pytest.raises(ScheduleError, match="8 ranks on 1 server of 8 GPUs"):
+        nccl_estimate(load("topologies/dgx-h100.toml"), "allreduce", "collnet_direct",
+                      "simple", 8, s, n_channels=4)  # fmt: skip
+
+
+def test_ncclcollnetenable_lets_nccls_pick_consider_collnet() -> None:
+    # NCCL considers CollNet only with NCCL_COLLNET_ENABLE=1 (and its SHARP plugin: here,
+    # switches that reduce). On 2 DGX H100 with SHARP, its model then picks CollNet Direct
+    # at 1 MiB (latency 2 (3.7 + 7 x 0.4) + 31 = 44 us, against the tree's and NVLS-tree's
+    # more); without the knob, or without SHARP, never.
+    sharp = load("topologies/h100-ib-fat-tree.toml", {"n_nodes": "2", "sharp": "true"})
+    plain = load("topologies/h100-ib-fat-tree.toml", {"n_nodes": "2"})
+    enabled = parse_nccl_knobs(["NCCL_COLLNET_ENABLE=1"])
+    assert enabled.collnet_enable
+    assert not parse_nccl_knobs(["NCCL_COLLNET_ENABLE=0"]).collnet_enable
+    with pytest.raises(ConfigError, match="expected 0 or 1, got 'yes'"):
+        parse_nccl_knobs(["NCCL_COLLNET_ENABLE=yes"])
+    sizes = [2**20, 2**30]
+    picked = [r.algorithm for r in predict(sharp, "allreduce", sizes, knobs=enabled).rows]
+    assert picked[0] == "collnet_direct"
+    default = [r.algorithm for r in predict(sharp, "allreduce", sizes).rows]
+    assert not {"collnet_direct", "collnet_chain"} & set(default)
+    without = [r.algorithm for r in predict(plain, "allreduce", sizes, knobs=enabled).rows]
+    assert not {"collnet_direct", "collnet_chain"} & set(without)
