@@ -79,6 +79,7 @@ from simcoll.core.protocols import link_class
 from simcoll.models._net import Network, fabric_switches, hosts_of, reducing_switch
 from simcoll.plan.placement import map_ranks
 from simcoll.topology import Router
+from simcoll.topology.schema import NodeKind
 
 __all__ = [
     "HOPPER",
@@ -452,6 +453,11 @@ def _check_switches(topology: nx.DiGraph[str], nodes: tuple[str, ...], algorithm
         servers = hosts_of(topology, nodes)
         collnet_servers(algorithm, len(nodes), len(servers[0]))  # the schedule's refusal
         fabric_switches(topology, nodes, [list(range(len(nodes)))], algorithm)
+        nvswitch = any(topology.nodes[v]["kind"] is NodeKind.NVSWITCH
+                       for v in topology.successors(nodes[0]))  # fmt: skip
+        if algorithm == "collnet_direct" and not nvswitch:
+            raise ConfigError("NCCL runs CollNet Direct only where the GPUs of a server "
+                              "share an NVSwitch (tuning.cc); use collnet_chain")  # fmt: skip
         return
     if algorithm != "nvls_tree":
         return

@@ -80,18 +80,20 @@ def test_one_server_and_uneven_servers_are_refused() -> None:
         collnet_direct_allreduce(6, 64, gpus_per_node=2, ranks_per_switch=4)
 
 
-def _two_servers(g: int) -> nx.DiGraph[str]:
-    """Two servers of ``g`` GPUs: each server's GPUs on its NVSwitch, every GPU's NIC on
-    one reducing switch."""
+def _two_servers(g: int, *, pcie: bool = False) -> nx.DiGraph[str]:
+    """Two servers of ``g`` GPUs: each server's GPUs on its NVSwitch (or, ``pcie``, a
+    PCIe switch), every GPU's NIC on one reducing switch."""
     graph: nx.DiGraph[str] = nx.DiGraph()
     graph.add_node("sw", kind=NodeKind.SWITCH, reduces=True)
+    local_kind, local_link = ((NodeKind.PCIE_SWITCH, LinkKind.PCIE) if pcie
+                              else (NodeKind.NVSWITCH, LinkKind.NVLINK))  # fmt: skip
     cables = []
     for server in range(2):
-        graph.add_node(f"nvs{server}", kind=NodeKind.NVSWITCH)
+        graph.add_node(f"nvs{server}", kind=local_kind)
         for local in range(g):
             rank = server * g + local
             graph.add_node(f"gpu{rank}", kind=NodeKind.GPU, rank=rank, host=f"h{server}")
-            cables.append((f"gpu{rank}", f"nvs{server}", LinkKind.NVLINK, B_NVLINK, A_NVLINK))
+            cables.append((f"gpu{rank}", f"nvs{server}", local_link, B_NVLINK, A_NVLINK))
             cables.append((f"gpu{rank}", "sw", LinkKind.IB, B_NIC, A_NIC))
     for u, v, kind, bandwidth, latency in cables:
         for a, b in ((u, v), (v, u)):
@@ -199,6 +201,13 @@ def test_nccls_model_costs_collnet_as_tuning_cc_does() -> None:
     with pytest.raises(ScheduleError, match="8 ranks on 1 server of 8 GPUs"):
         nccl_estimate(load("topologies/dgx-h100.toml"), "allreduce", "collnet_direct",
                       "simple", 8, s, n_channels=4)  # fmt: skip
+    # NCCL disables CollNet Direct where a server's GPUs share no NVSwitch; Chain runs
+    pcie = _two_servers(4, pcie=True)
+    with pytest.raises(ConfigError, match="CollNet Direct only where the GPUs of a server "
+                                          "share an NVSwitch"):  # fmt: skip
+        nccl_estimate(pcie, "allreduce", "collnet_direct", "simple", 8, s, n_channels=4)
+    chain = nccl_estimate(pcie, "allreduce", "collnet_chain", "simple", 8, s, n_channels=4)
+    assert chain.latency_s == pytest.approx((2 * 3 * 2.8 + 30) * 1e-6, rel=1e-12)  # PCIe's
 
 
 def test_ncclcollnetenable_lets_nccls_pick_consider_collnet() -> None:
