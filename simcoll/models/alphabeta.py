@@ -502,7 +502,8 @@ def _collnet(chain: bool) -> Formula:
                 for step, i in enumerate(range(g - 1, 0, -1)):
                     up[step].append((c.nodes[order[i]], c.nodes[order[i - 1]]))
         down: list[list[NodePair]] = [[(b, a) for a, b in hop] for hop in reversed(up)]
-        return _fill_then_bottleneck(c, [*up, *middle, *down], c.size / c.ch)
+        # each channel's pairs are listed with its share: no channel spreads a pair again
+        return _fill_then_bottleneck(replace(c, ch=1), [*up, *middle, *down], c.size / c.ch)
 
     return formula
 

@@ -123,6 +123,20 @@ def test_direct_and_chain_take_their_hops_one_after_another(model: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_without_contention_the_closed_form_is_the_ideal_run(name: str) -> None:
+    # Each flow alone on its links (model "ideal"): the formula is the run's time, with
+    # channels (Chain's are chains of their own, each with a quarter) and chunks.
+    s, graph = 2**26, _two_servers(4)
+    for channels, chunks in ((1, 1), (4, 1), (4, 8)):
+        schedule = build_schedule("allreduce", name, n_ranks=8, size_bytes=s, gpus_per_node=4,
+                                  n_channels=channels, n_chunks=chunks)  # fmt: skip
+        ideal = simulate(graph, schedule, model="ideal").time_s
+        closed = alphabeta_time_s(graph, "allreduce", name, 8, s, n_channels=channels,
+                                  n_chunks=chunks, contention=False)  # fmt: skip
+        assert closed == pytest.approx(ideal, rel=1e-9), (channels, chunks)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_the_closed_form_is_the_flow_models_time(name: str) -> None:
     # The analytical model's formula against the run, unchunked (exact) and chunked (the
     # first chunk through every hop alone, the rest at the busiest hop's loaded pace:
