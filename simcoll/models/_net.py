@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from simcoll.core.errors import ConfigError, TopologyError
+from simcoll.core.errors import ConfigError
 from simcoll.core.protocols import Protocol
+from simcoll.plan.placement import nearest_switches
 from simcoll.topology import NodeKind, Router
 from simcoll.topology.routing import Route, route_latency_s
 
@@ -85,44 +86,22 @@ def fabric_switches(
 ) -> list[str]:
     """The reducing fabric switch of each group of ranks (the engine's rule for SHARP).
 
-    Group j gets the fabric switch (kind ``switch``, ``reduces`` true) nearest to its
-    GPUs: fewest hops to the farthest of them (both ways), then fewest in all, then the
-    smallest id; each switch serves one group unless ``share`` (CollNet's trees).
+    The engine's rule, :func:`simcoll.plan.placement.nearest_switches`; each switch
+    serves one group unless ``share`` (CollNet's trees).
 
     Raises
     ------
     ConfigError
         If a group finds no such switch.
     """
-    router = router if router is not None else Router(topology)
-    candidates = sorted(
-        node
-        for node in topology.nodes
-        if topology.nodes[node].get("reduces") is True
-        and topology.nodes[node]["kind"] is NodeKind.SWITCH
-    )
-    chosen: list[str] = []
-    for group in groups:
-        best: tuple[int, int, int, str] | None = None
-        for switch in candidates:
-            if switch in chosen and not share:
-                continue
-            try:
-                hops = [len(router.route(nodes[r], switch)) for r in group]
-                hops += [len(router.route(switch, nodes[r])) for r in group]
-            except TopologyError:
-                continue
-            # shared, the least used of the nearest: trees spread over the spines
-            key = (max(hops), sum(hops), chosen.count(switch), switch)
-            best = key if best is None or key < best else best
-        if best is None:
-            name = topology.graph.get("source") or topology.graph.get("name", "topology")
-            raise ConfigError(
-                f"{algorithm} needs a switch that reduces in the network (reduces = true, "
-                f"e.g. sharp = true in a fat-tree file) reachable from all {len(nodes)} GPUs; "
-                f"{name} has none"
-            )
-        chosen.append(best[3])
+    chosen = nearest_switches(topology, nodes, groups, share=share, router=router)
+    if len(chosen) < len(groups):
+        name = topology.graph.get("source") or topology.graph.get("name", "topology")
+        raise ConfigError(
+            f"{algorithm} needs a switch that reduces in the network (reduces = true, "
+            f"e.g. sharp = true in a fat-tree file) reachable from all {len(nodes)} GPUs; "
+            f"{name} has none"
+        )
     return chosen
 
 

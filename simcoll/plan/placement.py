@@ -321,13 +321,8 @@ def switch_endpoints(
         what = ("an NVSwitch with NVLink SHARP, as in h100-ib-fat-tree's servers) linked to "
                 "the GPUs of each server of")  # fmt: skip
     else:
-        fabric = sorted(
-            n
-            for n, attrs in topology.nodes.items()
-            if attrs.get("reduces") is True and attrs["kind"] is NodeKind.SWITCH
-        )
-        chosen = _nearest_switches(topology, rank_nodes, groups, fabric,
-                                   share=bool(schedule.params.get("switch_share")))  # fmt: skip
+        chosen = nearest_switches(topology, rank_nodes, groups,
+                                  share=bool(schedule.params.get("switch_share")))  # fmt: skip
         what = "sharp = true in a fat-tree file) reachable from all"
     if len(chosen) < schedule.n_switches:
         name = topology.graph.get("source") or topology.graph.get("name", "topology")
@@ -338,15 +333,29 @@ def switch_endpoints(
     return tuple(chosen)
 
 
-def _nearest_switches(
+def nearest_switches(
     topology: nx.DiGraph[str],
-    rank_nodes: tuple[str, ...],
-    groups: tuple[tuple[int, ...], ...],
-    candidates: list[str],
+    rank_nodes: Sequence[str],
+    groups: Sequence[Sequence[int]],
     *,
     share: bool = False,
+    router: Router | None = None,
 ) -> list[str]:
-    router = Router(topology)
+    """The fabric switch that reduces (kind ``switch``, ``reduces`` true) nearest to each
+    group of ranks, in order: the fewest hops to the farthest of its GPUs (both ways),
+    then to all of them, then the least used so far (shared: trees spread over the
+    spines), then the smallest id. Each switch serves one group unless ``share``. The
+    list stops at the first group no such switch reaches (the caller says why).
+
+    One rule for the engine's endpoints (:func:`switch_endpoints`) and the closed forms
+    (:func:`simcoll.models._net.fabric_switches`).
+    """
+    router = router if router is not None else Router(topology)
+    candidates = sorted(
+        n
+        for n, attrs in topology.nodes.items()
+        if attrs.get("reduces") is True and attrs["kind"] is NodeKind.SWITCH
+    )
     chosen: list[str] = []
     for group in groups:
         best: tuple[int, int, int, str] | None = None
@@ -358,7 +367,6 @@ def _nearest_switches(
                 hops += [len(router.route(switch, rank_nodes[r])) for r in group]
             except TopologyError:
                 continue
-            # shared, the least used of the nearest: trees spread over the spines
             key = (max(hops), sum(hops), chosen.count(switch), switch)
             best = key if best is None or key < best else best
         if best is None:
