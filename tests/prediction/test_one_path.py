@@ -105,3 +105,22 @@ def test_an_nvls_tree_call_bound_by_its_ctas_is_the_same_call_in_a_workload() ->
         times.append(alone.rows[0].time_s)
     bound_s = 2**28 * 2 * 15 / 16 / (4 * 8 * 57.7e9 / 16)
     assert times[0] < bound_s <= times[1]
+
+
+@pytest.mark.parametrize("algorithm", ["collnet_direct", "collnet_chain"])
+def test_a_collnet_call_is_the_same_call_in_a_session(algorithm: str) -> None:
+    # CollNet on 2 DGX H100 with SHARP: predict (by name, and as NCCL_ALGO names it) and a
+    # session's call take the same time.
+    from simcoll.plan.tuning import parse_nccl_knobs  # noqa: PLC0415
+    from simcoll.prediction.session import Session  # noqa: PLC0415
+
+    graph = load("topologies/h100-ib-fat-tree.toml", {"n_nodes": "2", "sharp": "true"})
+    (alone,) = predict(graph, "allreduce", [2**26], algorithm=algorithm).rows
+    knob = {"collnet_direct": "CollNetDirect", "collnet_chain": "CollNetChain"}[algorithm]
+    (named,) = predict(graph, "allreduce", [2**26],
+                       knobs=parse_nccl_knobs([f"NCCL_ALGO={knob}"])).rows  # fmt: skip
+    assert (named.algorithm, named.time_s) == (algorithm, alone.time_s)
+    session = Session(graph)
+    session.collective("allreduce", 2**26, range(16), algorithm=algorithm, stream="dp")
+    (span,) = session.run().spans_of(0, "dp")
+    assert span.end_s - span.start_s == pytest.approx(alone.time_s, rel=1e-12)
